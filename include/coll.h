@@ -1,0 +1,226 @@
+/*
+ * coll.h - the native API of coll, a collective communication library.
+ *
+ * This header is the specification. A group of processes ("ranks") forms a communicator
+ * and runs collectives over it: broadcast, reduce, all-reduce, each blocking or
+ * non-blocking. Statuses, dtypes and ops have NCCL's numeric values, so code that speaks
+ * NCCL converts by cast.
+ *
+ * Ownership: coll allocates and frees communicators and requests and owns every string it
+ * returns. User buffers are borrowed: by a blocking call until it returns, by a
+ * non-blocking call until its request completes (coll_wait, or coll_test reporting done).
+ *
+ * Threads: one thread at a time may call into one communicator (as NCCL); different
+ * communicators may be used from different threads at once. coll_comm_abort may be called
+ * from any thread at any time. Every call is safe to call with NULL where a pointer is
+ * expected: it returns COLL_INVALID_ARGUMENT and says which argument in coll_last_error().
+ *
+ * Errors: every call returns a status and never aborts the process. After
+ * COLL_REMOTE_ERROR or COLL_TIMEOUT (a peer failed, disagreed or went silent; every
+ * surviving rank sees one of the two) the communicator is failed: later collectives on it
+ * return the same status at once, and it can only be destroyed.
+ */
+#ifndef COLL_H
+#define COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLL_VERSION_MAJOR 0
+#define COLL_VERSION_MINOR 1
+#define COLL_VERSION_PATCH 0
+/* Encoded as NCCL encodes its version: major * 10000 + minor * 100 + patch. */
+#define COLL_VERSION_CODE \
+    (COLL_VERSION_MAJOR * 10000 + COLL_VERSION_MINOR * 100 + COLL_VERSION_PATCH)
+
+#if defined(_WIN32)
+#define COLL_API
+#elif defined(COLL_BUILDING)
+#define COLL_API __attribute__((visibility("default")))
+#else
+#define COLL_API
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Statuses. Values 0..7 equal ncclResult_t; COLL_TIMEOUT is coll's own.
+ */
+#define COLL_STATUS_MAP(X)                                                                \
+    X(COLL_SUCCESS, 0, "success")                                                         \
+    X(COLL_CUDA_ERROR, 1, "a CUDA call failed")                                           \
+    X(COLL_SYSTEM_ERROR, 2, "a system call failed (COLL_DEBUG=INFO for more)")            \
+    X(COLL_INTERNAL_ERROR, 3, "internal error in coll")                                   \
+    X(COLL_INVALID_ARGUMENT, 4, "invalid argument")                                       \
+    X(COLL_INVALID_USAGE, 5, "invalid usage")                                             \
+    X(COLL_REMOTE_ERROR, 6, "a peer failed, disagreed or closed its connection")          \
+    X(COLL_IN_PROGRESS, 7, "operation in progress")                                       \
+    X(COLL_TIMEOUT, 8, "a peer did not answer within COLL_TIMEOUT_MS")
+
+typedef enum {
+#define COLL_X_(name, value, text) name = value,
+    COLL_STATUS_MAP(COLL_X_)
+#undef COLL_X_
+} coll_status_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Element types: the twelve of NCCL 2.28, with its values.
+ */
+typedef enum {
+    COLL_INT8 = 0,
+    COLL_UINT8 = 1,
+    COLL_INT32 = 2,
+    COLL_UINT32 = 3,
+    COLL_INT64 = 4,
+    COLL_UINT64 = 5,
+    COLL_FLOAT16 = 6,  /* IEEE 754 binary16 */
+    COLL_FLOAT32 = 7,
+    COLL_FLOAT64 = 8,
+    COLL_BFLOAT16 = 9,
+    COLL_FLOAT8E4M3 = 10, /* OCP fp8 E4M3 (finite only: no Inf, NaN = S.1111.111) */
+    COLL_FLOAT8E5M2 = 11, /* OCP fp8 E5M2 (IEEE-like, with Inf and NaN) */
+    COLL_NUM_DTYPES = 12
+} coll_dtype_t;
+
+/* Reduction operators, NCCL's values. Floating-point sums of fp16/bf16/fp8 are computed in
+ * fp32 and rounded to nearest even once per pairwise step. AVG sums, then divides once by
+ * the number of ranks at the end (integer division for integer types). */
+typedef enum {
+    COLL_SUM = 0,
+    COLL_PROD = 1,
+    COLL_MAX = 2,
+    COLL_MIN = 3,
+    COLL_AVG = 4,
+    COLL_NUM_OPS = 5
+} coll_op_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Handles.
+ */
+typedef struct coll_comm coll_comm_t;
+typedef struct coll_request coll_request_t;
+
+/* An opaque 128-byte id (the size of ncclUniqueId): the root's address and port, a random
+ * 128-bit secret and a random communicator id. Copy it by value to every rank (any way:
+ * a file, MPI, a launcher's environment through coll_unique_id_to_string). Whoever knows it
+ * can join the communicator: treat it as a password. */
+#define COLL_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[COLL_UNIQUE_ID_BYTES];
+} coll_unique_id_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Version and status text.
+ */
+
+/* Writes COLL_VERSION_CODE of the library actually loaded. */
+COLL_API coll_status_t coll_get_version(int *version_p);
+
+/* A static string for status; "unknown status" for values outside the map. */
+COLL_API const char *coll_status_string(coll_status_t status);
+
+/* The message of the last failure: of comm when comm is not NULL, of the calling thread's
+ * last failed call otherwise (for calls that had no comm, or failed making one). The string
+ * stays valid until the next call on the same comm (or thread). Never NULL: "" when none. */
+COLL_API const char *coll_last_error(const coll_comm_t *comm);
+
+/* ---------------------------------------------------------------------------------------
+ * Communicators.
+ */
+
+/* coll_get_unique_id - make a fresh id and start the bootstrap root in this process: a
+ * background thread listens on an address of this host (COLL_SOCKET_IFNAME picks the
+ * interface; loopback only when nothing else is up) until all ranks have joined or
+ * COLL_TIMEOUT_MS passes. Call it once per communicator, on one process. */
+COLL_API coll_status_t coll_get_unique_id(coll_unique_id_t *id_p);
+
+/* Text form of an id (hex, 2 * COLL_UNIQUE_ID_BYTES + 1 bytes with the NUL), for
+ * environments and command lines, and back. Parsing rejects any malformed or corrupted id
+ * (checksum) with COLL_INVALID_ARGUMENT. */
+#define COLL_UNIQUE_ID_STRLEN (2 * COLL_UNIQUE_ID_BYTES + 1)
+COLL_API coll_status_t coll_unique_id_to_string(const coll_unique_id_t *id, char *buf,
+                                                size_t buflen);
+COLL_API coll_status_t coll_unique_id_from_string(const char *str, coll_unique_id_t *id_p);
+
+/* coll_comm_init - join communicator id as rank of nranks. Collective: blocks until every
+ * rank has joined (or COLL_TIMEOUT_MS passes: COLL_TIMEOUT). A rank that presents a wrong
+ * secret is refused and never counted. Ranks that disagree on nranks, or two ranks with one
+ * rank number, fail init with COLL_REMOTE_ERROR (or COLL_INVALID_ARGUMENT locally).
+ * The environment (COLL_*) is read once here into the comm's configuration. */
+COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
+                                      const coll_unique_id_t *id, int rank);
+
+/* coll_comm_init_env - as coll_comm_init, with the rank, size and id taken from the
+ * environment the launcher set: collrun (COLL_UNIQUE_ID, COLL_RANK, COLL_SIZE). Missing or
+ * contradictory variables give COLL_INVALID_ARGUMENT naming the variable. */
+COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p);
+
+/* coll_comm_destroy - wait for nothing: cancel pending requests (they complete with
+ * COLL_INVALID_USAGE), close connections, stop the progress thread, free the comm.
+ * Not collective. NULL is accepted. Requests of comm must not be used afterwards. */
+COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm);
+
+/* coll_comm_abort - fail comm from any thread: every pending and later call on it returns
+ * COLL_REMOTE_ERROR at once, and peers learn of it through closed connections. The comm
+ * must still be destroyed. */
+COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm);
+
+COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank_p);
+COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size_p);
+
+/* ---------------------------------------------------------------------------------------
+ * Collectives on host memory.
+ *
+ * Every rank of comm must issue the same collectives in the same order with the same
+ * count, dtype, op and root; a disagreement that changes what crosses the wire is detected
+ * and gives COLL_REMOTE_ERROR on the ranks involved. count is in elements. sendbuf ==
+ * recvbuf means in place. Buffers of count elements must not overlap otherwise.
+ */
+
+/* Every rank's recvbuf = op over all ranks' sendbuf. */
+COLL_API coll_status_t coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm);
+
+/* Root's sendbuf is copied to every rank's recvbuf. sendbuf is read on root only (may be
+ * NULL elsewhere); recvbuf is written on every rank, root included (skipped when it equals
+ * sendbuf). */
+COLL_API coll_status_t coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_dtype_t dtype, int root, coll_comm_t *comm);
+
+/* Root's recvbuf = op over all ranks' sendbuf. recvbuf is written on root only (may be NULL
+ * elsewhere). */
+COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_dtype_t dtype, coll_op_t op, int root,
+                                   coll_comm_t *comm);
+
+/* ---------------------------------------------------------------------------------------
+ * Non-blocking collectives. Each returns once the operation is queued, with a request in
+ * *req_p; operations on one comm complete in the order they were issued. The buffers are
+ * borrowed until the request completes. Progress happens in a background thread of the
+ * comm, and in whichever thread waits.
+ */
+COLL_API coll_status_t coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                       coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                       coll_request_t **req_p);
+COLL_API coll_status_t coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                       coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                       coll_request_t **req_p);
+COLL_API coll_status_t coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                                    coll_dtype_t dtype, coll_op_t op, int root,
+                                    coll_comm_t *comm, coll_request_t **req_p);
+
+/* coll_test - *done_p = 1 and the request is released when it has completed (its status is
+ * returned); *done_p = 0 and COLL_SUCCESS while it runs. Never blocks. */
+COLL_API coll_status_t coll_test(coll_request_t *req, int *done_p);
+
+/* coll_wait - block until req completes, release it and return its status. Waiting spins
+ * briefly, then sleeps. */
+COLL_API coll_status_t coll_wait(coll_request_t *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLL_H */

@@ -1,0 +1,283 @@
+/*
+ * comm.c - unique ids, communicator init (from an id or from the launcher's environment),
+ * abort and destroy.
+ *
+ * Init order: configuration snapshot -> engine fds -> transport init (data listener, whose
+ * address goes into our peer info) -> bootstrap rendezvous (everyone's peer info) -> progress
+ * thread. Channels to peers are made lazily by the executor, the first time a schedule
+ * talks to a peer.
+ */
+#include "bootstrap.h"
+#include "exec.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+COLL_API coll_status_t coll_get_unique_id(coll_unique_id_t *id_p)
+{
+    coll__log_init();
+    if (!id_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_get_unique_id: id_p is NULL");
+    return coll__bootstrap_root_start(id_p);
+}
+
+COLL_API coll_status_t coll_unique_id_to_string(const coll_unique_id_t *id, char *buf,
+                                                size_t buflen)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    if (!id || !buf)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_unique_id_to_string: %s is NULL",
+                           !id ? "id" : "buf");
+    if (buflen < COLL_UNIQUE_ID_STRLEN)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "coll_unique_id_to_string: buflen %zu < COLL_UNIQUE_ID_STRLEN (%d)",
+                           buflen, COLL_UNIQUE_ID_STRLEN);
+    for (int i = 0; i < COLL_UNIQUE_ID_BYTES; i++) {
+        uint8_t b = (uint8_t)id->internal[i];
+        buf[2 * i] = hex[b >> 4];
+        buf[2 * i + 1] = hex[b & 15];
+    }
+    buf[2 * COLL_UNIQUE_ID_BYTES] = '\0';
+    return COLL_SUCCESS;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+COLL_API coll_status_t coll_unique_id_from_string(const char *str, coll_unique_id_t *id_p)
+{
+    coll_unique_id_t id;
+    struct coll_id_info info;
+
+    if (!str || !id_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "coll_unique_id_from_string: %s is NULL", !str ? "str" : "id_p");
+    if (strlen(str) != 2 * COLL_UNIQUE_ID_BYTES)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "unique id text has %zu characters, expected %d hex digits",
+                           strlen(str), 2 * COLL_UNIQUE_ID_BYTES);
+    for (int i = 0; i < COLL_UNIQUE_ID_BYTES; i++) {
+        int hi = hexval(str[2 * i]), lo = hexval(str[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                               "unique id text has a non-hex character at offset %d",
+                               hi < 0 ? 2 * i : 2 * i + 1);
+        id.internal[i] = (char)(hi << 4 | lo);
+    }
+    if (coll__id_decode(&id, &info) != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT; /* message set by the decoder */
+    *id_p = id;
+    return COLL_SUCCESS;
+}
+
+static void comm_free(struct coll_comm *comm)
+{
+    if (!comm)
+        return;
+    coll__engine_fini(comm);
+    pthread_mutex_lock(&comm->lock);
+    while (comm->ops_head) {
+        struct coll_op *op = comm->ops_head;
+        comm->ops_head = op->next;
+        atomic_store(&op->status, COLL_INVALID_USAGE);
+        op->next = NULL;
+        /* nobody may use a request after destroy (coll.h): free it with the comm */
+        coll__op_free(op);
+    }
+    comm->ops_tail = NULL;
+    if (comm->tp && comm->tp_ctx)
+        comm->tp->fini(comm->tp_ctx);
+    comm->tp_ctx = NULL;
+    pthread_mutex_unlock(&comm->lock);
+    if (comm->epfd >= 0)
+        close(comm->epfd);
+    if (comm->wakefd >= 0)
+        close(comm->wakefd);
+    coll__plan_cache_free(comm);
+    free(comm->peers);
+    free(comm->chans);
+    free(comm->scratch);
+    pthread_mutex_destroy(&comm->lock);
+    pthread_mutex_destroy(&comm->errlock);
+    pthread_cond_destroy(&comm->cond);
+    free(comm);
+}
+
+static coll_status_t pick_transport(struct coll_comm *comm)
+{
+    char names[128] = "";
+
+    if (!comm->cfg.transport[0]) {
+        comm->tp = coll__transports[0];
+        return COLL_SUCCESS;
+    }
+    comm->tp = coll__transport_find(comm->cfg.transport);
+    if (comm->tp)
+        return COLL_SUCCESS;
+    for (int i = 0; coll__transports[i]; i++) {
+        size_t o = strlen(names);
+        snprintf(names + o, sizeof(names) - o, "%s%s", i ? ", " : "", coll__transports[i]->name);
+    }
+    return coll__error(comm, COLL_INVALID_ARGUMENT,
+                       "COLL_TRANSPORT='%s' is not a transport of this build (%s)",
+                       comm->cfg.transport, names);
+}
+
+COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
+                                      const coll_unique_id_t *id, int rank)
+{
+    struct coll_id_info info;
+    struct coll_comm *comm;
+    coll_status_t st;
+
+    coll__log_init();
+    if (!comm_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_init: comm_p is NULL");
+    if (!id)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_init: id is NULL");
+    if (nranks < 1)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_init: nranks %d < 1", nranks);
+    if (rank < 0 || rank >= nranks)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "coll_comm_init: rank %d is out of range [0, %d)", rank, nranks);
+    st = coll__id_decode(id, &info);
+    if (st != COLL_SUCCESS)
+        return st;
+
+    comm = calloc(1, sizeof(*comm));
+    if (!comm)
+        return coll__error(NULL, COLL_SYSTEM_ERROR, "out of memory for a communicator");
+    comm->epfd = comm->wakefd = -1;
+    pthread_mutex_init(&comm->lock, NULL);
+    pthread_mutex_init(&comm->errlock, NULL);
+    pthread_cond_init(&comm->cond, NULL);
+    comm->rank = rank;
+    comm->nranks = nranks;
+    atomic_store(&comm->failed, COLL_SUCCESS);
+
+    COLL_CHECK_GOTO(coll__config_load(comm, &comm->cfg), st, out_free);
+    COLL_CHECK_GOTO(coll__select_check_config(comm), st, out_free);
+    COLL_CHECK_GOTO(pick_transport(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__plan_cache_init(comm), st, out_free);
+    comm->chans = calloc((size_t)nranks, sizeof(*comm->chans));
+    if (!comm->chans) {
+        st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %d channels", nranks);
+        goto out_free;
+    }
+    COLL_CHECK_GOTO(coll__engine_init(comm), st, out_free);
+    comm->self.rank = rank;
+    comm->self.pid = (int32_t)getpid();
+    coll__host_identity(&comm->self);
+    COLL_CHECK_GOTO(comm->tp->init(comm, &comm->tp_ctx), st, out_free);
+    COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
+    COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
+    COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",
+              rank, nranks, (unsigned long long)comm->comm_id, comm->self.hostname,
+              (int)getpid(), comm->tp->name);
+    *comm_p = comm;
+    return COLL_SUCCESS;
+
+out_free:
+    /* the comm's message is already this thread's message too (coll__error sets both) */
+    comm_free(comm);
+    return st;
+}
+
+static bool env_int(const char *name, int *out_p, bool *present_p)
+{
+    const char *v = getenv(name);
+    char *end;
+    long x;
+
+    *present_p = v && *v;
+    if (!*present_p)
+        return false;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || x < INT_MIN || x > INT_MAX)
+        return false;
+    *out_p = (int)x;
+    return true;
+}
+
+COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p)
+{
+    const char *idstr = getenv("COLL_UNIQUE_ID");
+    coll_unique_id_t id;
+    int rank = -1, size = -1;
+    bool have_rank, have_size;
+    coll_status_t st;
+
+    coll__log_init();
+    if (!comm_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_init_env: comm_p is NULL");
+    if (!idstr || !*idstr)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "COLL_UNIQUE_ID is not set: start the program under collrun "
+                           "(collrun -n N prog), or call coll_comm_init with an id");
+    if (!env_int("COLL_RANK", &rank, &have_rank))
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "COLL_RANK is %s",
+                           have_rank ? "not an integer" : "not set");
+    if (!env_int("COLL_SIZE", &size, &have_size))
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "COLL_SIZE is %s",
+                           have_size ? "not an integer" : "not set");
+    if (size < 1)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "COLL_SIZE=%d is less than 1", size);
+    if (rank < 0 || rank >= size)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "COLL_RANK=%d is out of range for COLL_SIZE=%d", rank, size);
+    st = coll_unique_id_from_string(idstr, &id);
+    if (st != COLL_SUCCESS)
+        return coll__error(NULL, st, "COLL_UNIQUE_ID is malformed: %s", coll_last_error(NULL));
+    return coll_comm_init(comm_p, size, &id, rank);
+}
+
+COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)
+{
+    comm_free(comm);
+    return COLL_SUCCESS;
+}
+
+COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm)
+{
+    if (!comm)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_abort: comm is NULL");
+    atomic_store(&comm->aborted, 1);
+    pthread_mutex_lock(&comm->lock);
+    if (atomic_load(&comm->failed) == COLL_SUCCESS)
+        coll__error(comm, COLL_REMOTE_ERROR, "communicator aborted by coll_comm_abort");
+    coll__comm_fail(comm, COLL_REMOTE_ERROR);
+    pthread_mutex_unlock(&comm->lock);
+    return COLL_SUCCESS;
+}
+
+COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank_p)
+{
+    if (!comm || !rank_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_rank: %s is NULL",
+                           !comm ? "comm" : "rank_p");
+    *rank_p = comm->rank;
+    return COLL_SUCCESS;
+}
+
+COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size_p)
+{
+    if (!comm || !size_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_size: %s is NULL",
+                           !comm ? "comm" : "size_p");
+    *size_p = comm->nranks;
+    return COLL_SUCCESS;
+}

@@ -1,0 +1,305 @@
+/*
+ * engine.c - who drives progress, and how waits sleep.
+ *
+ * One thread at a time "drives" a comm: it advances the head op's executor, calls the
+ * transports' poll hooks, and sleeps in epoll_wait on every fd of the comm when nothing
+ * moves. A thread blocked in coll_wait drives itself, so a blocking collective pays one
+ * kernel wake-up per message it waits for, never a hand-off between threads. When nobody
+ * waits and ops are queued (non-blocking calls), the comm's progress thread drives; a caller
+ * that starts waiting takes over by waking it through the eventfd.
+ *
+ * Waits spin (epoll_wait with timeout 0, yielding the core) for COLL_SPIN_US, then sleep:
+ * ranks outnumber cores in the tests, and a spinning rank would steal the core its peer
+ * needs.
+ */
+#include "exec.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define ENGINE_SLEEP_MAX_MS 100 /* longest sleep between timeout checks */
+#define ENGINE_MAX_EVENTS 64
+
+static void wake_cb(struct coll_pollent *pe, uint32_t events)
+{
+    struct coll_comm *comm = pe->arg;
+    uint64_t v;
+    (void)events;
+    while (read(comm->wakefd, &v, sizeof(v)) > 0)
+        ;
+}
+
+void coll__engine_wake(struct coll_comm *comm)
+{
+    uint64_t one = 1;
+    ssize_t r = write(comm->wakefd, &one, sizeof(one));
+    (void)r; /* EAGAIN means a wake-up is already pending: as good */
+}
+
+static void op_list_remove_head(struct coll_comm *comm)
+{
+    struct coll_op *op = comm->ops_head;
+    comm->ops_head = op->next;
+    if (!comm->ops_head)
+        comm->ops_tail = NULL;
+    op->next = NULL;
+}
+
+/* Complete finished ops at the head; free those nobody holds. Lock held. */
+static void reap_head(struct coll_comm *comm)
+{
+    while (comm->ops_head && atomic_load(&comm->ops_head->status) != COLL_IN_PROGRESS) {
+        struct coll_op *op = comm->ops_head;
+        op_list_remove_head(comm);
+        coll__exec_release(op);
+        pthread_cond_broadcast(&comm->cond);
+    }
+}
+
+static void check_timeout(struct coll_comm *comm)
+{
+    struct coll_op *op = comm->ops_head;
+    uint64_t now, limit;
+    char what[512];
+
+    if (!op || comm->cfg.timeout_ms <= 0 || atomic_load(&comm->failed) != COLL_SUCCESS)
+        return;
+    if (!op->started)
+        return;
+    now = coll__now_ns();
+    limit = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
+    if (now - op->last_progress_ns < limit)
+        return;
+    coll__exec_describe_wait(op, what, sizeof(what));
+    coll__error(comm, COLL_TIMEOUT,
+                "%s #%llu (%zu x %s) made no progress for %lld ms (COLL_TIMEOUT_MS): waiting "
+                "for %s",
+                coll__coll_name(op->coll), (unsigned long long)op->seq, op->plan->args.count,
+                coll__dtype_name(op->plan->args.dtype), (long long)comm->cfg.timeout_ms, what);
+    coll__comm_fail(comm, COLL_TIMEOUT);
+}
+
+/* One round: advance the head ops; if nothing moved, sleep up to timeout_ms in epoll.
+ * Lock held on entry and exit; released while sleeping. Returns true if anything moved. */
+static bool engine_progress(struct coll_comm *comm, int timeout_ms)
+{
+    struct epoll_event evs[ENGINE_MAX_EVENTS];
+    bool moved = false;
+    int n;
+
+    for (;;) {
+        struct coll_op *op = comm->ops_head;
+        if (!op)
+            break;
+        moved |= coll__exec_advance(op);
+        if (atomic_load(&op->status) == COLL_IN_PROGRESS)
+            break;
+        reap_head(comm);
+    }
+    if (comm->tp && comm->tp->progress && comm->tp_ctx)
+        moved |= comm->tp->progress(comm->tp_ctx);
+    if (moved)
+        timeout_ms = 0;
+    pthread_mutex_unlock(&comm->lock);
+    n = epoll_wait(comm->epfd, evs, ENGINE_MAX_EVENTS, timeout_ms);
+    pthread_mutex_lock(&comm->lock);
+    for (int i = 0; i < n; i++) {
+        struct coll_pollent *pe = evs[i].data.ptr;
+        pe->cb(pe, evs[i].events);
+        moved = true;
+    }
+    if (n > 0 && comm->ops_head) {
+        moved |= coll__exec_advance(comm->ops_head);
+        reap_head(comm);
+    }
+    check_timeout(comm);
+    return moved;
+}
+
+static void *progress_main(void *arg)
+{
+    struct coll_comm *comm = arg;
+
+    pthread_mutex_lock(&comm->lock);
+    while (!comm->stopping) {
+        if (!comm->ops_head || comm->waiters > 0 || comm->driving) {
+            pthread_cond_wait(&comm->cond, &comm->lock);
+            continue;
+        }
+        comm->driving = true;
+        engine_progress(comm, ENGINE_SLEEP_MAX_MS);
+        comm->driving = false;
+        pthread_cond_broadcast(&comm->cond);
+    }
+    pthread_mutex_unlock(&comm->lock);
+    return NULL;
+}
+
+coll_status_t coll__engine_init(struct coll_comm *comm)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    struct coll_pollent *pe;
+
+    comm->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (comm->epfd < 0)
+        return coll__sys_error(comm, errno, "epoll_create1");
+    comm->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (comm->wakefd < 0)
+        return coll__sys_error(comm, errno, "eventfd");
+    pe = &comm->wake_pe;
+    pe->cb = wake_cb;
+    pe->arg = comm;
+    ev.data.ptr = pe;
+    if (epoll_ctl(comm->epfd, EPOLL_CTL_ADD, comm->wakefd, &ev) < 0)
+        return coll__sys_error(comm, errno, "epoll_ctl(eventfd)");
+    return COLL_SUCCESS;
+}
+
+coll_status_t coll__engine_start(struct coll_comm *comm)
+{
+    int err = pthread_create(&comm->progress_thread, NULL, progress_main, comm);
+    if (err)
+        return coll__sys_error(comm, err, "cannot start the progress thread");
+    comm->progress_started = true;
+    return COLL_SUCCESS;
+}
+
+void coll__engine_fini(struct coll_comm *comm)
+{
+    if (comm->progress_started) {
+        pthread_mutex_lock(&comm->lock);
+        comm->stopping = true;
+        pthread_cond_broadcast(&comm->cond);
+        pthread_mutex_unlock(&comm->lock);
+        coll__engine_wake(comm);
+        pthread_join(comm->progress_thread, NULL);
+        comm->progress_started = false;
+    }
+}
+
+void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
+{
+    pthread_mutex_lock(&comm->lock);
+    op->seq = comm->next_seq++;
+    atomic_store(&op->status, COLL_IN_PROGRESS);
+    if (atomic_load(&comm->failed) != COLL_SUCCESS)
+        atomic_store(&op->status, atomic_load(&comm->failed));
+    if (comm->ops_tail)
+        comm->ops_tail->next = op;
+    else
+        comm->ops_head = op;
+    comm->ops_tail = op;
+    if (atomic_load(&op->status) != COLL_IN_PROGRESS)
+        reap_head(comm);
+    /* a non-blocking op wakes the progress thread; a blocking caller drives it itself */
+    if (op->is_request && comm->waiters == 0)
+        pthread_cond_broadcast(&comm->cond);
+    pthread_mutex_unlock(&comm->lock);
+}
+
+coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
+{
+    uint64_t spin_ns = (uint64_t)comm->cfg.spin_us * 1000ull;
+
+    pthread_mutex_lock(&comm->lock);
+    comm->waiters++;
+    while (atomic_load(&op->status) == COLL_IN_PROGRESS) {
+        uint64_t t0;
+        if (comm->driving) {
+            /* the progress thread is sleeping in epoll: ask it to hand over */
+            coll__engine_wake(comm);
+            pthread_cond_wait(&comm->cond, &comm->lock);
+            continue;
+        }
+        comm->driving = true;
+        t0 = coll__now_ns();
+        while (atomic_load(&op->status) == COLL_IN_PROGRESS) {
+            bool moved = engine_progress(comm, 0);
+            if (moved) {
+                t0 = coll__now_ns();
+                continue;
+            }
+            if (coll__now_ns() - t0 >= spin_ns)
+                break;
+            pthread_mutex_unlock(&comm->lock);
+            sched_yield();
+            pthread_mutex_lock(&comm->lock);
+        }
+        while (atomic_load(&op->status) == COLL_IN_PROGRESS) {
+            if (engine_progress(comm, ENGINE_SLEEP_MAX_MS) && spin_ns)
+                break; /* something arrived: spin again, the next message is likely close */
+        }
+        comm->driving = false;
+        pthread_cond_broadcast(&comm->cond);
+    }
+    comm->waiters--;
+    reap_head(comm);
+    if (comm->waiters == 0 && comm->ops_head)
+        pthread_cond_broadcast(&comm->cond); /* let the progress thread take the rest */
+    pthread_mutex_unlock(&comm->lock);
+    return (coll_status_t)atomic_load(&op->status);
+}
+
+void coll__engine_poll(struct coll_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (!comm->driving) {
+        comm->driving = true;
+        engine_progress(comm, 0);
+        comm->driving = false;
+        pthread_cond_broadcast(&comm->cond);
+    }
+    pthread_mutex_unlock(&comm->lock);
+}
+
+void coll__comm_fail(struct coll_comm *comm, coll_status_t st)
+{
+    int expected = COLL_SUCCESS;
+
+    if (!atomic_compare_exchange_strong(&comm->failed, &expected, (int)st))
+        return;
+    COLL_INFO(COLL_SUB_COLL, "rank %d: communicator failed (%s): closing connections",
+              comm->rank, coll_status_string(st));
+    if (comm->tp && comm->tp->shutdown && comm->tp_ctx)
+        comm->tp->shutdown(comm->tp_ctx);
+    for (struct coll_op *op = comm->ops_head; op; op = op->next)
+        atomic_store(&op->status, st);
+    pthread_cond_broadcast(&comm->cond);
+    coll__engine_wake(comm);
+}
+
+void coll__engine_detach(struct coll_comm *comm, struct coll_op *op)
+{
+    struct coll_op **pp;
+
+    pthread_mutex_lock(&comm->lock);
+    for (pp = &comm->ops_head; *pp; pp = &(*pp)->next) {
+        if (*pp != op)
+            continue;
+        *pp = op->next;
+        if (comm->ops_tail == op) {
+            comm->ops_tail = NULL;
+            for (struct coll_op *o = comm->ops_head; o; o = o->next)
+                comm->ops_tail = o;
+        }
+        op->next = NULL;
+        break;
+    }
+    pthread_mutex_unlock(&comm->lock);
+}
+
+void coll__op_free(struct coll_op *op)
+{
+    if (!op)
+        return;
+    coll__exec_release(op);
+    if (op->plan)
+        coll__plan_put(op->plan);
+    free(op);
+}

@@ -1,0 +1,217 @@
+/*
+ * internal.h - types shared inside src/: the communicator, its configuration, logging and
+ * error helpers. Nothing here is part of the public ABI.
+ *
+ * Divisions: 1 config and params, 2 logging, 3 errors, 4 peers and the communicator,
+ * 5 engine (ops and progress), 6 misc helpers.
+ */
+#ifndef COLL_INTERNAL_H
+#define COLL_INTERNAL_H
+
+#define COLL_BUILDING 1
+#include "coll.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define COLL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define COLL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define COLL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define COLL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define COLL_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- 1 config ------------------------------------------------------------------------ */
+
+/* One snapshot of the COLL_* knobs, taken at comm init (src/core/param.c has the table with
+ * defaults and help text; `collbench --help-env` prints it). */
+struct coll_config {
+    int64_t timeout_ms;     /* COLL_TIMEOUT_MS: no progress for this long is COLL_TIMEOUT */
+    char algo[256];         /* COLL_ALGO: "" (choose), "ring", or "allreduce=ring,bcast=tree" */
+    char transport[32];     /* COLL_TRANSPORT: "" (best) or a transport's name */
+    char socket_ifname[64]; /* COLL_SOCKET_IFNAME: prefix list, "^" excludes, "=" exact */
+    int64_t chunk_bytes;    /* COLL_CHUNK_BYTES: pipelining unit of the schedules */
+    int64_t tree_threshold; /* COLL_TREE_THRESHOLD: all-reduce bytes below which tree wins */
+    int64_t nsocks;         /* COLL_NSOCKS: TCP sockets per peer (reserved for striping) */
+    int64_t spin_us;        /* COLL_SPIN_US: how long a wait polls before it sleeps */
+    int64_t sockbuf_bytes;  /* COLL_SOCKBUF_BYTES: SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
+    int64_t bootstrap_timeout_ms; /* COLL_BOOTSTRAP_TIMEOUT_MS: root rendezvous deadline */
+};
+
+enum coll_param_type { COLL_PARAM_INT, COLL_PARAM_SIZE, COLL_PARAM_STRING };
+
+struct coll_param {
+    const char *name;       /* "COLL_TIMEOUT_MS" */
+    const char *defval;     /* as text, parsed like the environment */
+    const char *help;
+    enum coll_param_type type;
+    size_t offset;          /* into struct coll_config; SIZE_MAX: read elsewhere (logging) */
+    size_t size;            /* field size for strings */
+    int64_t min, max;       /* bounds for numbers */
+};
+
+COLL_INTERNAL extern const struct coll_param coll__params[];
+COLL_INTERNAL extern const size_t coll__nparams;
+
+/* Fill cfg from defaults and the environment. A malformed or out-of-range value is
+ * COLL_INVALID_ARGUMENT naming the variable (message through coll__error(comm, ...)). */
+COLL_INTERNAL coll_status_t coll__config_load(struct coll_comm *comm, struct coll_config *cfg);
+/* Parse "64K", "1M", "2G", "123" (binary suffixes); false when malformed or overflowing. */
+COLL_INTERNAL bool coll__parse_size(const char *s, int64_t *out_p);
+
+/* ---- 2 logging ----------------------------------------------------------------------- */
+
+enum coll_log_level { COLL_LOG_NONE = 0, COLL_LOG_WARN = 1, COLL_LOG_INFO = 2,
+                      COLL_LOG_TRACE = 3 };
+enum coll_subsys {
+    COLL_SUB_INIT = 1u << 0,
+    COLL_SUB_BOOTSTRAP = 1u << 1,
+    COLL_SUB_NET = 1u << 2,
+    COLL_SUB_ALGO = 1u << 3,
+    COLL_SUB_COLL = 1u << 4,
+    COLL_SUB_ENV = 1u << 5,
+    COLL_SUB_SHM = 1u << 6,
+    COLL_SUB_ALL = 0xffffffffu
+};
+
+/* Process-wide, set once from COLL_DEBUG, COLL_DEBUG_SUBSYS, COLL_DEBUG_FILE. */
+COLL_INTERNAL extern int coll__log_level;
+COLL_INTERNAL extern uint32_t coll__log_mask;
+COLL_INTERNAL void coll__log_init(void);
+COLL_INTERNAL void coll__log(int level, uint32_t subsys, const char *fmt, ...)
+    COLL_PRINTF(3, 4);
+
+/* The level is checked before the arguments are evaluated. */
+#define COLL_LOG(level, subsys, ...)                                                   \
+    do {                                                                               \
+        if (coll__log_level >= (level) && (coll__log_mask & (subsys)))                 \
+            coll__log((level), (subsys), __VA_ARGS__);                                 \
+    } while (0)
+#define COLL_WARN(subsys, ...) COLL_LOG(COLL_LOG_WARN, subsys, __VA_ARGS__)
+#define COLL_INFO(subsys, ...) COLL_LOG(COLL_LOG_INFO, subsys, __VA_ARGS__)
+#define COLL_TRACE(subsys, ...) COLL_LOG(COLL_LOG_TRACE, subsys, __VA_ARGS__)
+
+/* ---- 3 errors ------------------------------------------------------------------------ */
+
+/* Record st with a message on comm (or on the calling thread when comm is NULL), log it at
+ * WARN (INFO for COLL_INVALID_ARGUMENT, which is the caller's to report), return st.
+ * The message is prefixed "rank R: " when comm knows its rank. */
+COLL_INTERNAL coll_status_t coll__error(struct coll_comm *comm, coll_status_t st,
+                                        const char *fmt, ...) COLL_PRINTF(3, 4);
+/* As coll__error with COLL_SYSTEM_ERROR and ": <strerror(err)>" appended. */
+COLL_INTERNAL coll_status_t coll__sys_error(struct coll_comm *comm, int err,
+                                            const char *fmt, ...) COLL_PRINTF(3, 4);
+/* The thread's own last message (for calls without a comm). */
+COLL_INTERNAL void coll__set_thread_error(const char *msg);
+
+/* Evaluate expr; on failure store its status in st and jump to label. The label shows. */
+#define COLL_CHECK_GOTO(expr, st, label)                                               \
+    do {                                                                               \
+        (st) = (expr);                                                                 \
+        if ((st) != COLL_SUCCESS)                                                      \
+            goto label;                                                                \
+    } while (0)
+
+/* ---- 4 peers and the communicator ---------------------------------------------------- */
+
+#define COLL_HOSTNAME_MAX 64
+#define COLL_ADDR_MAX 28 /* bytes of a sockaddr_in6 */
+
+/* What each rank publishes at bootstrap; fixed size, sent as is (same ABI on both ends:
+ * every field is validated by the receiver). */
+struct coll_peer_info {
+    int32_t rank;
+    int32_t pid;
+    uint64_t host_hash;               /* hash of hostname + boot id: "same host" */
+    char hostname[COLL_HOSTNAME_MAX]; /* NUL-terminated, for messages */
+    uint16_t addr_len;                /* bytes used in addr */
+    uint8_t addr[COLL_ADDR_MAX];      /* sockaddr of this rank's data listener */
+};
+
+/* The bootstrap's view of an id (src/core/bootstrap.c). */
+#define COLL_SECRET_BYTES 16
+struct coll_id_info {
+    uint8_t secret[COLL_SECRET_BYTES];
+    uint64_t comm_id;
+    uint16_t addr_len;
+    uint8_t addr[COLL_ADDR_MAX];      /* the root's sockaddr */
+};
+
+struct coll_transport;
+struct coll_chan;
+struct coll_op;
+
+/* Something registered in comm->epfd. The engine calls cb with the epoll events; the
+ * callback runs with comm->lock held and may post, complete or fail transfers. */
+struct coll_pollent {
+    void (*cb)(struct coll_pollent *pe, uint32_t events);
+    void *arg;
+};
+
+
+struct coll_comm {
+    int rank, nranks;
+    uint64_t comm_id;
+    uint8_t secret[COLL_SECRET_BYTES];
+    struct coll_config cfg;
+    struct coll_peer_info self;
+    struct coll_peer_info *peers;     /* [nranks], from the bootstrap */
+
+    /* transport: one for now (COLL_TRANSPORT or the best probed); per-peer channels */
+    const struct coll_transport *tp;
+    void *tp_ctx;
+    struct coll_chan **chans;         /* [nranks], NULL until connected */
+
+    /* engine: everything below is guarded by lock unless atomic */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;              /* op completion, driver hand-over */
+    int epfd;                         /* transports register their fds here */
+    int wakefd;                       /* eventfd in epfd: wakes a sleeping driver */
+    struct coll_pollent wake_pe;
+    struct coll_op *ops_head, *ops_tail; /* issued, not yet completed, in order */
+    uint64_t next_seq;                /* sequence number of the next op issued */
+    int waiters;                      /* threads waiting that want to drive progress */
+    bool driving;                     /* some thread is inside coll__engine_progress */
+    bool stopping;                    /* destroy in progress: progress thread exits */
+    pthread_t progress_thread;
+    bool progress_started;
+
+    /* failure: first error wins; later calls fail fast with it */
+    _Atomic int failed;               /* coll_status_t, COLL_SUCCESS while healthy */
+    _Atomic int aborted;
+
+    /* scratch memory for schedules, grown on demand, owned by the engine */
+    void *scratch;
+    size_t scratch_bytes;
+
+    /* caches */
+    struct coll_sched_cache *sched_cache;
+
+    /* last error text (coll_last_error); errlock because abort can come from any thread */
+    pthread_mutex_t errlock;
+    char errmsg[1024];
+};
+
+/* ---- 5 engine ------------------------------------------------------------------------ */
+
+/* Mark comm failed with st (first failure wins; its message stays), wake every waiter,
+ * and let peers know by closing connections (the transport's close). Engine lock held. */
+COLL_INTERNAL void coll__comm_fail(struct coll_comm *comm, coll_status_t st);
+/* Wake a thread sleeping in the engine's epoll_wait (any thread, no lock needed). */
+COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);
+
+/* ---- 6 misc -------------------------------------------------------------------------- */
+
+COLL_INTERNAL uint64_t coll__now_ns(void); /* CLOCK_MONOTONIC */
+/* n bytes from the kernel's CSPRNG (getrandom); COLL_SYSTEM_ERROR if unavailable. */
+COLL_INTERNAL coll_status_t coll__random(void *buf, size_t n);
+/* 64-bit FNV-1a, for host identity and checksums that are not security relevant. */
+COLL_INTERNAL uint64_t coll__hash64(const void *data, size_t n, uint64_t seed);
+COLL_INTERNAL const char *coll__dtype_name(coll_dtype_t dt);
+COLL_INTERNAL const char *coll__op_name(coll_op_t op);
+COLL_INTERNAL size_t coll__dtype_size(coll_dtype_t dt); /* 0 for an unknown dtype */
+
+#endif /* COLL_INTERNAL_H */

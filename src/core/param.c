@@ -1,0 +1,136 @@
+/*
+ * param.c - the one table of COLL_* knobs: name, default, help, where it lands in struct
+ * coll_config. Read once per comm at init; `collbench --help-env` prints the table, and the
+ * docs are generated from it. Logging knobs (COLL_DEBUG*) are process-wide and read by log.c,
+ * but live here too so that one table documents everything.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CFG(field) offsetof(struct coll_config, field), sizeof(((struct coll_config *)0)->field)
+#define NOCFG SIZE_MAX, 0
+
+const struct coll_param coll__params[] = {
+    {"COLL_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_DEBUG_SUBSYS", "ALL",
+     "log subsystems, comma-separated (INIT,BOOTSTRAP,NET,ALGO,COLL,ENV,SHM,ALL); ^ excludes",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_DEBUG_FILE", "", "log to this file instead of stderr; %h = host, %p = pid",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_TIMEOUT_MS", "600000",
+     "an operation that makes no progress for this long fails with COLL_TIMEOUT on every rank "
+     "(0 = wait forever)",
+     COLL_PARAM_INT, CFG(timeout_ms), 0, INT64_MAX / 1000000},
+    {"COLL_BOOTSTRAP_TIMEOUT_MS", "300000",
+     "how long comm init waits for the root and for all ranks to join", COLL_PARAM_INT,
+     CFG(bootstrap_timeout_ms), 1, INT64_MAX / 1000000},
+    {"COLL_ALGO", "",
+     "force an algorithm: a name for every collective (ring) or per collective "
+     "(allreduce=ring,broadcast=binomial); empty = chosen by size",
+     COLL_PARAM_STRING, CFG(algo), 0, 0},
+    {"COLL_TRANSPORT", "", "force a transport (tcp); empty = the best one for each peer",
+     COLL_PARAM_STRING, CFG(transport), 0, 0},
+    {"COLL_SOCKET_IFNAME", "",
+     "network interfaces to use: prefixes (eth,ens), ^ to exclude (^docker,lo), = for an exact "
+     "name; empty = first non-loopback interface that is up, else loopback",
+     COLL_PARAM_STRING, CFG(socket_ifname), 0, 0},
+    {"COLL_CHUNK_BYTES", "128K", "pipelining unit of ring, chain and tree schedules",
+     COLL_PARAM_SIZE, CFG(chunk_bytes), 64, (int64_t)1 << 30},
+    {"COLL_TREE_THRESHOLD", "64K",
+     "all-reduce, broadcast and reduce below this many bytes use tree algorithms, ring/chain "
+     "above (until the cost model decides)",
+     COLL_PARAM_SIZE, CFG(tree_threshold), 0, INT64_MAX},
+    {"COLL_NSOCKS", "1", "TCP sockets per peer", COLL_PARAM_INT, CFG(nsocks), 1, 64},
+    {"COLL_SPIN_US", "50",
+     "how long a waiting call polls before it sleeps in the kernel (microseconds)", COLL_PARAM_INT,
+     CFG(spin_us), 0, 10000000},
+    {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
+     COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30},
+};
+const size_t coll__nparams = COLL_ARRAY_SIZE(coll__params);
+
+bool coll__parse_size(const char *s, int64_t *out_p)
+{
+    char *end;
+    unsigned long long v, mul = 1;
+
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return false;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default:
+        return false;
+    }
+    /* "64K", "64KB" and "64KiB" all mean 65536 */
+    if (mul > 1 && *end == 'i' && (end[1] == 'B' || end[1] == 'b'))
+        end += 2;
+    else if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0' || v > (unsigned long long)INT64_MAX / mul)
+        return false;
+    *out_p = (int64_t)(v * mul);
+    return true;
+}
+
+static bool parse_int(const char *s, int64_t *out_p)
+{
+    char *end;
+    long long v;
+
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return false;
+    *out_p = v;
+    return true;
+}
+
+coll_status_t coll__config_load(struct coll_comm *comm, struct coll_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < coll__nparams; i++) {
+        const struct coll_param *p = &coll__params[i];
+        const char *env = getenv(p->name), *val = env && *env ? env : p->defval;
+        char *field = (char *)cfg + p->offset;
+        int64_t v = 0;
+
+        if (p->offset == SIZE_MAX)
+            continue;
+        if (p->type == COLL_PARAM_STRING) {
+            if (strlen(val) >= p->size)
+                return coll__error(comm, COLL_INVALID_ARGUMENT,
+                                   "%s is too long (%zu characters, at most %zu)", p->name,
+                                   strlen(val), p->size - 1);
+            memcpy(field, val, strlen(val) + 1);
+            continue;
+        }
+        if (!(p->type == COLL_PARAM_SIZE ? coll__parse_size(val, &v) : parse_int(val, &v)))
+            return coll__error(comm, COLL_INVALID_ARGUMENT,
+                               "%s='%s' is not a valid %s", p->name, val,
+                               p->type == COLL_PARAM_SIZE ? "size (e.g. 4096, 64K, 1M)"
+                                                          : "integer");
+        if (v < p->min || v > p->max)
+            return coll__error(comm, COLL_INVALID_ARGUMENT,
+                               "%s=%" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]",
+                               p->name, v, p->min, p->max);
+        memcpy(field, &v, sizeof(v));
+        if (env && *env)
+            COLL_INFO(COLL_SUB_ENV, "%s set by environment to %s", p->name, env);
+    }
+    return COLL_SUCCESS;
+}

@@ -1,0 +1,184 @@
+/*
+ * plan.c - build schedules once, reuse them: a small per-comm cache of plans keyed by the
+ * builder's arguments and the algorithm. Training loops call the same few collectives with
+ * the same sizes every step, so after the first step no schedule is built again.
+ */
+#include "exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_CACHE_SIZE 32
+
+struct plan_ent {
+    struct coll_plan *plan;
+    const struct coll_algo *algo;
+    uint64_t last_use;
+};
+
+struct coll_sched_cache {
+    pthread_mutex_t lock;
+    struct plan_ent ents[PLAN_CACHE_SIZE];
+    int n;
+    uint64_t tick;
+};
+
+static bool args_equal(const struct coll_algo_args *a, const struct coll_algo_args *b)
+{
+    return a->coll == b->coll && a->nranks == b->nranks && a->rank == b->rank &&
+           a->root == b->root && a->count == b->count && a->dtype == b->dtype &&
+           a->elem_size == b->elem_size && a->chunk_count == b->chunk_count;
+}
+
+static void plan_free(struct coll_plan *p)
+{
+    coll__sched_free(&p->sched);
+    free(p->prev_same);
+    free(p->tag);
+    free(p);
+}
+
+void coll__plan_put(struct coll_plan *plan)
+{
+    if (plan && atomic_fetch_sub(&plan->refs, 1) == 1)
+        plan_free(plan);
+}
+
+/* Per step: the previous step moving data the same way with the same peer, and the
+ * message's index among those (the tag the receiver checks). */
+static coll_status_t plan_derive(struct coll_comm *comm, struct coll_plan *p)
+{
+    const struct coll_schedule *s = &p->sched;
+    uint32_t n = (uint32_t)s->nranks;
+    uint32_t *last = malloc(sizeof(*last) * 2 * n), *cnt = calloc(2 * (size_t)n, sizeof(*cnt));
+
+    p->prev_same = malloc(sizeof(uint32_t) * (s->nsteps ? s->nsteps : 1));
+    p->tag = malloc(sizeof(uint32_t) * (s->nsteps ? s->nsteps : 1));
+    if (!last || !cnt || !p->prev_same || !p->tag) {
+        free(last);
+        free(cnt);
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory deriving a plan");
+    }
+    for (uint32_t i = 0; i < 2 * n; i++)
+        last[i] = UINT32_MAX;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        const struct coll_step *st = &s->steps[i];
+        uint32_t k;
+        p->prev_same[i] = UINT32_MAX;
+        p->tag[i] = 0;
+        if (st->kind != COLL_STEP_SEND && st->kind != COLL_STEP_RECV)
+            continue;
+        k = (uint32_t)st->peer * 2 + (st->kind == COLL_STEP_RECV);
+        p->prev_same[i] = last[k];
+        p->tag[i] = cnt[k]++;
+        last[k] = i;
+    }
+    free(last);
+    free(cnt);
+    return COLL_SUCCESS;
+}
+
+static coll_status_t plan_build(struct coll_comm *comm, const struct coll_algo *algo,
+                                const char *why, const struct coll_algo_args *args,
+                                struct coll_plan **plan_p)
+{
+    struct coll_plan *p = calloc(1, sizeof(*p));
+    coll_status_t st;
+
+    if (!p)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a plan");
+    p->args = *args;
+    atomic_store(&p->refs, 1);
+    coll__sched_init(&p->sched, args);
+    COLL_CHECK_GOTO(algo->build(args, &p->sched), st, out_free);
+    p->sched.algo = algo;
+    st = coll__sched_validate(&p->sched);
+    if (st != COLL_SUCCESS) {
+        coll__error(comm, st, "algorithm %s built an invalid %s schedule: %s", algo->name,
+                    coll__coll_name(args->coll), coll_last_error(NULL));
+        goto out_free;
+    }
+    COLL_CHECK_GOTO(plan_derive(comm, p), st, out_free);
+    COLL_INFO(COLL_SUB_ALGO, "rank %d: %s %zu bytes n=%d: %s (%s), %u steps", comm->rank,
+              coll__coll_name(args->coll), args->count * args->elem_size, args->nranks,
+              algo->name, why, p->sched.nsteps);
+    *plan_p = p;
+    return COLL_SUCCESS;
+
+out_free:
+    plan_free(p);
+    return st;
+}
+
+static struct coll_sched_cache *cache_get(struct coll_comm *comm)
+{
+    /* created at comm init, before any thread but the caller can see the comm */
+    return comm->sched_cache;
+}
+
+coll_status_t coll__plan_get(struct coll_comm *comm, const struct coll_algo_args *args,
+                             struct coll_plan **plan_p)
+{
+    struct coll_sched_cache *c = cache_get(comm);
+    const struct coll_algo *algo;
+    const char *why;
+    struct coll_plan *p = NULL;
+    coll_status_t st;
+    int victim = 0;
+
+    COLL_CHECK_GOTO(coll__select(comm, args, &algo, &why), st, out);
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->n; i++) {
+        if (c->ents[i].algo == algo && args_equal(&c->ents[i].plan->args, args)) {
+            c->ents[i].last_use = ++c->tick;
+            p = c->ents[i].plan;
+            atomic_fetch_add(&p->refs, 1);
+            pthread_mutex_unlock(&c->lock);
+            *plan_p = p;
+            return COLL_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+
+    COLL_CHECK_GOTO(plan_build(comm, algo, why, args, &p), st, out);
+    pthread_mutex_lock(&c->lock);
+    if (c->n < PLAN_CACHE_SIZE) {
+        victim = c->n++;
+    } else {
+        for (int i = 1; i < c->n; i++)
+            if (c->ents[i].last_use < c->ents[victim].last_use)
+                victim = i;
+        coll__plan_put(c->ents[victim].plan);
+    }
+    c->ents[victim].plan = p;
+    c->ents[victim].algo = algo;
+    c->ents[victim].last_use = ++c->tick;
+    atomic_fetch_add(&p->refs, 1); /* one for the cache, one for the caller */
+    pthread_mutex_unlock(&c->lock);
+    *plan_p = p;
+    return COLL_SUCCESS;
+out:
+    return st;
+}
+
+coll_status_t coll__plan_cache_init(struct coll_comm *comm)
+{
+    struct coll_sched_cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the plan cache");
+    pthread_mutex_init(&c->lock, NULL);
+    comm->sched_cache = c;
+    return COLL_SUCCESS;
+}
+
+void coll__plan_cache_free(struct coll_comm *comm)
+{
+    struct coll_sched_cache *c = comm->sched_cache;
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++)
+        coll__plan_put(c->ents[i].plan);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    comm->sched_cache = NULL;
+}

@@ -1,0 +1,71 @@
+/*
+ * transport.h - the one vtable every transport implements (tcp now; shm, ib, cudaipc
+ * later), and the transfer object the executor posts through it.
+ *
+ * Threading: every entry point except probe, init and fini is called with comm->lock held,
+ * by whichever thread drives the engine (a waiting caller or the comm's progress thread).
+ * Transports register their file descriptors in comm->epfd with a struct coll_pollent whose
+ * callback the engine calls (lock held) when epoll reports events. Nothing blocks: a
+ * transport that cannot go on returns and waits for its fd to become ready.
+ *
+ * Failure: a transport that detects a broken link, a protocol violation or a stranger it
+ * cannot ignore records a message with coll__error(comm, st, ...) naming the peer, then calls
+ * coll__comm_fail(comm, st). It never crashes and never trusts a length from the wire
+ * without checking it against the posted transfer.
+ */
+#ifndef COLL_TRANSPORT_H
+#define COLL_TRANSPORT_H
+
+#include "../core/internal.h"
+
+/* One message. The executor owns the memory of the xfer and of buf until status leaves
+ * COLL_IN_PROGRESS. The receiver checks (seq, tag, len) of each arriving message against the
+ * head of its posted receives from that peer: a mismatch is COLL_REMOTE_ERROR ("ranks
+ * called different collectives or counts"). */
+struct coll_xfer {
+    void *buf;
+    size_t len;                 /* bytes; a receive expects exactly len bytes */
+    int32_t peer;
+    uint32_t tag;               /* message index within the op for this peer/direction */
+    uint64_t seq;               /* the op's sequence number on the comm */
+    _Atomic int status;         /* COLL_IN_PROGRESS, then COLL_SUCCESS or an error */
+    /* transport-private */
+    size_t off;                 /* bytes moved so far (header included as the transport likes) */
+    struct coll_xfer *next;     /* queue link */
+};
+
+/* Every channel starts with this header; transports embed it as their first member. */
+struct coll_chan {
+    const struct coll_transport *tp;
+    struct coll_comm *comm;
+    int32_t peer;
+};
+
+struct coll_transport {
+    const char *name;           /* "tcp", "shm", "ib", "cudaipc" */
+    /* Can this transport reach peer from this rank? (after bootstrap: comm->peers known) */
+    bool (*probe)(struct coll_comm *comm, int peer);
+    /* Before the bootstrap: set up (e.g. the listening socket) and fill what peers need to
+     * reach this rank into comm->self (addr, addr_len). */
+    coll_status_t (*init)(struct coll_comm *comm, void **ctx_p);
+    /* Non-blocking: *chan_p stays NULL until the channel to peer is up; call again. */
+    coll_status_t (*connect)(void *ctx, int peer, struct coll_chan **chan_p);
+    /* Queue a message; may start moving it at once. x->status is set to COLL_IN_PROGRESS
+     * by the caller and to the result by the transport. */
+    coll_status_t (*post_send)(struct coll_chan *ch, struct coll_xfer *x);
+    coll_status_t (*post_recv)(struct coll_chan *ch, struct coll_xfer *x);
+    /* Non-blocking poll for work that has no fd (may be NULL). Returns true if anything
+     * moved. */
+    bool (*progress)(void *ctx);
+    /* Close every channel at once (comm failure or abort): peers see the connection end. */
+    void (*shutdown)(void *ctx);
+    void (*fini)(void *ctx);    /* closes channels and frees everything; ctx may be NULL */
+};
+
+COLL_INTERNAL extern const struct coll_transport coll__tcp_transport;
+
+/* Registry in preference order, NULL-terminated (src/transport/transport.c). */
+COLL_INTERNAL extern const struct coll_transport *const coll__transports[];
+COLL_INTERNAL const struct coll_transport *coll__transport_find(const char *name);
+
+#endif /* COLL_TRANSPORT_H */

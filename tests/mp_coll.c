@@ -1,0 +1,298 @@
+/*
+ * mp_coll.c - multi-process collective tests, run under collrun:
+ *
+ *   collrun -n 4 mp_coll basic|algos|nonblocking|twocomm|mismatch|dtypes
+ *
+ * Every rank checks its own results and exits non-zero on the first wrong element, naming
+ * it; collrun then fails the whole run. New communicators are made the NCCL way: rank 0
+ * creates a unique id and broadcasts it over the world communicator.
+ */
+#include "coll.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nranks;
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "rank %d: FAIL: ", rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+#define CHECK(call)                                                                     \
+    do {                                                                                \
+        coll_status_t st_ = (call);                                                     \
+        if (st_ != COLL_SUCCESS)                                                        \
+            die("%s -> %s: %s", #call, coll_status_string(st_), coll_last_error(NULL)); \
+    } while (0)
+
+static coll_comm_t *new_comm(coll_comm_t *world, const char *algo)
+{
+    coll_unique_id_t id;
+    coll_comm_t *comm;
+
+    if (rank == 0)
+        CHECK(coll_get_unique_id(&id));
+    CHECK(coll_broadcast(&id, &id, sizeof(id), COLL_UINT8, 0, world));
+    if (algo)
+        setenv("COLL_ALGO", algo, 1);
+    else
+        unsetenv("COLL_ALGO");
+    CHECK(coll_comm_init(&comm, nranks, &id, rank));
+    unsetenv("COLL_ALGO");
+    return comm;
+}
+
+static int32_t val(int r, size_t i)
+{
+    return (int32_t)((r + 1) * (int)(i % 13 + 1));
+}
+
+static void check_allreduce(coll_comm_t *comm, size_t count, coll_op_t op, int inplace,
+                            const char *tag)
+{
+    int32_t *s = malloc((count + 1) * sizeof(*s)), *r = malloc((count + 1) * sizeof(*r));
+    int32_t tri = nranks * (nranks + 1) / 2;
+
+    for (size_t i = 0; i < count; i++) {
+        s[i] = val(rank, i);
+        r[i] = -12345;
+    }
+    CHECK(coll_allreduce(s, inplace ? s : r, count, COLL_INT32, op, comm));
+    for (size_t i = 0; i < count; i++) {
+        int32_t k = (int32_t)(i % 13 + 1), want = 0, got = inplace ? s[i] : r[i];
+        switch (op) {
+        case COLL_SUM: want = k * tri; break;
+        case COLL_MAX: want = k * nranks; break;
+        case COLL_MIN: want = k; break;
+        case COLL_AVG: want = k * tri / nranks; break;
+        default: die("op");
+        }
+        if (got != want)
+            die("%s allreduce op %d count %zu inplace %d: [%zu] = %d, want %d", tag, (int)op,
+                count, inplace, i, got, want);
+    }
+    free(s);
+    free(r);
+}
+
+static void check_bcast(coll_comm_t *comm, size_t count, int root, int inplace, const char *tag)
+{
+    int32_t *s = malloc((count + 1) * sizeof(*s)), *r = malloc((count + 1) * sizeof(*r));
+
+    for (size_t i = 0; i < count; i++) {
+        s[i] = rank == root ? val(root, i) + 7 : -1;
+        r[i] = -2;
+    }
+    CHECK(coll_broadcast(rank == root ? s : NULL, inplace ? (rank == root ? s : r) : r, count,
+                         COLL_INT32, root, comm));
+    for (size_t i = 0; i < count; i++) {
+        int32_t got = inplace && rank == root ? s[i] : r[i];
+        if (got != val(root, i) + 7)
+            die("%s broadcast count %zu root %d inplace %d: [%zu] = %d, want %d", tag, count,
+                root, inplace, i, got, val(root, i) + 7);
+    }
+    free(s);
+    free(r);
+}
+
+static void check_reduce(coll_comm_t *comm, size_t count, int root, int inplace,
+                         const char *tag)
+{
+    int32_t *s = malloc((count + 1) * sizeof(*s)), *r = malloc((count + 1) * sizeof(*r));
+    int32_t tri = nranks * (nranks + 1) / 2;
+
+    for (size_t i = 0; i < count; i++) {
+        s[i] = val(rank, i);
+        r[i] = -3;
+    }
+    CHECK(coll_reduce(s, rank == root ? (inplace ? s : r) : NULL, count, COLL_INT32, COLL_SUM,
+                      root, comm));
+    for (size_t i = 0; i < count; i++) {
+        int32_t want = (int32_t)(i % 13 + 1) * tri;
+        if (rank == root) {
+            int32_t got = inplace ? s[i] : r[i];
+            if (got != want)
+                die("%s reduce count %zu root %d inplace %d: [%zu] = %d, want %d", tag, count,
+                    root, inplace, i, got, want);
+        } else if (s[i] != val(rank, i) || r[i] != -3) {
+            die("%s reduce count %zu root %d: non-root buffers were modified at [%zu]", tag,
+                count, root, i);
+        }
+    }
+    free(s);
+    free(r);
+}
+
+static void sweep(coll_comm_t *comm, const char *tag, int all_roots)
+{
+    size_t n = (size_t)nranks;
+    size_t counts[] = {0, 1, n - 1, n, n + 1, 3 * n + 1, 1000, 65537, (1u << 20) + 3};
+    coll_op_t ops[] = {COLL_SUM, COLL_MAX, COLL_MIN, COLL_AVG};
+
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        size_t count = counts[c];
+        int big = count > 1000;
+        for (int inplace = 0; inplace < 2; inplace++) {
+            for (size_t o = 0; o < 4; o++)
+                if (!big || o == 0)
+                    check_allreduce(comm, count, ops[o], inplace, tag);
+            for (int root = 0; root < nranks; root++) {
+                if ((big || !all_roots) && root != nranks - 1 && root != 0)
+                    continue;
+                check_bcast(comm, count, root, inplace, tag);
+                check_reduce(comm, count, root, inplace, tag);
+            }
+        }
+    }
+}
+
+static void suite_algos(coll_comm_t *world)
+{
+    const char *algos[] = {"ring", "tree", "dbtree", "chain", "binomial"};
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        coll_comm_t *comm = new_comm(world, algos[a]);
+        sweep(comm, algos[a], 1);
+        CHECK(coll_comm_destroy(comm));
+    }
+}
+
+static void suite_nonblocking(coll_comm_t *world)
+{
+    enum { K = 8, COUNT = 4099 };
+    coll_request_t *req[K];
+    int32_t *buf[K];
+    int32_t tri = nranks * (nranks + 1) / 2;
+
+    for (int k = 0; k < K; k++) {
+        buf[k] = malloc(COUNT * sizeof(int32_t));
+        for (size_t i = 0; i < COUNT; i++)
+            buf[k][i] = val(rank, i + (size_t)k);
+    }
+    for (int k = 0; k < K; k++)
+        CHECK(coll_iallreduce(buf[k], buf[k], COUNT, COLL_INT32, COLL_SUM, world, &req[k]));
+    /* complete out of order: test the last until done, then wait the rest */
+    for (int done = 0; !done;)
+        CHECK(coll_test(req[K - 1], &done));
+    for (int k = 0; k < K - 1; k++)
+        CHECK(coll_wait(req[k]));
+    for (int k = 0; k < K; k++) {
+        for (size_t i = 0; i < COUNT; i++)
+            if (buf[k][i] != (int32_t)((i + (size_t)k) % 13 + 1) * tri)
+                die("iallreduce %d: [%zu] = %d", k, i, buf[k][i]);
+        free(buf[k]);
+    }
+}
+
+static void suite_twocomm(coll_comm_t *world)
+{
+    coll_comm_t *a = new_comm(world, "ring"), *b = new_comm(world, "tree");
+    enum { COUNT = 100000 };
+    int32_t *x = malloc(COUNT * sizeof(int32_t)), *y = malloc(COUNT * sizeof(int32_t));
+    int32_t tri = nranks * (nranks + 1) / 2;
+
+    for (int round = 0; round < 5; round++) {
+        coll_request_t *ra, *rb;
+        for (size_t i = 0; i < COUNT; i++) {
+            x[i] = val(rank, i);
+            y[i] = val(rank, i + 1);
+        }
+        CHECK(coll_iallreduce(x, x, COUNT, COLL_INT32, COLL_SUM, a, &ra));
+        CHECK(coll_iallreduce(y, y, COUNT, COLL_INT32, COLL_SUM, b, &rb));
+        CHECK(coll_wait(rb));
+        CHECK(coll_wait(ra));
+        for (size_t i = 0; i < COUNT; i++)
+            if (x[i] != (int32_t)(i % 13 + 1) * tri || y[i] != (int32_t)((i + 1) % 13 + 1) * tri)
+                die("two comms round %d: [%zu] = %d / %d", round, i, x[i], y[i]);
+    }
+    free(x);
+    free(y);
+    CHECK(coll_comm_destroy(a));
+    CHECK(coll_comm_destroy(b));
+}
+
+/* Float types through the wire (the reduction math itself is tested in test_reduce). */
+static void suite_dtypes(coll_comm_t *world)
+{
+    enum { COUNT = 3001 };
+    double *d = malloc(COUNT * sizeof(double));
+    float *f = malloc(COUNT * sizeof(float));
+    uint64_t *u = malloc(COUNT * sizeof(uint64_t));
+
+    for (size_t i = 0; i < COUNT; i++) {
+        d[i] = 0.5 * val(rank, i);
+        f[i] = (float)val(rank, i);
+        u[i] = ((uint64_t)1 << 40) * (uint64_t)(rank + 1) + i;
+    }
+    CHECK(coll_allreduce(d, d, COUNT, COLL_FLOAT64, COLL_MAX, world));
+    CHECK(coll_allreduce(f, f, COUNT, COLL_FLOAT32, COLL_AVG, world));
+    CHECK(coll_allreduce(u, u, COUNT, COLL_UINT64, COLL_MIN, world));
+    for (size_t i = 0; i < COUNT; i++) {
+        float favg = (float)((int)(i % 13 + 1) * nranks * (nranks + 1) / 2) / (float)nranks;
+        if (d[i] != 0.5 * val(nranks - 1, i) || f[i] != favg || u[i] != ((uint64_t)1 << 40) + i)
+            die("dtypes [%zu]: %g %g %llu", i, d[i], (double)f[i], (unsigned long long)u[i]);
+    }
+    free(d);
+    free(f);
+    free(u);
+}
+
+/* Rank 0 passes a different count: every rank must see an error, none may hang. */
+static void suite_mismatch(coll_comm_t *world)
+{
+    coll_comm_t *comm;
+    coll_status_t st;
+    size_t count = rank == 0 ? 1000 : 2000;
+    int32_t *buf = calloc(2000, sizeof(int32_t));
+
+    setenv("COLL_TIMEOUT_MS", "10000", 1);
+    comm = new_comm(world, "ring");
+    st = coll_allreduce(buf, buf, count, COLL_INT32, COLL_SUM, comm);
+    if (st != COLL_REMOTE_ERROR && st != COLL_TIMEOUT)
+        die("mismatched counts returned %s, want a remote error or timeout",
+            coll_status_string(st));
+    fprintf(stderr, "rank %d: mismatch detected as expected: %s\n", rank, coll_last_error(comm));
+    /* the comm stays failed */
+    if (coll_allreduce(buf, buf, 1, COLL_INT32, COLL_SUM, comm) != st)
+        die("a failed comm accepted another collective");
+    CHECK(coll_comm_destroy(comm));
+    free(buf);
+}
+
+int main(int argc, char **argv)
+{
+    const char *suite = argc > 1 ? argv[1] : "basic";
+    coll_comm_t *world;
+
+    CHECK(coll_comm_init_env(&world));
+    CHECK(coll_comm_rank(world, &rank));
+    CHECK(coll_comm_size(world, &nranks));
+    if (!strcmp(suite, "basic"))
+        sweep(world, "default", nranks <= 4);
+    else if (!strcmp(suite, "algos"))
+        suite_algos(world);
+    else if (!strcmp(suite, "nonblocking"))
+        suite_nonblocking(world);
+    else if (!strcmp(suite, "twocomm"))
+        suite_twocomm(world);
+    else if (!strcmp(suite, "dtypes"))
+        suite_dtypes(world);
+    else if (!strcmp(suite, "mismatch"))
+        suite_mismatch(world);
+    else
+        die("unknown suite '%s'", suite);
+    CHECK(coll_comm_destroy(world));
+    if (rank == 0)
+        printf("mp_coll %s: %d ranks OK\n", suite, nranks);
+    return 0;
+}

@@ -1,0 +1,241 @@
+/*
+ * test_api.c - the public API on one rank: argument checking (every bad argument is a status
+ * with a message naming it), statuses, the environment, abort, and every dtype x op through
+ * the executor.
+ */
+#include "harness.h"
+
+#include "coll.h"
+#include "core/bootstrap.h"
+
+#include <stdint.h>
+
+static coll_comm_t *one_rank_comm(void)
+{
+    coll_unique_id_t id;
+    coll_comm_t *comm = NULL;
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_SUCCESS);
+    ASSERT(comm != NULL);
+    return comm;
+}
+
+TEST(status_strings)
+{
+    ASSERT_STR_CONTAINS(coll_status_string(COLL_SUCCESS), "success");
+    ASSERT_STR_CONTAINS(coll_status_string(COLL_TIMEOUT), "COLL_TIMEOUT_MS");
+    ASSERT_STR_CONTAINS(coll_status_string((coll_status_t)99), "unknown");
+    ASSERT_EQ(COLL_REMOTE_ERROR, 6);
+    ASSERT_EQ(COLL_FLOAT8E5M2, 11);
+    ASSERT_EQ(COLL_AVG, 4);
+    int v = 0;
+    ASSERT_EQ(coll_get_version(&v), COLL_SUCCESS);
+    ASSERT_EQ(v, COLL_VERSION_CODE);
+    ASSERT_EQ(coll_get_version(NULL), COLL_INVALID_ARGUMENT);
+}
+
+TEST(init_bad_arguments)
+{
+    coll_unique_id_t id;
+    coll_comm_t *comm = NULL;
+
+    ASSERT_EQ(coll_get_unique_id(NULL), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_init(NULL, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "comm_p");
+    ASSERT_EQ(coll_comm_init(&comm, 1, NULL, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "id");
+    ASSERT_EQ(coll_comm_init(&comm, 0, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "nranks");
+    ASSERT_EQ(coll_comm_init(&comm, 4, &id, 4), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "rank 4");
+    ASSERT_EQ(coll_comm_init(&comm, 4, &id, -1), COLL_INVALID_ARGUMENT);
+    ASSERT(comm == NULL);
+}
+
+TEST(corrupted_id_rejected)
+{
+    coll_unique_id_t id, bad;
+    coll_comm_t *comm = NULL;
+    char text[COLL_UNIQUE_ID_STRLEN];
+    int rejected = 0;
+
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    ASSERT_EQ(coll_unique_id_to_string(&id, text, sizeof(text)), COLL_SUCCESS);
+    ASSERT_EQ(coll_unique_id_from_string(text, &bad), COLL_SUCCESS);
+    ASSERT(memcmp(&bad, &id, sizeof(id)) == 0);
+    ASSERT_EQ(coll_unique_id_to_string(&id, text, 10), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_unique_id_from_string("abc", &bad), COLL_INVALID_ARGUMENT);
+    text[5] = 'z';
+    ASSERT_EQ(coll_unique_id_from_string(text, &bad), COLL_INVALID_ARGUMENT);
+    /* every byte that carries meaning is covered by the checksum */
+    for (int i = 0; i < 64; i++) {
+        bad = id;
+        bad.internal[i] ^= 0x5a;
+        if (coll_comm_init(&comm, 1, &bad, 0) == COLL_INVALID_ARGUMENT)
+            rejected++;
+        ASSERT(comm == NULL);
+    }
+    ASSERT_EQ(rejected, 64);
+    memset(&bad, 0, sizeof(bad));
+    ASSERT_EQ(coll_comm_init(&comm, 1, &bad, 0), COLL_INVALID_ARGUMENT);
+}
+
+TEST(collective_bad_arguments)
+{
+    coll_comm_t *comm = one_rank_comm();
+    int32_t buf[64] = {0};
+    coll_request_t *req = NULL;
+    int done;
+
+    ASSERT_EQ(coll_allreduce(buf, buf, 4, COLL_INT32, COLL_SUM, NULL), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "comm is NULL");
+    ASSERT_EQ(coll_allreduce(NULL, buf, 4, COLL_INT32, COLL_SUM, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "sendbuf");
+    ASSERT_EQ(coll_allreduce(buf, NULL, 4, COLL_INT32, COLL_SUM, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "recvbuf");
+    ASSERT_EQ(coll_allreduce(NULL, NULL, 0, COLL_INT32, COLL_SUM, comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_allreduce(buf, buf, 4, (coll_dtype_t)12, COLL_SUM, comm),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "dtype");
+    ASSERT_EQ(coll_allreduce(buf, buf, 4, (coll_dtype_t)-1, COLL_SUM, comm),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_allreduce(buf, buf, 4, COLL_INT32, (coll_op_t)5, comm),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "op");
+    ASSERT_EQ(coll_allreduce(buf, buf, SIZE_MAX / 2, COLL_INT32, COLL_SUM, comm),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "overflows");
+    ASSERT_EQ(coll_allreduce(buf, buf + 1, 8, COLL_INT32, COLL_SUM, comm),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "overlap");
+    ASSERT_EQ(coll_broadcast(buf, buf, 4, COLL_INT32, 1, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "root 1");
+    ASSERT_EQ(coll_broadcast(buf, buf, 4, COLL_INT32, -1, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_reduce(buf, buf, 4, COLL_INT32, COLL_SUM, 7, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_reduce(buf, NULL, 4, COLL_INT32, COLL_SUM, 0, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_broadcast(NULL, buf, 4, COLL_INT32, 0, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_iallreduce(buf, buf, 4, COLL_INT32, COLL_SUM, comm, NULL),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "req_p");
+    ASSERT_EQ(coll_test(NULL, &done), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_wait(NULL), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_iallreduce(buf, buf, 4, COLL_INT32, COLL_SUM, comm, &req), COLL_SUCCESS);
+    ASSERT_EQ(coll_test(req, NULL), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_wait(req), COLL_SUCCESS);
+    int r = -1, n = -1;
+    ASSERT_EQ(coll_comm_rank(comm, &r), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_size(comm, &n), COLL_SUCCESS);
+    ASSERT_EQ(r, 0);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(coll_comm_rank(NULL, &r), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_comm_size(comm, NULL), COLL_INVALID_ARGUMENT);
+    /* after all that, the comm still works */
+    for (int i = 0; i < 8; i++)
+        buf[i] = i;
+    ASSERT_EQ(coll_allreduce(buf, buf + 16, 8, COLL_INT32, COLL_SUM, comm), COLL_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        ASSERT_EQ(buf[16 + i], i);
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_destroy(NULL), COLL_SUCCESS);
+}
+
+TEST(every_dtype_and_op_one_rank)
+{
+    coll_comm_t *comm = one_rank_comm();
+    static const size_t sizes[COLL_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    uint8_t in[64 * 8], out[64 * 8];
+
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (uint8_t)(i * 7 + 1) & 0x3f; /* finite, small: no NaN patterns in fp8 */
+    for (int dt = 0; dt < COLL_NUM_DTYPES; dt++)
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            memset(out, 0xee, sizeof(out));
+            ASSERT_EQ(coll_allreduce(in, out, 64, (coll_dtype_t)dt, (coll_op_t)op, comm),
+                      COLL_SUCCESS);
+            /* one rank: the result is the input (avg divides by 1) */
+            ASSERT_MSG(memcmp(in, out, 64 * sizes[dt]) == 0,
+                       "dtype %d op %d", dt, op);
+        }
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+}
+
+TEST(abort_fails_later_calls)
+{
+    coll_comm_t *comm = one_rank_comm();
+    int32_t x = 1;
+    ASSERT_EQ(coll_comm_abort(NULL), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_comm_abort(comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_allreduce(&x, &x, 1, COLL_INT32, COLL_SUM, comm), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "abort");
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+    /* a new comm can be built in the same process */
+    comm = one_rank_comm();
+    ASSERT_EQ(coll_allreduce(&x, &x, 1, COLL_INT32, COLL_SUM, comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+}
+
+TEST(init_env_errors)
+{
+    coll_comm_t *comm = NULL;
+    coll_unique_id_t id;
+    char text[COLL_UNIQUE_ID_STRLEN];
+
+    unsetenv("COLL_UNIQUE_ID");
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_UNIQUE_ID");
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    ASSERT_EQ(coll_unique_id_to_string(&id, text, sizeof(text)), COLL_SUCCESS);
+    setenv("COLL_UNIQUE_ID", text, 1);
+    unsetenv("COLL_RANK");
+    setenv("COLL_SIZE", "1", 1);
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_RANK");
+    setenv("COLL_RANK", "x1", 1);
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_RANK");
+    setenv("COLL_RANK", "1", 1);
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "out of range");
+    setenv("COLL_RANK", "0", 1);
+    setenv("COLL_UNIQUE_ID", "00", 1);
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_UNIQUE_ID");
+    setenv("COLL_UNIQUE_ID", text, 1);
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+}
+
+TEST(bad_config_is_an_error)
+{
+    coll_unique_id_t id;
+    coll_comm_t *comm = NULL;
+
+    setenv("COLL_ALGO", "ring,bogus", 1);
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "bogus");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "valid names");
+    setenv("COLL_ALGO", "allreduce=chain", 1);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "cannot run allreduce");
+    unsetenv("COLL_ALGO");
+    setenv("COLL_TIMEOUT_MS", "12ms", 1);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_TIMEOUT_MS");
+    unsetenv("COLL_TIMEOUT_MS");
+    setenv("COLL_CHUNK_BYTES", "1X", 1);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_CHUNK_BYTES");
+    unsetenv("COLL_CHUNK_BYTES");
+    setenv("COLL_TRANSPORT", "carrier-pigeon", 1);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "tcp");
+    unsetenv("COLL_TRANSPORT");
+    ASSERT(comm == NULL);
+}
+
+int main(int argc, char **argv)
+{
+    return harness_main(argc, argv);
+}

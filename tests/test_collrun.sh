@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# test_collrun.sh - collrun's job control, checked with plain shell programs as ranks.
+#
+#   tests/test_collrun.sh path/to/collrun [path/to/collbench]
+#
+# Prints TAP. With collbench given, also checks that collbench rejects bad arguments with
+# exit status 2 (and never crashes). Every collrun run is bounded by timeout(1), so a hang
+# fails a case instead of the suite. "Dead" means gone or a zombie: in a container the
+# reaper of orphans may be slow to reap.
+set -u
+
+COLLRUN=${1:?usage: test_collrun.sh COLLRUN [COLLBENCH]}
+COLLBENCH=${2:-}
+GUARD="timeout -k 5 60"    # outer bound for one collrun run, far above what any case needs
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_collrun.XXXXXX")
+cleanup() {
+    # Kill anything a failed case left behind (only pids this script recorded).
+    for f in "$TMP"/*.pid; do
+        [ -e "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null) || continue
+        case $pid in '' | *[!0-9]*) continue ;; esac
+        kill -KILL "$pid" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+    n=$((n + 1))
+    failed=$((failed + 1))
+    echo "not ok $n - $1"
+    shift
+    for line in "$@"; do echo "# $line"; done
+    for f in "$TMP"/out "$TMP"/err; do
+        [ -s "$f" ] && sed 's/^/#   /' "$f" | head -n 20
+    done
+}
+# check DESC COND...: ok when the command COND succeeds.
+check() {
+    local desc=$1
+    shift
+    if "$@"; then ok "$desc"; else not_ok "$desc" "failed: $*"; fi
+}
+
+alive() {
+    local pid=$1 state
+    [ -r "/proc/$pid/stat" ] || return 1
+    state=$(sed 's/.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+# all_dead FILE...: every pid named in the files is gone within 5 s (signals and reaping
+# are asynchronous; this bounds the wait, it does not time anything).
+all_dead() {
+    local f pid i
+    for f in "$@"; do
+        [ -e "$f" ] || { echo "# missing pid file $f"; return 1; }
+        pid=$(cat "$f")
+        for i in $(seq 50); do
+            alive "$pid" || continue 2
+            sleep 0.1
+        done
+        echo "# pid $pid ($f) survived"
+        return 1
+    done
+}
+# wait_files FILE...: wait (at most 10 s) until all exist and are non-empty.
+wait_files() {
+    local f i missing
+    for i in $(seq 100); do
+        missing=
+        for f in "$@"; do [ -s "$f" ] || missing=$f; done
+        [ -z "$missing" ] && return 0
+        sleep 0.1
+    done
+    echo "# $missing never appeared"
+    return 1
+}
+
+# run ARGS...: collrun with ARGS, stdout/stderr to $TMP/out, $TMP/err, status in $rc.
+run() {
+    $GUARD "$COLLRUN" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+    rc=$?
+}
+expect_rc() {
+    local want=$1 desc=$2
+    if [ "$rc" = "$want" ]; then ok "$desc"; else not_ok "$desc" "exit status $rc, want $want"; fi
+}
+
+# ---------------------------------------------------------------------------------------
+# Environment of each rank.
+E=$TMP/env
+mkdir -p "$E"
+COLL_RANK=99 COLL_SIZE=99 run -n 3 sh -c \
+    'echo "$COLL_RANK $COLL_SIZE $COLL_LOCAL_RANK $COLL_LOCAL_SIZE" > '"$E"'/vars.$COLL_RANK;
+     echo "$COLL_UNIQUE_ID" > '"$E"'/id.$COLL_RANK'
+expect_rc 0 "three ranks that exit 0: collrun exits 0"
+check "COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK, COLL_LOCAL_SIZE set per rank (overriding the caller's)" \
+    test "$(cat "$E"/vars.0 "$E"/vars.1 "$E"/vars.2 2>/dev/null | tr '\n' ,)" = "0 3 0 3,1 3 1 3,2 3 2 3,"
+id_ok() {
+    local id0
+    id0=$(cat "$E/id.0") || return 1
+    [ "${#id0}" -eq 256 ] || { echo "# id length ${#id0}"; return 1; }
+    case $id0 in *[!0-9a-fA-F]*) echo "# id not hex: $id0"; return 1 ;; esac
+    cmp -s "$E/id.0" "$E/id.1" && cmp -s "$E/id.0" "$E/id.2"
+}
+check "COLL_UNIQUE_ID is one 256-digit hex id shared by all ranks" id_ok
+
+run -n 1 -- sh -c 'exit 0'
+expect_rc 0 "'--' ends collrun's options"
+
+run -n 2 sh -c 'if [ "$COLL_RANK" = 1 ]; then sleep 0.3; fi; exit 0'
+expect_rc 0 "a rank that finishes early with status 0 is not a failure"
+
+# ---------------------------------------------------------------------------------------
+# A failing rank: its status is collrun's, the others and their children are killed.
+F=$TMP/fail
+mkdir -p "$F"
+run -n 4 sh -c '
+    if [ "$COLL_RANK" = 1 ]; then
+        # Fail only once everyone is up, so that there is someone to kill.
+        for i in $(seq 100); do [ $(ls '"$F"'/*.ready 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.1; done
+        exit 3
+    fi
+    echo $$ > '"$F"'/rank$COLL_RANK.pid
+    sleep 300 & echo $! > '"$F"'/child$COLL_RANK.pid
+    echo > '"$F"'/rank$COLL_RANK.ready
+    wait'
+expect_rc 3 "rank 1 exits 3: collrun exits 3"
+check "the failed rank and its status are reported on stderr" \
+    grep -q "rank 1 .*exited with status 3" "$TMP/err"
+check "the other ranks are killed" all_dead "$F"/rank0.pid "$F"/rank2.pid "$F"/rank3.pid
+check "what the other ranks started is killed too" \
+    all_dead "$F"/child0.pid "$F"/child2.pid "$F"/child3.pid
+
+K=$TMP/killed
+mkdir -p "$K"
+run -n 2 sh -c '
+    if [ "$COLL_RANK" = 0 ]; then
+        for i in $(seq 100); do [ -s '"$K"'/rank1.pid ] && break; sleep 0.1; done
+        kill -KILL $$
+    fi
+    echo $$ > '"$K"'/rank1.pid; exec sleep 300'
+expect_rc 137 "rank 0 killed by SIGKILL: collrun exits 128+9"
+check "a rank killed by a signal is reported with the signal" \
+    grep -q "rank 0 .*killed by signal 9" "$TMP/err"
+check "the surviving rank is killed" all_dead "$K"/rank1.pid
+
+S=$TMP/stubborn
+mkdir -p "$S"
+run -n 2 sh -c '
+    if [ "$COLL_RANK" = 0 ]; then
+        for i in $(seq 100); do [ -s '"$S"'/rank1.pid ] && break; sleep 0.1; done
+        exit 5
+    fi
+    trap "" TERM
+    echo $$ > '"$S"'/rank1.pid
+    while :; do sleep 1; done'
+expect_rc 5 "a rank that ignores SIGTERM does not hold collrun: exits 5"
+check "the rank that ignored SIGTERM is killed after the grace period" all_dead "$S"/rank1.pid
+
+run -n 2 /nonexistent/program
+expect_rc 127 "a program that does not exist: exit 127"
+
+# ---------------------------------------------------------------------------------------
+# Signals sent to collrun reach the ranks.
+G=$TMP/sig
+mkdir -p "$G"
+# Started directly (not under timeout(1)) so that $! is collrun; its own --timeout bounds it.
+"$COLLRUN" --timeout 60 -n 3 sh -c '
+    trap "echo TERM > '"$G"'/got.\$COLL_RANK; exit 0" TERM
+    echo $$ > '"$G"'/rank$COLL_RANK.pid
+    while :; do sleep 0.1; done' >"$TMP/out" 2>"$TMP/err" </dev/null &
+bg=$!
+echo "$bg" >"$G/collrun.pid"
+if wait_files "$G"/rank0.pid "$G"/rank1.pid "$G"/rank2.pid; then
+    kill -TERM "$bg"
+fi
+wait "$bg"
+rc=$?
+expect_rc 0 "SIGTERM to collrun is forwarded; ranks that catch it and exit 0 make exit 0"
+check "every rank saw SIGTERM" test "$(cat "$G"/got.* 2>/dev/null | wc -l)" -eq 3
+
+H=$TMP/hup
+mkdir -p "$H"
+"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > '"$H"'/rank$COLL_RANK.pid; exec sleep 300' \
+    >"$TMP/out" 2>"$TMP/err" </dev/null &
+bg=$!
+echo "$bg" >"$H/collrun.pid"
+if wait_files "$H"/rank0.pid "$H"/rank1.pid; then
+    kill -HUP "$bg"
+fi
+wait "$bg"
+rc=$?
+expect_rc 129 "SIGHUP to collrun kills ranks that do not catch it: exit 128+1"
+check "no rank survives a forwarded SIGHUP" all_dead "$H"/rank0.pid "$H"/rank1.pid
+
+D=$TMP/death
+mkdir -p "$D"
+"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > '"$D"'/rank$COLL_RANK.pid; exec sleep 300' \
+    >"$TMP/out" 2>"$TMP/err" </dev/null &
+bg=$!
+echo "$bg" >"$D/collrun.pid"
+if wait_files "$D"/rank0.pid "$D"/rank1.pid; then
+    kill -KILL "$bg"
+fi
+wait "$bg" 2>/dev/null
+check "ranks die with collrun even when it is killed by SIGKILL" \
+    all_dead "$D"/rank0.pid "$D"/rank1.pid
+
+# ---------------------------------------------------------------------------------------
+# --timeout
+T=$TMP/timeout
+mkdir -p "$T"
+run -n 2 --timeout 0.5 sh -c 'echo $$ > '"$T"'/rank$COLL_RANK.pid; exec sleep 300'
+expect_rc 124 "--timeout 0.5 with ranks that sleep: exit 124"
+check "the timeout is reported on stderr" grep -q "timeout" "$TMP/err"
+check "no rank survives the timeout" all_dead "$T"/rank0.pid "$T"/rank1.pid
+run -n 2 --timeout 30 sh -c 'exit 0'
+expect_rc 0 "--timeout that does not expire changes nothing"
+
+# ---------------------------------------------------------------------------------------
+# --tag-output
+run -n 3 --tag-output sh -c '
+    i=0
+    while [ $i -lt 300 ]; do echo "rank $COLL_RANK line $i"; i=$((i + 1)); done
+    echo "rank $COLL_RANK to stderr" >&2
+    printf "rank %s unterminated" "$COLL_RANK"'
+expect_rc 0 "--tag-output run exits 0"
+tag_ok() {
+    local r i bad
+    # Every stdout line is whole and carries its own rank's tag.
+    bad=$(grep -cvE '^\[([0-2])\] rank \1 (line [0-9]+|unterminated)$' "$TMP/out")
+    [ "$bad" -eq 0 ] || { echo "# $bad malformed lines"; return 1; }
+    for r in 0 1 2; do
+        [ "$(grep -c "^\[$r\] rank $r line " "$TMP/out")" -eq 300 ] || return 1
+        # Each rank's lines keep their order.
+        grep "^\[$r\] rank $r line " "$TMP/out" | sed 's/.* line //' >"$TMP/seq"
+        seq 0 299 | cmp -s - "$TMP/seq" || { echo "# rank $r lines out of order"; return 1; }
+        grep -qx "\[$r\] rank $r unterminated" "$TMP/out" || return 1
+    done
+}
+check "--tag-output prefixes every stdout line with [rank], lines whole and in order" tag_ok
+check "--tag-output prefixes stderr lines and keeps them on stderr" \
+    test "$(grep -cE '^\[([0-2])\] rank \1 to stderr$' "$TMP/err")" -eq 3
+run -n 2 sh -c 'echo plain'
+check "without --tag-output lines are untouched" test "$(grep -cx plain "$TMP/out")" -eq 2
+
+# stdin goes to rank 0 only.
+I=$TMP/stdin
+mkdir -p "$I"
+echo hello | $GUARD "$COLLRUN" -n 2 sh -c 'cat > '"$I"'/in.$COLL_RANK' >"$TMP/out" 2>"$TMP/err"
+rc=$?
+expect_rc 0 "stdin run exits 0"
+check "rank 0 reads collrun's stdin, the others read nothing" \
+    test "$(cat "$I/in.0")" = hello -a ! -s "$I/in.1"
+
+# ---------------------------------------------------------------------------------------
+# Usage errors: a message and exit 2.
+usage_case() {
+    local desc=$1
+    shift
+    run "$@"
+    if [ "$rc" = 2 ] && [ -s "$TMP/err" ]; then
+        ok "usage error exits 2: $desc"
+    else
+        not_ok "usage error exits 2: $desc" "exit status $rc, stderr $(wc -c <"$TMP/err") bytes"
+    fi
+}
+usage_case "no arguments"
+usage_case "missing -n" true
+usage_case "-n 0" -n 0 true
+usage_case "-n -1" -n -1 true
+usage_case "-n abc" -n abc true
+usage_case "-n 2x" -n 2x true
+usage_case "-n without value" -n
+usage_case "missing program" -n 2
+usage_case "missing program after --" -n 2 --
+usage_case "unknown flag" -n 2 --bogus true
+usage_case "--timeout 0" -n 1 --timeout 0 true
+usage_case "--timeout abc" -n 1 --timeout abc true
+usage_case "--timeout without value" -n 1 --timeout
+run --help
+expect_rc 0 "--help exits 0"
+
+# ---------------------------------------------------------------------------------------
+# collbench's argument checks (no communicator is needed to reject them).
+if [ -n "$COLLBENCH" ]; then
+    bench_usage() {
+        local desc=$1
+        shift
+        $GUARD "$COLLBENCH" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+        rc=$?
+        if [ "$rc" = 2 ] && [ -s "$TMP/err" ]; then
+            ok "collbench usage error exits 2: $desc"
+        else
+            not_ok "collbench usage error exits 2: $desc" "exit status $rc"
+        fi
+    }
+    bench_usage "no collective"
+    bench_usage "unknown collective" alltoallx
+    bench_usage "unknown flag" allreduce -q 1
+    bench_usage "malformed size -b 1X" allreduce -b 1X
+    bench_usage "malformed size -e ''" allreduce -e ''
+    bench_usage "size overflow" allreduce -e 99999999999G
+    bench_usage "min > max" allreduce -b 1M -e 1K
+    bench_usage "factor < 2 without -i" allreduce -f 1
+    bench_usage "step bytes 0" allreduce -i 0
+    bench_usage "unknown dtype" allreduce -d float7
+    bench_usage "unknown op" allreduce -o xor
+    bench_usage "negative root" reduce -r -1
+    bench_usage "-c 2" allreduce -c 2
+    bench_usage "-z 7" allreduce -z 7
+    bench_usage "-n 0" allreduce -n 0
+    bench_usage "-w -1" allreduce -w -1
+    bench_usage "-T 0" allreduce -T 0
+    bench_usage "flag without value" allreduce -b
+    bench_usage "stray argument" allreduce extra
+    # root is checked against the number of ranks; standalone collbench is one rank.
+    bench_usage "root out of range" broadcast -r 1 -b 8 -e 8
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]

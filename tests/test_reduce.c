@@ -1,0 +1,1033 @@
+/*
+ * test_reduce.c - the host reductions (src/reduce/reduce.c) and the per-element math under
+ * them (src/reduce/elem.h), against references computed here another way:
+ *
+ *   - narrow float formats are decoded with ldexp from their fields, and fp32 -> narrow
+ *     rounding is a search in the sorted table of representable values, comparing with
+ *     the exact midpoints (ties to the even code): no bit tricks shared with elem.h;
+ *   - arithmetic is done in double (for two fp32 operands, double then one rounding to fp32
+ *     gives the correctly rounded fp32 result for + - * /: double has > 2 * 24 + 2 bits),
+ *     integers in 128 bits, then truncated;
+ *   - a table of hand-checked conversions pins the edge cases (ties, overflow, NaN).
+ *
+ * Results are compared bit for bit; the only freedom is which NaN an fp32/fp64 op returns.
+ *
+ * Divisions: 1 reference formats, 2 conversion tests, 3 reduction tests (random, in
+ * place, odd lengths), 4 edge cases (wraparound, NaN, signed zero, overflow), 5 AVG.
+ */
+#include "reduce/elem.h"
+#include "reduce/reduce.h"
+
+#include "harness.h"
+
+#include <math.h>
+#include <stdbool.h>
+
+/* ---- 1 reference formats --------------------------------------------------------------- */
+
+struct fmt {
+    const char *name;
+    int ebits, mbits, bias;
+    bool finite_only; /* E4M3: no Inf, only S.1111.111 is NaN */
+    uint32_t nan;     /* the canonical NaN that narrowing must produce */
+    coll_dtype_t dt;
+};
+
+static const struct fmt fmt_f16 = {"fp16", 5, 10, 15, false, 0x7fff, COLL_FLOAT16};
+static const struct fmt fmt_bf16 = {"bf16", 8, 7, 127, false, 0x7fff, COLL_BFLOAT16};
+static const struct fmt fmt_e4m3 = {"e4m3", 4, 3, 7, true, 0x7f, COLL_FLOAT8E4M3};
+static const struct fmt fmt_e5m2 = {"e5m2", 5, 2, 15, false, 0x7f, COLL_FLOAT8E5M2};
+static const struct fmt *const fmts[] = {&fmt_f16, &fmt_bf16, &fmt_e4m3, &fmt_e5m2};
+
+static uint32_t fmt_codes(const struct fmt *f)
+{
+    return 1u << (1 + f->ebits + f->mbits);
+}
+static uint32_t fmt_sign(const struct fmt *f)
+{
+    return 1u << (f->ebits + f->mbits);
+}
+
+/* Largest finite magnitude code; the next code up is where overflow goes (Inf for the IEEE
+ * formats, NaN for E4M3: both happen to be max + 1). */
+static uint32_t fmt_maxfin(const struct fmt *f)
+{
+    if (f->finite_only)
+        return fmt_sign(f) - 2;
+    return (((1u << f->ebits) - 1) << f->mbits) - 1;
+}
+
+/* The value of a magnitude code read as finite (also for max + 1, the overflow boundary). */
+static double fmt_mag_value(const struct fmt *f, uint32_t mag)
+{
+    uint32_t e = mag >> f->mbits, m = mag & ((1u << f->mbits) - 1);
+
+    if (e == 0)
+        return ldexp(m, 1 - f->bias - f->mbits);
+    return ldexp(m + (1u << f->mbits), (int)e - f->bias - f->mbits);
+}
+
+static double ref_decode(const struct fmt *f, uint32_t code)
+{
+    uint32_t mag = code & (fmt_sign(f) - 1), e = mag >> f->mbits;
+    double v;
+
+    if (!f->finite_only && e == (1u << f->ebits) - 1)
+        v = (mag & ((1u << f->mbits) - 1)) ? NAN : INFINITY;
+    else if (f->finite_only && mag == fmt_sign(f) - 1)
+        v = NAN;
+    else
+        v = fmt_mag_value(f, mag);
+    return (code & fmt_sign(f)) ? -v : v;
+}
+
+static bool ref_is_nan(const struct fmt *f, uint32_t code)
+{
+    return isnan(ref_decode(f, code));
+}
+
+/* tab[k] = value of magnitude code k, k = 0 .. maxfin + 1 (ascending) */
+static const double *ref_table(const struct fmt *f)
+{
+    static double tabs[4][0x7f81];
+    static bool built[4];
+    int i = f == &fmt_f16 ? 0 : f == &fmt_bf16 ? 1 : f == &fmt_e4m3 ? 2 : 3;
+
+    if (!built[i]) {
+        for (uint32_t k = 0; k <= fmt_maxfin(f) + 1; k++)
+            tabs[i][k] = fmt_mag_value(f, k);
+        built[i] = true;
+    }
+    return tabs[i];
+}
+
+/* Round x (a value an fp32 can hold) to the nearest code, ties to the even code. */
+static uint32_t ref_narrow(const struct fmt *f, double x)
+{
+    const double *tab = ref_table(f);
+    uint32_t top = fmt_maxfin(f) + 1, lo = 0, hi = top;
+    uint32_t sign = signbit(x) ? fmt_sign(f) : 0;
+    double ax = fabs(x), mid;
+
+    if (isnan(x))
+        return f->nan;
+    if (ax >= tab[top])
+        return sign | top;
+    while (hi - lo > 1) { /* tab[lo] <= ax < tab[hi] */
+        uint32_t k = lo + (hi - lo) / 2;
+        if (tab[k] <= ax)
+            lo = k;
+        else
+            hi = k;
+    }
+    mid = (tab[lo] + tab[hi]) / 2; /* exact: both have a few significant bits */
+    if (ax < mid)
+        return sign | lo;
+    if (ax > mid)
+        return sign | hi;
+    return sign | ((lo & 1) ? hi : lo);
+}
+
+/* The functions under test, by format. */
+static uint32_t dut_narrow(const struct fmt *f, float x)
+{
+    switch (f->dt) {
+    case COLL_FLOAT16:
+        return coll__f32_to_f16(x);
+    case COLL_BFLOAT16:
+        return coll__f32_to_bf16(x);
+    case COLL_FLOAT8E4M3:
+        return coll__f32_to_e4m3(x);
+    default:
+        return coll__f32_to_e5m2(x);
+    }
+}
+
+static float dut_widen(const struct fmt *f, uint32_t code)
+{
+    switch (f->dt) {
+    case COLL_FLOAT16:
+        return coll__f16_to_f32((uint16_t)code);
+    case COLL_BFLOAT16:
+        return coll__bf16_to_f32((uint16_t)code);
+    case COLL_FLOAT8E4M3:
+        return coll__e4m3_to_f32((uint8_t)code);
+    default:
+        return coll__e5m2_to_f32((uint8_t)code);
+    }
+}
+
+static const struct fmt *fmt_of(coll_dtype_t dt)
+{
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(fmts); i++)
+        if (fmts[i]->dt == dt)
+            return fmts[i];
+    return NULL;
+}
+
+static uint32_t fbits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    return u;
+}
+
+static float bitsf(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof(x));
+    return x;
+}
+
+static uint64_t dbits(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof(u));
+    return u;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void) /* splitmix64: fixed seed, reproducible failures */
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rnd01(void)
+{
+    return (double)(rnd() >> 11) * 0x1p-53;
+}
+
+/* ---- 2 conversion tests ---------------------------------------------------------------- */
+
+static void check_narrow(const struct fmt *f, float x)
+{
+    uint32_t got = dut_narrow(f, x), want = ref_narrow(f, x);
+
+    ASSERT_MSG(got == want, "%s: narrow(%a = 0x%08x) = 0x%x, want 0x%x", f->name, (double)x,
+               fbits(x), got, want);
+}
+
+/* Every code decodes to the value its fields say, exactly (NaN codes to some NaN). */
+TEST(widen_exhaustive)
+{
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(fmts); i++) {
+        const struct fmt *f = fmts[i];
+        for (uint32_t c = 0; c < fmt_codes(f); c++) {
+            double want = ref_decode(f, c);
+            float got = dut_widen(f, c);
+            if (isnan(want))
+                ASSERT_MSG(isnan(got), "%s: widen(0x%x) = %a, want NaN", f->name, c, (double)got);
+            else
+                ASSERT_MSG(fbits(got) == fbits((float)want), "%s: widen(0x%x) = %a, want %a",
+                           f->name, c, (double)got, want);
+        }
+    }
+}
+
+/* narrow(widen(c)) == c for every non-NaN code (signed zero, subnormals, Inf included);
+ * a NaN code comes back as the canonical NaN. */
+TEST(roundtrip_exhaustive)
+{
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(fmts); i++) {
+        const struct fmt *f = fmts[i];
+        for (uint32_t c = 0; c < fmt_codes(f); c++) {
+            uint32_t got = dut_narrow(f, dut_widen(f, c));
+            uint32_t want = ref_is_nan(f, c) ? f->nan : c;
+            ASSERT_MSG(got == want, "%s: narrow(widen(0x%x)) = 0x%x, want 0x%x", f->name, c, got,
+                       want);
+        }
+    }
+}
+
+/* Around every midpoint between neighbouring codes (and the overflow boundary): the tie
+ * itself goes to the even code, one fp32 ulp either side goes to the nearer code. */
+TEST(narrow_ties_and_neighbours)
+{
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(fmts); i++) {
+        const struct fmt *f = fmts[i];
+        const double *tab = ref_table(f);
+        for (uint32_t k = 0; k <= fmt_maxfin(f); k++) {
+            float lo = (float)tab[k], hi = (float)tab[k + 1];
+            float mid = (float)((tab[k] + tab[k + 1]) / 2);
+            float pts[] = {lo,
+                           hi,
+                           mid,
+                           nextafterf(mid, 0),
+                           nextafterf(mid, INFINITY),
+                           nextafterf(lo, INFINITY),
+                           nextafterf(hi, 0)};
+            for (size_t j = 0; j < COLL_ARRAY_SIZE(pts); j++) {
+                check_narrow(f, pts[j]);
+                check_narrow(f, -pts[j]);
+            }
+        }
+    }
+}
+
+/* Random fp32 bit patterns (every exponent, NaN payloads, fp32 subnormals) and random
+ * values inside every interval between codes. */
+TEST(narrow_random)
+{
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(fmts); i++) {
+        const struct fmt *f = fmts[i];
+        const double *tab = ref_table(f);
+        uint32_t top = fmt_maxfin(f) + 1;
+        for (int n = 0; n < 400000; n++)
+            check_narrow(f, bitsf((uint32_t)rnd()));
+        for (int n = 0; n < 400000; n++) {
+            uint32_t k = (uint32_t)(rnd() % top);
+            float x = (float)(tab[k] + (tab[k + 1] - tab[k]) * rnd01());
+            check_narrow(f, (rnd() & 1) ? -x : x);
+        }
+    }
+}
+
+/* Hand-checked cases: the convention, written down. */
+TEST(narrow_edge_table)
+{
+    static const struct {
+        const struct fmt *f;
+        uint32_t in; /* fp32 bits */
+        uint32_t out;
+    } cases[] = {
+        /* fp16 */
+        {&fmt_f16, 0x00000000, 0x0000}, /* +0 */
+        {&fmt_f16, 0x80000000, 0x8000}, /* -0 */
+        {&fmt_f16, 0x3f800000, 0x3c00}, /* 1 */
+        {&fmt_f16, 0x477fe000, 0x7bff}, /* 65504 */
+        {&fmt_f16, 0x477fefff, 0x7bff}, /* just under 65520 */
+        {&fmt_f16, 0x477ff000, 0x7c00}, /* 65520: tie, rounds to even = Inf */
+        {&fmt_f16, 0xc77ff000, 0xfc00}, /* -65520 */
+        {&fmt_f16, 0x7f800000, 0x7c00}, /* Inf */
+        {&fmt_f16, 0xff800000, 0xfc00}, /* -Inf */
+        {&fmt_f16, 0x7f7fffff, 0x7c00}, /* fp32 max */
+        {&fmt_f16, 0x7fc00000, 0x7fff}, /* NaN */
+        {&fmt_f16, 0xffc00001, 0x7fff}, /* -NaN with a payload: canonical */
+        {&fmt_f16, 0x7f800001, 0x7fff}, /* signalling NaN */
+        {&fmt_f16, 0x33800000, 0x0001}, /* 2^-24: smallest subnormal */
+        {&fmt_f16, 0x33000000, 0x0000}, /* 2^-25: tie, to even 0 */
+        {&fmt_f16, 0xb3000000, 0x8000}, /* -2^-25: -0 */
+        {&fmt_f16, 0x33000001, 0x0001}, /* above the tie */
+        {&fmt_f16, 0x33c00000, 0x0002}, /* 1.5 * 2^-24: tie between 1 and 2 */
+        {&fmt_f16, 0x34200000, 0x0002}, /* 2.5 * 2^-24: tie between 2 and 3 */
+        {&fmt_f16, 0x387fc000, 0x03ff}, /* largest subnormal */
+        {&fmt_f16, 0x387fe000, 0x0400}, /* tie between it and the smallest normal */
+        {&fmt_f16, 0x38800000, 0x0400}, /* 2^-14 */
+        {&fmt_f16, 0x00000001, 0x0000}, /* fp32 subnormals */
+        {&fmt_f16, 0x807fffff, 0x8000},
+        {&fmt_f16, 0x3f801000, 0x3c00}, /* 1 + 2^-11: tie, stays even */
+        {&fmt_f16, 0x3f803000, 0x3c02}, /* 1 + 3 * 2^-11: tie, up to even */
+        {&fmt_f16, 0x3f801001, 0x3c01}, /* just above that tie */
+        {&fmt_f16, 0x3eaaaaab, 0x3555}, /* 1/3 */
+        /* bf16 */
+        {&fmt_bf16, 0x3f808000, 0x3f80}, /* 1 + 2^-8: tie, stays even */
+        {&fmt_bf16, 0x3f818000, 0x3f82}, /* 1 + 3 * 2^-8: tie, up to even */
+        {&fmt_bf16, 0x3f808001, 0x3f81}, /* just above the tie */
+        {&fmt_bf16, 0x7f7f7fff, 0x7f7f}, /* just below the tie above max finite */
+        {&fmt_bf16, 0x7f7f8000, 0x7f80}, /* tie above max finite: Inf */
+        {&fmt_bf16, 0x7f7fffff, 0x7f80}, /* fp32 max */
+        {&fmt_bf16, 0xff7fffff, 0xff80},
+        {&fmt_bf16, 0x00008000, 0x0000}, /* subnormal tie, to even 0 */
+        {&fmt_bf16, 0x00018000, 0x0002}, /* subnormal tie, to even 2 */
+        {&fmt_bf16, 0x80008001, 0x8001}, /* just above a subnormal tie */
+        {&fmt_bf16, 0x80000000, 0x8000}, /* -0 */
+        {&fmt_bf16, 0x7f800001, 0x7fff}, /* truncating would give Inf */
+        {&fmt_bf16, 0xff800000, 0xff80}, /* -Inf */
+        {&fmt_bf16, 0xffffffff, 0x7fff}, /* -NaN: canonical */
+        /* E4M3: no Inf; past 464 is NaN, sign kept (CUDA __NV_NOSAT) */
+        {&fmt_e4m3, 0x3f800000, 0x38}, /* 1 */
+        {&fmt_e4m3, 0x3f880000, 0x38}, /* 1.0625: tie, stays even */
+        {&fmt_e4m3, 0x3f980000, 0x3a}, /* 1.1875: tie, up to even */
+        {&fmt_e4m3, 0x43700000, 0x77}, /* 240 */
+        {&fmt_e4m3, 0x43e00000, 0x7e}, /* 448 */
+        {&fmt_e4m3, 0xc3e00000, 0xfe}, /* -448 */
+        {&fmt_e4m3, 0x43e80000, 0x7e}, /* 464: tie, to even 448 */
+        {&fmt_e4m3, 0x43e80001, 0x7f}, /* just above 464: NaN */
+        {&fmt_e4m3, 0xc3e80001, 0xff}, /* and below -464: NaN, sign kept */
+        {&fmt_e4m3, 0x43f00000, 0x7f}, /* 480 */
+        {&fmt_e4m3, 0x501502f9, 0x7f}, /* 1e10 */
+        {&fmt_e4m3, 0x7f800000, 0x7f}, /* Inf */
+        {&fmt_e4m3, 0xff800000, 0xff}, /* -Inf */
+        {&fmt_e4m3, 0x7fc00000, 0x7f}, /* NaN */
+        {&fmt_e4m3, 0xffc00000, 0x7f}, /* -NaN: canonical */
+        {&fmt_e4m3, 0x3b000000, 0x01}, /* 2^-9: smallest subnormal */
+        {&fmt_e4m3, 0x3a800000, 0x00}, /* 2^-10: tie, to even 0 */
+        {&fmt_e4m3, 0xba800000, 0x80}, /* -2^-10: -0 */
+        {&fmt_e4m3, 0x3a800001, 0x01}, /* just above that tie */
+        {&fmt_e4m3, 0x3b400000, 0x02}, /* 1.5 * 2^-9 */
+        {&fmt_e4m3, 0x3c700000, 0x08}, /* 7.5 * 2^-9: tie, to even 2^-6 */
+        {&fmt_e4m3, 0x3c800000, 0x08}, /* 2^-6: smallest normal */
+        /* E5M2: IEEE-like */
+        {&fmt_e5m2, 0x3f800000, 0x3c}, /* 1 */
+        {&fmt_e5m2, 0x3f900000, 0x3c}, /* 1.125: tie, stays even */
+        {&fmt_e5m2, 0x3fb00000, 0x3e}, /* 1.375: tie, up to even */
+        {&fmt_e5m2, 0x47600000, 0x7b}, /* 57344: max finite */
+        {&fmt_e5m2, 0x476fffff, 0x7b}, /* just under 61440 */
+        {&fmt_e5m2, 0x47700000, 0x7c}, /* 61440: tie, rounds to even = Inf */
+        {&fmt_e5m2, 0xc7700000, 0xfc}, /* -61440 */
+        {&fmt_e5m2, 0x7f800000, 0x7c}, /* Inf */
+        {&fmt_e5m2, 0xff800000, 0xfc}, /* -Inf */
+        {&fmt_e5m2, 0x7fc00000, 0x7f}, /* NaN */
+        {&fmt_e5m2, 0xff800001, 0x7f}, /* -sNaN: canonical */
+        {&fmt_e5m2, 0x37800000, 0x01}, /* 2^-16: smallest subnormal */
+        {&fmt_e5m2, 0x37000000, 0x00}, /* 2^-17: tie, to even 0 */
+        {&fmt_e5m2, 0x37000001, 0x01}, /* just above that tie */
+        {&fmt_e5m2, 0x38800000, 0x04}, /* 2^-14: smallest normal */
+    };
+
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(cases); i++) {
+        const struct fmt *f = cases[i].f;
+        uint32_t got = dut_narrow(f, bitsf(cases[i].in));
+        ASSERT_MSG(got == cases[i].out, "%s: narrow(0x%08x) = 0x%x, want 0x%x", f->name,
+                   cases[i].in, got, cases[i].out);
+        /* and the reference search agrees, so the two oracles check each other */
+        ASSERT_MSG(ref_narrow(f, bitsf(cases[i].in)) == cases[i].out,
+                   "reference %s: narrow(0x%08x) = 0x%x, want 0x%x", f->name, cases[i].in,
+                   ref_narrow(f, bitsf(cases[i].in)), cases[i].out);
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__)
+/* A third oracle where the compiler has one: GCC's _Float16 conversions. */
+TEST(f16_matches_compiler_float16)
+{
+    for (uint32_t c = 0; c < 0x10000; c++) {
+        _Float16 h;
+        uint16_t u = (uint16_t)c;
+        memcpy(&h, &u, sizeof(h));
+        if (!isnan((float)h))
+            ASSERT_EQ(fbits(coll__f16_to_f32(u)), fbits((float)h));
+    }
+    for (int n = 0; n < 1000000; n++) {
+        float x = bitsf((uint32_t)rnd());
+        _Float16 h = (_Float16)x;
+        uint16_t u;
+        memcpy(&u, &h, sizeof(u));
+        if (!isnan(x))
+            ASSERT_MSG(coll__f32_to_f16(x) == u, "0x%08x: 0x%04x vs 0x%04x", fbits(x),
+                       coll__f32_to_f16(x), u);
+    }
+}
+#endif
+
+/* ---- 3 reduction tests ----------------------------------------------------------------- */
+
+static bool dt_is_narrow(coll_dtype_t dt)
+{
+    return fmt_of(dt) != NULL;
+}
+
+/* A random element of dt into p: raw bits mostly, plus edge values and (for fp32/fp64)
+ * moderate numbers, so that sums are not always dominated by one huge operand. */
+static void gen_elem(coll_dtype_t dt, void *p)
+{
+    uint64_t r = rnd(), pick = rnd() % 8;
+    size_t sz = coll__dtype_size(dt);
+
+    if (dt == COLL_FLOAT32 || dt == COLL_FLOAT64) {
+        static const double specials[] = {
+            0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 1.0, -1.0, 3.4028234663852886e38, 1e-45};
+        double v;
+        if (pick < 3) {
+            memcpy(p, &r, sz); /* raw bits */
+            return;
+        }
+        if (pick < 6)
+            v = (double)((int64_t)(r % 2001) - 1000) / 8;
+        else if (pick < 7)
+            v = specials[r % COLL_ARRAY_SIZE(specials)];
+        else
+            v = (rnd01() - 0.5) * 1e-40; /* fp32 subnormal range */
+        if (dt == COLL_FLOAT32) {
+            float fv = (float)v;
+            memcpy(p, &fv, sizeof(fv));
+        } else {
+            memcpy(p, &v, sizeof(v));
+        }
+        return;
+    }
+    if (!dt_is_narrow(dt) && pick == 0) { /* integer edges: 0, -1/max, min, max, 1 */
+        static const uint64_t edges[] = {0,
+                                         ~0ull,
+                                         1,
+                                         0x80ull,
+                                         0x7full,
+                                         0x80000000ull,
+                                         0x7fffffffull,
+                                         0x8000000000000000ull,
+                                         0x7fffffffffffffffull};
+        r = edges[r % COLL_ARRAY_SIZE(edges)];
+    }
+    memcpy(p, &r, sz); /* little endian: the low bytes */
+}
+
+static double ref_max(double x, double y, bool is_max)
+{
+    if (isnan(x) || isnan(y))
+        return NAN;
+    if (x == 0 && y == 0) /* -0 < +0 */
+        return (is_max ? signbit(x) && signbit(y) : signbit(x) || signbit(y)) ? -0.0 : 0.0;
+    return is_max ? fmax(x, y) : fmin(x, y);
+}
+
+static double ref_float_op(double x, double y, coll_op_t op)
+{
+    switch (op) {
+    case COLL_SUM:
+    case COLL_AVG:
+        return x + y;
+    case COLL_PROD:
+        return x * y;
+    case COLL_MAX:
+        return ref_max(x, y, true);
+    default:
+        return ref_max(x, y, false);
+    }
+}
+
+/* Integer op in 128 bits, truncated to the dtype's width by the caller. Sum and product
+ * wrap in unsigned 128 bits (exact for 8 and 32 bits; mod 2^128 for 64 bits), whose low
+ * bits are the same for both signednesses. */
+static __int128 ref_int_op(__int128 x, __int128 y, coll_op_t op)
+{
+    unsigned __int128 ux = (unsigned __int128)x, uy = (unsigned __int128)y;
+
+    switch (op) {
+    case COLL_SUM:
+    case COLL_AVG:
+        return (__int128)(ux + uy);
+    case COLL_PROD:
+        return (__int128)(ux * uy);
+    case COLL_MAX:
+        return x > y ? x : y;
+    default:
+        return x < y ? x : y;
+    }
+}
+
+static __int128 load_int(coll_dtype_t dt, const void *p)
+{
+    switch (dt) {
+    case COLL_INT8:
+        return *(const int8_t *)p;
+    case COLL_UINT8:
+        return *(const uint8_t *)p;
+    case COLL_INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case COLL_UINT32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case COLL_INT64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    default: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    }
+}
+
+/* out = a op b, the reference way. */
+static void ref_elem(coll_dtype_t dt, coll_op_t op, const void *a, const void *b, void *out)
+{
+    const struct fmt *f = fmt_of(dt);
+    size_t sz = coll__dtype_size(dt);
+
+    if (f) {
+        uint32_t ca = 0, cb = 0, r;
+        memcpy(&ca, a, sz);
+        memcpy(&cb, b, sz);
+        /* the op in double, rounded to fp32 (= the fp32 op), then to the format */
+        r = ref_narrow(f, (float)ref_float_op(ref_decode(f, ca), ref_decode(f, cb), op));
+        memcpy(out, &r, sz);
+    } else if (dt == COLL_FLOAT32) {
+        float x, y, r;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        r = (float)ref_float_op(x, y, op);
+        memcpy(out, &r, 4);
+    } else if (dt == COLL_FLOAT64) {
+        double x, y, r;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        r = ref_float_op(x, y, op);
+        memcpy(out, &r, 8);
+    } else {
+        /* little endian: the low sz bytes of the 128-bit result are the wrapped value */
+        __int128 r = ref_int_op(load_int(dt, a), load_int(dt, b), op);
+        memcpy(out, &r, sz);
+    }
+}
+
+/* Equal bit for bit, except that any two NaNs match for fp32/fp64. */
+static bool elem_eq(coll_dtype_t dt, const void *x, const void *y)
+{
+    if (dt == COLL_FLOAT32) {
+        float a, b;
+        memcpy(&a, x, 4);
+        memcpy(&b, y, 4);
+        if (isnan(a) || isnan(b))
+            return isnan(a) && isnan(b);
+    } else if (dt == COLL_FLOAT64) {
+        double a, b;
+        memcpy(&a, x, 8);
+        memcpy(&b, y, 8);
+        if (isnan(a) || isnan(b))
+            return isnan(a) && isnan(b);
+    }
+    return memcmp(x, y, coll__dtype_size(dt)) == 0;
+}
+
+static uint64_t elem_hex(coll_dtype_t dt, const void *p)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, coll__dtype_size(dt));
+    return v;
+}
+
+enum alias_mode { ALIAS_NONE, ALIAS_DST_A, ALIAS_DST_B, ALIAS_ALL, ALIAS_MODES };
+
+#define GUARD 64 /* bytes of canary before and after each array */
+
+/*
+ * Reduce `count` random elements with dst placed per mode, starting `shift` elements into
+ * the allocation (so vector loops meet unaligned starts), and check every element and the
+ * canaries around dst.
+ */
+static void check_reduce_once(coll_dtype_t dt, coll_op_t op, size_t count, int mode, size_t shift)
+{
+    size_t sz = coll__dtype_size(dt), bytes = count * sz, off = GUARD + shift * sz;
+    size_t total = bytes + 2 * GUARD + 8 * sz;
+    uint8_t *ba = malloc(total), *bb = malloc(total), *bd = malloc(total);
+    uint8_t *a0 = malloc(bytes + 1), *b0 = malloc(bytes + 1), want[8];
+    uint8_t *a = ba + off, *b = bb + off, *dst;
+
+    ASSERT(ba && bb && bd && a0 && b0);
+    memset(ba, 0xa5, total);
+    memset(bb, 0xa5, total);
+    memset(bd, 0xa5, total);
+    for (size_t i = 0; i < count; i++) {
+        gen_elem(dt, a + i * sz);
+        gen_elem(dt, b + i * sz);
+    }
+    switch (mode) {
+    case ALIAS_DST_A:
+        dst = a;
+        break;
+    case ALIAS_DST_B:
+        dst = b;
+        break;
+    case ALIAS_ALL:
+        dst = b = a;
+        break;
+    default:
+        dst = bd + off;
+        break;
+    }
+    memcpy(a0, a, bytes);
+    memcpy(b0, b, bytes);
+
+    coll__reduce(dst, a, b, count, dt, op);
+
+    for (size_t i = 0; i < count; i++) {
+        ref_elem(dt, op, a0 + i * sz, b0 + i * sz, want);
+        ASSERT_MSG(elem_eq(dt, dst + i * sz, want),
+                   "%s %s count %zu alias %d [%zu]: 0x%llx op 0x%llx = 0x%llx, want 0x%llx",
+                   coll__dtype_name(dt), coll__op_name(op), count, mode, i,
+                   (unsigned long long)elem_hex(dt, a0 + i * sz),
+                   (unsigned long long)elem_hex(dt, b0 + i * sz),
+                   (unsigned long long)elem_hex(dt, dst + i * sz),
+                   (unsigned long long)elem_hex(dt, want));
+    }
+    for (size_t i = 0; i < off; i++)
+        ASSERT_MSG(dst[(ptrdiff_t)i - (ptrdiff_t)off] == 0xa5, "write before dst");
+    for (size_t i = off + bytes; i < total; i++)
+        ASSERT_MSG(dst[i - off] == 0xa5, "%s %s count %zu: write past dst at +%zu",
+                   coll__dtype_name(dt), coll__op_name(op), count, i - off - bytes);
+    /* the operand that is not dst is left alone */
+    if (mode == ALIAS_NONE || mode == ALIAS_DST_B)
+        ASSERT(memcmp(a, a0, bytes) == 0);
+    if (mode == ALIAS_NONE || mode == ALIAS_DST_A)
+        ASSERT(memcmp(b, b0, bytes) == 0);
+    free(ba);
+    free(bb);
+    free(bd);
+    free(a0);
+    free(b0);
+}
+
+static void check_reduce_dtype(coll_dtype_t dt)
+{
+    static const size_t counts[] = {0, 1, 2, 3, 7, 15, 17, 1023, 4099};
+
+    for (int op = 0; op < COLL_NUM_OPS; op++)
+        for (size_t c = 0; c < COLL_ARRAY_SIZE(counts); c++)
+            for (int mode = 0; mode < ALIAS_MODES; mode++)
+                check_reduce_once(dt, (coll_op_t)op, counts[c], mode, (c + mode) % 3);
+}
+
+TEST(reduce_int8)
+{
+    check_reduce_dtype(COLL_INT8);
+}
+TEST(reduce_uint8)
+{
+    check_reduce_dtype(COLL_UINT8);
+}
+TEST(reduce_int32)
+{
+    check_reduce_dtype(COLL_INT32);
+}
+TEST(reduce_uint32)
+{
+    check_reduce_dtype(COLL_UINT32);
+}
+TEST(reduce_int64)
+{
+    check_reduce_dtype(COLL_INT64);
+}
+TEST(reduce_uint64)
+{
+    check_reduce_dtype(COLL_UINT64);
+}
+TEST(reduce_float16)
+{
+    check_reduce_dtype(COLL_FLOAT16);
+}
+TEST(reduce_float32)
+{
+    check_reduce_dtype(COLL_FLOAT32);
+}
+TEST(reduce_float64)
+{
+    check_reduce_dtype(COLL_FLOAT64);
+}
+TEST(reduce_bfloat16)
+{
+    check_reduce_dtype(COLL_BFLOAT16);
+}
+TEST(reduce_float8e4m3)
+{
+    check_reduce_dtype(COLL_FLOAT8E4M3);
+}
+TEST(reduce_float8e5m2)
+{
+    check_reduce_dtype(COLL_FLOAT8E5M2);
+}
+
+/* Narrow formats are small enough to check every pair of codes for every op. */
+TEST(reduce_fp8_all_pairs)
+{
+    static const coll_dtype_t dts[] = {COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
+    uint8_t a[256], b[256], d[256], want[8];
+
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dts); t++) {
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            for (int x = 0; x < 256; x++) {
+                for (int y = 0; y < 256; y++) {
+                    a[y] = (uint8_t)x;
+                    b[y] = (uint8_t)y;
+                }
+                coll__reduce(d, a, b, 256, dts[t], (coll_op_t)op);
+                for (int y = 0; y < 256; y++) {
+                    ref_elem(dts[t], (coll_op_t)op, &a[y], &b[y], want);
+                    ASSERT_MSG(d[y] == want[0], "%s %s: 0x%02x op 0x%02x = 0x%02x, want 0x%02x",
+                               coll__dtype_name(dts[t]), coll__op_name(op), x, y, d[y], want[0]);
+                }
+            }
+        }
+    }
+}
+
+/* ---- 4 edge cases ---------------------------------------------------------------------- */
+
+/* One element: returns dst after dst = a op b. */
+static uint64_t reduce1(coll_dtype_t dt, coll_op_t op, uint64_t a, uint64_t b)
+{
+    uint64_t d = 0xdeadbeefdeadbeefull;
+    size_t sz = coll__dtype_size(dt);
+
+    coll__reduce(&d, &a, &b, 1, dt, op);
+    /* dst's bytes beyond the element must be untouched */
+    if (sz < 8)
+        ASSERT((d >> (8 * sz)) == (0xdeadbeefdeadbeefull >> (8 * sz)));
+    return sz < 8 ? d & ((1ull << (8 * sz)) - 1) : d;
+}
+
+TEST(integer_wraparound)
+{
+    /* int8 */
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_SUM, 127, 1), -128);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_SUM, (uint8_t)-128, (uint8_t)-1), 127);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_PROD, (uint8_t)-128, (uint8_t)-1), -128);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_PROD, 16, 16), 0);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_PROD, (uint8_t)-3, 5), -15);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_MAX, (uint8_t)-3, 5), 5);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_MIN, (uint8_t)-128, 127), -128);
+    ASSERT_EQ((int8_t)reduce1(COLL_INT8, COLL_AVG, 127, 1), -128); /* AVG sums */
+    /* uint8 */
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_SUM, 255, 1), 0);
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_PROD, 16, 17), 16);
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_PROD, 255, 255), 1);
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_MAX, 255, 1), 255); /* unsigned compare */
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_MIN, 255, 1), 1);
+    /* int32 */
+    ASSERT_EQ((int32_t)reduce1(COLL_INT32, COLL_SUM, INT32_MAX, 1), INT32_MIN);
+    ASSERT_EQ((int32_t)reduce1(COLL_INT32, COLL_PROD, 65536, 65536), 0);
+    ASSERT_EQ((int32_t)reduce1(COLL_INT32, COLL_PROD, (uint32_t)INT32_MIN, (uint32_t)-1),
+              INT32_MIN);
+    ASSERT_EQ((int32_t)reduce1(COLL_INT32, COLL_MIN, (uint32_t)-1, 1), -1);
+    ASSERT_EQ((int32_t)reduce1(COLL_INT32, COLL_MAX, (uint32_t)INT32_MIN, 0), 0);
+    /* uint32 */
+    ASSERT_EQ(reduce1(COLL_UINT32, COLL_SUM, 0xffffffffu, 2), 1);
+    ASSERT_EQ(reduce1(COLL_UINT32, COLL_PROD, 0x10001u, 0x10001u), 0x20001u);
+    ASSERT_EQ(reduce1(COLL_UINT32, COLL_MAX, 0xffffffffu, 1), 0xffffffffu);
+    /* int64 */
+    ASSERT_EQ((int64_t)reduce1(COLL_INT64, COLL_SUM, INT64_MAX, 1), INT64_MIN);
+    ASSERT_EQ((int64_t)reduce1(COLL_INT64, COLL_PROD, (uint64_t)INT64_MIN, (uint64_t)-1),
+              INT64_MIN);
+    ASSERT_EQ((int64_t)reduce1(COLL_INT64, COLL_PROD, 1ull << 32, 1ull << 32), 0);
+    ASSERT_EQ((int64_t)reduce1(COLL_INT64, COLL_MIN, (uint64_t)INT64_MIN, INT64_MAX), INT64_MIN);
+    /* uint64 */
+    ASSERT(reduce1(COLL_UINT64, COLL_SUM, ~0ull, 1) == 0);
+    ASSERT(reduce1(COLL_UINT64, COLL_PROD, (1ull << 32) + 1, (1ull << 32) + 1) == (1ull << 33) + 1);
+    ASSERT(reduce1(COLL_UINT64, COLL_MAX, ~0ull, 1) == ~0ull);
+    ASSERT(reduce1(COLL_UINT64, COLL_MIN, ~0ull, 1) == 1);
+}
+
+/* Encode a double into dt's bits (through the reference where dt is narrow). */
+static uint64_t enc(coll_dtype_t dt, double v)
+{
+    const struct fmt *f = fmt_of(dt);
+    float x = (float)v;
+
+    if (f)
+        return ref_narrow(f, x);
+    if (dt == COLL_FLOAT32)
+        return fbits(x);
+    return dbits(v);
+}
+
+static const coll_dtype_t float_dts[] = {COLL_FLOAT16,  COLL_FLOAT32,    COLL_FLOAT64,
+                                         COLL_BFLOAT16, COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
+
+static bool is_nan_bits(coll_dtype_t dt, uint64_t v)
+{
+    const struct fmt *f = fmt_of(dt);
+
+    if (f)
+        return ref_is_nan(f, (uint32_t)v);
+    if (dt == COLL_FLOAT32)
+        return isnan(bitsf((uint32_t)v));
+    double d;
+    memcpy(&d, &v, 8);
+    return isnan(d);
+}
+
+/* max/min: NaN on either side wins, in either order; -0 < +0 in either order. */
+TEST(max_min_nan_and_signed_zero)
+{
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(float_dts); t++) {
+        coll_dtype_t dt = float_dts[t];
+        uint64_t nan = enc(dt, NAN), one = enc(dt, 1.0), pz = enc(dt, 0.0);
+        uint64_t nz = enc(dt, -0.0), ninf = enc(dt, -INFINITY), two = enc(dt, 2.0);
+        const struct fmt *f = fmt_of(dt);
+        const uint64_t canon = f ? f->nan : 0;
+
+        for (int op = COLL_MAX; op <= COLL_MIN; op++) {
+            uint64_t r[] = {reduce1(dt, op, nan, one), reduce1(dt, op, one, nan),
+                            reduce1(dt, op, nan, nan), reduce1(dt, op, ninf, nan),
+                            reduce1(dt, op, nan, ninf)};
+            for (size_t i = 0; i < COLL_ARRAY_SIZE(r); i++) {
+                ASSERT_MSG(is_nan_bits(dt, r[i]), "%s %s case %zu: 0x%llx is not NaN",
+                           coll__dtype_name(dt), coll__op_name(op), i, (unsigned long long)r[i]);
+                if (f) /* narrow formats come back canonical */
+                    ASSERT_EQ(r[i], canon);
+            }
+            ASSERT(reduce1(dt, op, pz, nz) == (op == COLL_MAX ? pz : nz));
+            ASSERT(reduce1(dt, op, nz, pz) == (op == COLL_MAX ? pz : nz));
+            ASSERT(reduce1(dt, op, nz, nz) == nz);
+            ASSERT(reduce1(dt, op, one, two) == (op == COLL_MAX ? two : one));
+            ASSERT(reduce1(dt, op, two, one) == (op == COLL_MAX ? two : one));
+        }
+        /* and sums carry NaN and Inf - Inf into NaN */
+        ASSERT(is_nan_bits(dt, reduce1(dt, COLL_SUM, nan, one)));
+        if (dt != COLL_FLOAT8E4M3)
+            ASSERT(is_nan_bits(dt, reduce1(dt, COLL_SUM, enc(dt, INFINITY), ninf)));
+    }
+}
+
+/* Narrow sums that leave the range: computed in fp32, then overflow by the format's rule. */
+TEST(narrow_overflow_in_ops)
+{
+    ASSERT_EQ(reduce1(COLL_FLOAT16, COLL_SUM, 0x7bff, 0x4c00), 0x7c00); /* 65504+16 */
+    ASSERT_EQ(reduce1(COLL_FLOAT16, COLL_SUM, 0x7bff, 0x4b80), 0x7bff); /* 65504+15 */
+    ASSERT_EQ(reduce1(COLL_FLOAT16, COLL_SUM, 0xfbff, 0xfbff), 0xfc00);
+    ASSERT_EQ(reduce1(COLL_FLOAT16, COLL_PROD, 0x0001, 0x3800), 0x0000); /* 2^-25: tie */
+    ASSERT_EQ(reduce1(COLL_FLOAT16, COLL_PROD, 0x8001, 0x3800), 0x8000); /* -0 */
+    ASSERT_EQ(reduce1(COLL_BFLOAT16, COLL_SUM, 0x7f7f, 0x7f7f), 0x7f80);
+    ASSERT_EQ(reduce1(COLL_FLOAT8E4M3, COLL_SUM, 0x7e, 0x50), 0x7e);  /* 448+8 */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E4M3, COLL_SUM, 0x7e, 0x58), 0x7e);  /* 448+16: tie */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E4M3, COLL_SUM, 0x7e, 0x60), 0x7f);  /* 448+32: NaN */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E4M3, COLL_SUM, 0xfe, 0xfe), 0xff);  /* -896 */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E4M3, COLL_PROD, 0x01, 0x30), 0x00); /* 2^-9 * 0.5 */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E5M2, COLL_SUM, 0x7b, 0x68), 0x7b);  /* 57344+2048 */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E5M2, COLL_SUM, 0x7b, 0x6c), 0x7c);  /* +4096: tie, Inf */
+    ASSERT_EQ(reduce1(COLL_FLOAT8E5M2, COLL_SUM, 0xfb, 0xfb), 0xfc);
+}
+
+TEST(invalid_dtype_or_op_writes_nothing)
+{
+    uint64_t a = 1, b = 2, d = 7;
+
+    coll__reduce(&d, &a, &b, 1, COLL_NUM_DTYPES, COLL_SUM);
+    coll__reduce(&d, &a, &b, 1, COLL_INT64, COLL_NUM_OPS);
+    coll__reduce(&d, &a, &b, 1, (coll_dtype_t)-1, COLL_SUM);
+    coll__reduce_div(&d, 1, COLL_NUM_DTYPES, 2);
+    ASSERT_EQ(d, 7);
+    coll__reduce(NULL, NULL, NULL, 0, COLL_FLOAT32, COLL_SUM); /* count 0 touches nothing */
+    coll__reduce_div(NULL, 0, COLL_FLOAT32, 3);
+}
+
+/* ---- 5 AVG: the division ---------------------------------------------------------------- */
+
+/* Reference quotient of one element. Float checks use small n only: those are exact as the
+ * fp32 divisor, and double division then one rounding is the correctly rounded quotient. */
+static void ref_div(coll_dtype_t dt, const void *x, uint64_t n, void *out)
+{
+    const struct fmt *f = fmt_of(dt);
+    size_t sz = coll__dtype_size(dt);
+
+    if (f) {
+        uint32_t c = 0, r;
+        memcpy(&c, x, sz);
+        r = ref_narrow(f, (float)(ref_decode(f, c) / (double)n));
+        memcpy(out, &r, sz);
+    } else if (dt == COLL_FLOAT32) {
+        float v;
+        memcpy(&v, x, 4);
+        v = (float)((double)v / (double)n);
+        memcpy(out, &v, 4);
+    } else if (dt == COLL_FLOAT64) {
+        double v;
+        memcpy(&v, x, 8);
+        v = v / (double)n;
+        memcpy(out, &v, 8);
+    } else {
+        __int128 q = load_int(dt, x) / (__int128)n; /* C: truncates toward zero */
+        memcpy(out, &q, sz);
+    }
+}
+
+TEST(avg_division_random)
+{
+    static const uint64_t int_ns[] = {2,          3,          7,          100,        1000, 65537,
+                                      1ull << 31, 1ull << 32, 1ull << 62, 1ull << 63, ~0ull};
+    static const uint64_t float_ns[] = {2, 3, 7, 10, 1000};
+    static const size_t counts[] = {0, 1, 3, 17, 1023};
+
+    for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
+        bool isfloat = dt_is_narrow(dt) || dt == COLL_FLOAT32 || dt == COLL_FLOAT64;
+        const uint64_t *ns = isfloat ? float_ns : int_ns;
+        size_t nn = isfloat ? COLL_ARRAY_SIZE(float_ns) : COLL_ARRAY_SIZE(int_ns);
+        size_t sz = coll__dtype_size(dt);
+        for (size_t k = 0; k < nn; k++) {
+            for (size_t c = 0; c < COLL_ARRAY_SIZE(counts); c++) {
+                size_t count = counts[c];
+                uint8_t *buf = malloc(count * sz + 16), *orig = malloc(count * sz + 1);
+                uint8_t want[8];
+                ASSERT(buf && orig);
+                memset(buf, 0x5a, count * sz + 16);
+                for (size_t i = 0; i < count; i++)
+                    gen_elem(dt, buf + i * sz);
+                memcpy(orig, buf, count * sz);
+                coll__reduce_div(buf, count, dt, ns[k]);
+                for (size_t i = 0; i < count; i++) {
+                    ref_div(dt, orig + i * sz, ns[k], want);
+                    ASSERT_MSG(
+                        elem_eq(dt, buf + i * sz, want),
+                        "%s [%zu]: 0x%llx / %llu = 0x%llx, want 0x%llx", coll__dtype_name(dt), i,
+                        (unsigned long long)elem_hex(dt, orig + i * sz), (unsigned long long)ns[k],
+                        (unsigned long long)elem_hex(dt, buf + i * sz),
+                        (unsigned long long)elem_hex(dt, want));
+                }
+                for (size_t i = count * sz; i < count * sz + 16; i++)
+                    ASSERT(buf[i] == 0x5a);
+                free(buf);
+                free(orig);
+            }
+        }
+    }
+}
+
+TEST(avg_division_edges)
+{
+    int8_t i8[] = {-7, 7, -128, 127, -1, 0};
+    uint8_t u8[] = {255, 254, 1};
+    int64_t i64[] = {INT64_MIN, INT64_MAX, -1, INT64_MIN + 1};
+    uint64_t u64[] = {~0ull, 1ull << 63};
+    float f32[] = {1.0f, -1.0f, 0x1p-149f, -0.0f};
+    uint16_t f16[] = {0x3c00, 0x0001, 0x8003}; /* 1, 2^-24, -3 * 2^-24 */
+    uint8_t e4[] = {0x7e, 0x01, 0x7f};         /* 448, 2^-9, NaN */
+
+    coll__reduce_div(i8, 6, COLL_INT8, 2); /* truncation toward zero */
+    ASSERT_EQ(i8[0], -3);
+    ASSERT_EQ(i8[1], 3);
+    ASSERT_EQ(i8[2], -64);
+    ASSERT_EQ(i8[3], 63);
+    ASSERT_EQ(i8[4], 0);
+    ASSERT_EQ(i8[5], 0);
+    coll__reduce_div(u8, 3, COLL_UINT8, 2);
+    ASSERT_EQ(u8[0], 127);
+    ASSERT_EQ(u8[1], 127);
+    ASSERT_EQ(u8[2], 0);
+
+    coll__reduce_div(i64, 4, COLL_INT64, 1ull << 63); /* n beyond int64: only MIN/2^63 */
+    ASSERT(i64[0] == -1 && i64[1] == 0 && i64[2] == 0 && i64[3] == 0);
+    i64[0] = INT64_MIN;
+    coll__reduce_div(i64, 1, COLL_INT64, ~0ull);
+    ASSERT_EQ(i64[0], 0);
+    coll__reduce_div(u64, 2, COLL_UINT64, ~0ull);
+    ASSERT(u64[0] == 1 && u64[1] == 0);
+
+    coll__reduce_div(f32, 4, COLL_FLOAT32, 3);
+    ASSERT_EQ(fbits(f32[0]), 0x3eaaaaab); /* 1/3 rounded in fp32 */
+    ASSERT_EQ(fbits(f32[1]), 0xbeaaaaab);
+    ASSERT_EQ(fbits(f32[2]), 0); /* 2^-149 / 3 rounds to +0 */
+    ASSERT_EQ(fbits(f32[3]), 0x80000000);
+
+    coll__reduce_div(f16, 3, COLL_FLOAT16, 2);
+    ASSERT_EQ(f16[0], 0x3800); /* 0.5 */
+    ASSERT_EQ(f16[1], 0x0000); /* 2^-25: tie, to even */
+    ASSERT_EQ(f16[2], 0x8002); /* -1.5 * 2^-24: tie, to even 2 */
+    coll__reduce_div(e4, 3, COLL_FLOAT8E4M3, 2);
+    ASSERT_EQ(e4[0], 0x76); /* 224 */
+    ASSERT_EQ(e4[1], 0x00); /* 2^-10: tie, to even 0 */
+    ASSERT_EQ(e4[2], 0x7f);
+
+    /* n = 1 and n = 0 leave the data alone (0 is a caller bug; it must not trap) */
+    i8[0] = -7;
+    f32[0] = 1.0f;
+    coll__reduce_div(i8, 1, COLL_INT8, 1);
+    coll__reduce_div(i8, 1, COLL_INT8, 0);
+    coll__reduce_div(f32, 1, COLL_FLOAT32, 0);
+    ASSERT_EQ(i8[0], -7);
+    ASSERT_EQ(fbits(f32[0]), 0x3f800000);
+}
+
+int main(int argc, char **argv)
+{
+    return harness_main(argc, argv);
+}

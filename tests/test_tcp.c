@@ -1,0 +1,914 @@
+/*
+ * test_tcp.c - the TCP transport between comm-like contexts: each "rank" has its own epoll
+ * fd, lock and a driver thread that runs the callbacks under the lock (as the engine
+ * does), while the test thread posts transfers under the lock and waits for their status.
+ * Ranks live in one process, or in forked processes where a peer must die for real.
+ */
+#include "harness.h"
+
+#include "core/bootstrap.h"
+#include "transport/sys.h"
+#include "transport/transport.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* ---- what the engine provides -------------------------------------------------------- */
+
+/* Weak: when the test links the whole library, the engine's own definitions win (they do
+ * the same for these comms: no ops, no waiters, wakefd -1). */
+__attribute__((weak)) void coll__comm_fail(struct coll_comm *comm, coll_status_t st)
+{
+    int expected = COLL_SUCCESS;
+
+    if (!atomic_compare_exchange_strong(&comm->failed, &expected, (int)st))
+        return;
+    if (comm->tp && comm->tp->shutdown && comm->tp_ctx)
+        comm->tp->shutdown(comm->tp_ctx);
+}
+
+__attribute__((weak)) void coll__engine_wake(struct coll_comm *comm)
+{
+    (void)comm;
+}
+
+/* ---- ranks and their drivers --------------------------------------------------------- */
+
+#define MAX_RANKS 4
+static const struct coll_transport *tp = &coll__tcp_transport;
+static const uint8_t test_secret[COLL_SECRET_BYTES] = "0123456789abcdef";
+static const uint64_t test_comm_id = 0x5eedc0117e57ull;
+
+struct rank {
+    struct coll_comm comm;
+    pthread_t driver;
+    atomic_bool stop;
+    bool driving;
+};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static uint64_t now_ms(void)
+{
+    return coll__now_ns() / 1000000ull;
+}
+
+/* The listener exists (and comm.self.addr is known) after this. */
+static void rank_init(struct rank *r, int rank, int nranks, int64_t timeout_ms, int64_t sockbuf,
+                      const char *ifname)
+{
+    struct coll_comm *c = &r->comm;
+
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->errlock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->wakefd = -1;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->cfg.timeout_ms = timeout_ms;
+    c->cfg.sockbuf_bytes = sockbuf;
+    snprintf(c->cfg.socket_ifname, sizeof(c->cfg.socket_ifname), "%s", ifname ? ifname : "");
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    ASSERT(c->epfd >= 0);
+    c->self.rank = rank;
+    coll__host_identity(&c->self);
+    c->tp = tp;
+    ASSERT_EQ(tp->init(c, &c->tp_ctx), COLL_SUCCESS);
+    ASSERT(c->self.addr_len > 0);
+    c->chans = calloc((size_t)nranks, sizeof(*c->chans));
+    ASSERT(c->chans);
+}
+
+/* What the bootstrap would do: everyone learns everyone's record, comm id and secret. */
+static void rank_set_table(struct rank *r, const struct coll_peer_info *table, int n)
+{
+    r->comm.peers = malloc((size_t)n * sizeof(*table));
+    ASSERT(r->comm.peers);
+    memcpy(r->comm.peers, table, (size_t)n * sizeof(*table));
+    r->comm.comm_id = test_comm_id;
+    memcpy(r->comm.secret, test_secret, COLL_SECRET_BYTES);
+}
+
+static void publish(struct rank *rs, int n)
+{
+    struct coll_peer_info table[MAX_RANKS];
+    for (int i = 0; i < n; i++)
+        table[i] = rs[i].comm.self;
+    for (int i = 0; i < n; i++)
+        rank_set_table(&rs[i], table, n);
+}
+
+/* The engine's loop, reduced: sleep in epoll_wait, run callbacks under the lock. */
+static void *driver_main(void *arg)
+{
+    struct rank *r = arg;
+
+    while (!atomic_load(&r->stop)) {
+        struct epoll_event evs[16];
+        int n = epoll_wait(r->comm.epfd, evs, 16, 20);
+        pthread_mutex_lock(&r->comm.lock);
+        for (int i = 0; i < n; i++) {
+            struct coll_pollent *pe = evs[i].data.ptr;
+            pe->cb(pe, evs[i].events);
+        }
+        pthread_mutex_unlock(&r->comm.lock);
+    }
+    return NULL;
+}
+
+static void rank_start(struct rank *r)
+{
+    atomic_store(&r->stop, false);
+    ASSERT_EQ(pthread_create(&r->driver, NULL, driver_main, r), 0);
+    r->driving = true;
+}
+
+static void rank_stop(struct rank *r)
+{
+    if (!r->driving)
+        return;
+    atomic_store(&r->stop, true);
+    pthread_join(r->driver, NULL);
+    r->driving = false;
+}
+
+static void rank_fini(struct rank *r)
+{
+    rank_stop(r);
+    tp->fini(r->comm.tp_ctx);
+    r->comm.tp_ctx = NULL;
+    close(r->comm.epfd);
+    free(r->comm.peers);
+    free(r->comm.chans);
+}
+
+/* As the executor: ask for the channel until it is up (or fails). */
+static coll_status_t rank_connect(struct rank *r, int peer, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+    for (;;) {
+        coll_status_t st;
+        pthread_mutex_lock(&r->comm.lock);
+        st = r->comm.chans[peer] ? COLL_SUCCESS
+                                 : tp->connect(r->comm.tp_ctx, peer, &r->comm.chans[peer]);
+        pthread_mutex_unlock(&r->comm.lock);
+        if (st != COLL_SUCCESS || r->comm.chans[peer])
+            return st;
+        if (now_ms() > deadline)
+            return COLL_TIMEOUT;
+        sleep_ms(1);
+    }
+}
+
+static void connect_all(struct rank *rs, int n)
+{
+    /* both sides ask, in any order, as executors would */
+    for (int i = n - 1; i >= 0; i--)
+        for (int k = 0; k < n; k++)
+            if (k != i) {
+                pthread_mutex_lock(&rs[i].comm.lock);
+                tp->connect(rs[i].comm.tp_ctx, k, &rs[i].comm.chans[k]);
+                pthread_mutex_unlock(&rs[i].comm.lock);
+            }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n; k++)
+            if (k != i)
+                ASSERT_MSG(rank_connect(&rs[i], k, 10000) == COLL_SUCCESS, "%d -> %d: %s", i, k,
+                           rs[i].comm.errmsg);
+}
+
+static coll_status_t post(struct rank *r, bool send, int peer, struct coll_xfer *x, void *buf,
+                          size_t len, uint64_t seq, uint32_t tag)
+{
+    coll_status_t st;
+
+    memset(x, 0, sizeof(*x));
+    x->buf = buf;
+    x->len = len;
+    x->peer = peer;
+    x->seq = seq;
+    x->tag = tag;
+    atomic_store(&x->status, COLL_IN_PROGRESS);
+    pthread_mutex_lock(&r->comm.lock);
+    st = send ? tp->post_send(r->comm.chans[peer], x) : tp->post_recv(r->comm.chans[peer], x);
+    pthread_mutex_unlock(&r->comm.lock);
+    return st;
+}
+
+/* Status once the transfer is done (COLL_IN_PROGRESS if it is not within timeout_ms). */
+static int wait_xfer(struct coll_xfer *x, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    int st;
+
+    while ((st = atomic_load(&x->status)) == COLL_IN_PROGRESS && now_ms() < deadline)
+        usleep(200);
+    return st;
+}
+
+static uint8_t pattern(size_t i, int src, int dst, uint32_t k)
+{
+    return (uint8_t)(i * 131u + (size_t)src * 17u + (size_t)dst * 7u + k * 13u + (i >> 9));
+}
+
+static void fill(uint8_t *p, size_t len, int src, int dst, uint32_t k)
+{
+    for (size_t i = 0; i < len; i++)
+        p[i] = pattern(i, src, dst, k);
+}
+
+static bool check(const uint8_t *p, size_t len, int src, int dst, uint32_t k)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != pattern(i, src, dst, k))
+            return false;
+    return true;
+}
+
+static void setup(struct rank *rs, int n, int64_t timeout_ms, int64_t sockbuf)
+{
+    for (int i = 0; i < n; i++)
+        rank_init(&rs[i], i, n, timeout_ms, sockbuf, NULL);
+    publish(rs, n);
+    for (int i = 0; i < n; i++)
+        rank_start(&rs[i]);
+    connect_all(rs, n);
+}
+
+static void teardown(struct rank *rs, int n)
+{
+    for (int i = 0; i < n; i++)
+        rank_stop(&rs[i]);
+    for (int i = 0; i < n; i++)
+        rank_fini(&rs[i]);
+}
+
+/* Send one message each way between ranks a and b and check both. */
+static void exchange(struct rank *rs, int a, int b, size_t len, uint64_t seq, uint32_t tag)
+{
+    uint8_t *sa = malloc(len + 1), *sb = malloc(len + 1), *ra = malloc(len + 1),
+            *rb = malloc(len + 1);
+    struct coll_xfer xs[4];
+
+    ASSERT(sa && sb && ra && rb);
+    fill(sa, len, a, b, tag);
+    fill(sb, len, b, a, tag);
+    ASSERT_EQ(post(&rs[b], false, a, &xs[0], rb, len, seq, tag), COLL_SUCCESS);
+    ASSERT_EQ(post(&rs[a], true, b, &xs[1], sa, len, seq, tag), COLL_SUCCESS);
+    ASSERT_EQ(post(&rs[b], true, a, &xs[2], sb, len, seq, tag), COLL_SUCCESS);
+    ASSERT_EQ(post(&rs[a], false, b, &xs[3], ra, len, seq, tag), COLL_SUCCESS);
+    for (int i = 0; i < 4; i++)
+        ASSERT_MSG(wait_xfer(&xs[i], 20000) == COLL_SUCCESS, "len %zu xfer %d: status %d (%s)", len,
+                   i, atomic_load(&xs[i].status), i % 2 ? rs[a].comm.errmsg : rs[b].comm.errmsg);
+    ASSERT_MSG(check(rb, len, a, b, tag), "%d -> %d: %zu bytes corrupted", a, b, len);
+    ASSERT_MSG(check(ra, len, b, a, tag), "%d -> %d: %zu bytes corrupted", b, a, len);
+    free(sa), free(sb), free(ra), free(rb);
+}
+
+static const size_t sizes[] = {
+    0, 1, 3, 39, 40, 41, 1000, 4096, 65535, 65536 + 7, 1 << 20, (1 << 20) + 1, 8 << 20};
+
+/* ---- traffic ------------------------------------------------------------------------- */
+
+TEST(exchange_all_sizes_both_directions)
+{
+    struct rank rs[2];
+
+    setup(rs, 2, 10000, 0);
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
+        exchange(rs, 0, 1, sizes[i], i, (uint32_t)i);
+    ASSERT_EQ(atomic_load(&rs[0].comm.failed), COLL_SUCCESS);
+    ASSERT_EQ(atomic_load(&rs[1].comm.failed), COLL_SUCCESS);
+    teardown(rs, 2);
+}
+
+/* Small socket buffers force partial writes and reads of large messages. */
+TEST(exchange_with_small_socket_buffers)
+{
+    struct rank rs[2];
+
+    setup(rs, 2, 10000, 4096);
+    exchange(rs, 0, 1, 8 << 20, 1, 0);
+    exchange(rs, 1, 0, 3 << 20, 2, 0);
+    teardown(rs, 2);
+}
+
+/* Every rank posts many sends and receives to every other rank at once, before any data
+ * moves; messages between a pair must arrive in posting order (the content encodes the
+ * index, so a reordering is a corruption). */
+TEST(many_queued_messages_all_pairs_in_order)
+{
+    enum { N = 3, M = 120 };
+    static struct coll_xfer sx[N][N][M], rx[N][N][M];
+    static uint8_t *sbuf[N][N][M], *rbuf[N][N][M];
+    static size_t len[N][N][M];
+    struct rank rs[N];
+    unsigned seed = 12345;
+
+    setup(rs, N, 20000, 0);
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++)
+            for (int k = 0; k < M && a != b; k++) {
+                seed = seed * 1103515245u + 12345u;
+                len[a][b][k] = (k % 40 == 39) ? (1u << 20) + k : (seed >> 8) % 20000;
+                if (k % 10 == 3)
+                    len[a][b][k] = 0;
+                sbuf[a][b][k] = malloc(len[a][b][k] + 1);
+                rbuf[a][b][k] = malloc(len[a][b][k] + 1);
+                fill(sbuf[a][b][k], len[a][b][k], a, b, (uint32_t)k);
+            }
+    /* receives first on some ranks, sends first on others */
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++)
+            for (int k = 0; k < M && a != b; k++) {
+                if (a % 2 == 0) {
+                    ASSERT_EQ(post(&rs[b], false, a, &rx[a][b][k], rbuf[a][b][k], len[a][b][k], 7,
+                                   (uint32_t)k),
+                              COLL_SUCCESS);
+                    ASSERT_EQ(post(&rs[a], true, b, &sx[a][b][k], sbuf[a][b][k], len[a][b][k], 7,
+                                   (uint32_t)k),
+                              COLL_SUCCESS);
+                } else {
+                    ASSERT_EQ(post(&rs[a], true, b, &sx[a][b][k], sbuf[a][b][k], len[a][b][k], 7,
+                                   (uint32_t)k),
+                              COLL_SUCCESS);
+                    ASSERT_EQ(post(&rs[b], false, a, &rx[a][b][k], rbuf[a][b][k], len[a][b][k], 7,
+                                   (uint32_t)k),
+                              COLL_SUCCESS);
+                }
+            }
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++)
+            for (int k = 0; k < M && a != b; k++) {
+                ASSERT_MSG(wait_xfer(&rx[a][b][k], 30000) == COLL_SUCCESS, "recv %d->%d #%d: %s", a,
+                           b, k, rs[b].comm.errmsg);
+                ASSERT_EQ(wait_xfer(&sx[a][b][k], 30000), COLL_SUCCESS);
+                ASSERT_MSG(check(rbuf[a][b][k], len[a][b][k], a, b, (uint32_t)k),
+                           "%d->%d #%d corrupted or out of order", a, b, k);
+                free(sbuf[a][b][k]);
+                free(rbuf[a][b][k]);
+            }
+    teardown(rs, N);
+}
+
+/* Data that arrives before its receive is posted waits in the kernel and is read later. */
+TEST(receive_posted_after_the_data_arrived)
+{
+    struct rank rs[2];
+    struct coll_xfer s[3], r[3];
+    static uint8_t sb[3][100000], rb[3][100000];
+
+    setup(rs, 2, 10000, 0);
+    for (int k = 0; k < 3; k++) {
+        fill(sb[k], sizeof(sb[k]), 0, 1, (uint32_t)k);
+        ASSERT_EQ(post(&rs[0], true, 1, &s[k], sb[k], sizeof(sb[k]), 3, (uint32_t)k), COLL_SUCCESS);
+    }
+    sleep_ms(100);
+    for (int k = 0; k < 3; k++) {
+        ASSERT_EQ(post(&rs[1], false, 0, &r[k], rb[k], sizeof(rb[k]), 3, (uint32_t)k),
+                  COLL_SUCCESS);
+        ASSERT_EQ(wait_xfer(&r[k], 10000), COLL_SUCCESS);
+        ASSERT(check(rb[k], sizeof(rb[k]), 0, 1, (uint32_t)k));
+    }
+    for (int k = 0; k < 3; k++)
+        ASSERT_EQ(wait_xfer(&s[k], 10000), COLL_SUCCESS);
+    teardown(rs, 2);
+}
+
+TEST(interface_choice_follows_config)
+{
+    struct rank r;
+    struct coll_comm c;
+    void *ctx = NULL;
+
+    rank_init(&r, 0, 2, 1000, 0, "lo");
+    {
+        struct sockaddr_storage ss;
+        memcpy(&ss, r.comm.self.addr, r.comm.self.addr_len);
+        ASSERT(ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+        if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+            ASSERT_EQ(ntohl(sin->sin_addr.s_addr) >> 24, 127);
+            ASSERT(sin->sin_port != 0);
+        } else {
+            const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
+            ASSERT(IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr));
+            ASSERT(sin6->sin6_port != 0);
+        }
+    }
+    rank_fini(&r);
+
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.errlock, NULL);
+    c.nranks = 2;
+    c.epfd = epoll_create1(0);
+    snprintf(c.cfg.socket_ifname, sizeof(c.cfg.socket_ifname), "=nosuchif0");
+    ASSERT_EQ(tp->init(&c, &ctx), COLL_INVALID_ARGUMENT);
+    ASSERT(ctx == NULL);
+    ASSERT_STR_CONTAINS(c.errmsg, "COLL_SOCKET_IFNAME");
+    close(c.epfd);
+    tp->fini(NULL);
+}
+
+/* getifaddrs without IPv4 addresses; with hide_global_v6, only link-local IPv6 and ::1 stay.
+ * The listeners go to IPv6: link-local (with a scope id) in the second case, if there is one. */
+static bool hide_global_v6;
+
+static int v6_getifaddrs(struct ifaddrs **ifap)
+{
+    if (getifaddrs(ifap) < 0)
+        return -1;
+    for (struct ifaddrs *ifa = *ifap; ifa; ifa = ifa->ifa_next) {
+        if (!ifa->ifa_addr)
+            continue;
+        if (ifa->ifa_addr->sa_family == AF_INET)
+            ifa->ifa_addr = NULL;
+        else if (hide_global_v6 && ifa->ifa_addr->sa_family == AF_INET6 &&
+                 !IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr) &&
+                 !IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr))
+            ifa->ifa_addr = NULL;
+    }
+    return 0;
+}
+
+static void exchange_over_ipv6(void)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    struct rank rs[2];
+
+    coll__sys.getifaddrs = v6_getifaddrs;
+    if (coll__socket_pick_addr(NULL, NULL, &ss, &len, NULL, 0) != COLL_SUCCESS) {
+        printf("# no such IPv6 address on this machine: nothing to check\n");
+        return;
+    }
+    setup(rs, 2, 10000, 0);
+    memcpy(&ss, rs[0].comm.self.addr, rs[0].comm.self.addr_len);
+    ASSERT_EQ(ss.ss_family, AF_INET6);
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
+        exchange(rs, 0, 1, sizes[i], i, 0);
+    teardown(rs, 2);
+    coll__sys = coll__sys_libc;
+}
+
+TEST(exchange_over_ipv6)
+{
+    exchange_over_ipv6();
+}
+
+TEST(exchange_over_ipv6_link_local)
+{
+    hide_global_v6 = true;
+    exchange_over_ipv6();
+}
+
+/* ---- disagreements ------------------------------------------------------------------- */
+
+/* Rank 0 sends (seq, tag, len); rank 1 expects (rseq, rtag, rlen): rank 1 fails with a
+ * message naming both, and rank 0 then finds the connection closed. */
+static void mismatch(uint64_t rseq, uint32_t rtag, size_t rlen)
+{
+    struct rank rs[2];
+    struct coll_xfer s, r, r0;
+    static uint8_t sb[100], rb[200], rb0[10];
+    coll_status_t st;
+
+    setup(rs, 2, 10000, 0);
+    ASSERT_EQ(post(&rs[0], true, 1, &s, sb, 100, 5, 2), COLL_SUCCESS);
+    sleep_ms(50); /* the data is likely there: post may find the mismatch itself */
+    st = post(&rs[1], false, 0, &r, rb, rlen, rseq, rtag);
+    ASSERT(st == COLL_SUCCESS || st == COLL_REMOTE_ERROR);
+    ASSERT_EQ(wait_xfer(&r, 10000), COLL_REMOTE_ERROR);
+    ASSERT_EQ(atomic_load(&rs[1].comm.failed), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "message from rank 0 (");
+    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "for op #5 tag 2 has 100 bytes, expected op #");
+    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "same collectives with the same counts?");
+    /* rank 1 closed everything: rank 0 learns it when it next needs the link */
+    post(&rs[0], false, 1, &r0, rb0, sizeof(rb0), 6, 0);
+    ASSERT_EQ(wait_xfer(&r0, 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 1 (");
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "closed the connection");
+    /* later use fails at once with the same status */
+    ASSERT_EQ(post(&rs[1], true, 0, &s, sb, 1, 9, 0), COLL_REMOTE_ERROR);
+    ASSERT_EQ(atomic_load(&s.status), COLL_REMOTE_ERROR);
+    teardown(rs, 2);
+}
+
+TEST(mismatched_length_is_a_remote_error)
+{
+    mismatch(5, 2, 200);
+}
+
+TEST(mismatched_tag_is_a_remote_error)
+{
+    mismatch(5, 3, 100);
+}
+
+TEST(mismatched_op_is_a_remote_error)
+{
+    mismatch(4, 2, 100);
+}
+
+/* ---- peers that go away -------------------------------------------------------------- */
+
+/* A peer that closes while nothing is pending is not an error until the link is used;
+ * what it sent before closing can still be received. */
+TEST(peer_closed_while_idle_fails_only_when_used)
+{
+    struct rank rs[2];
+    struct coll_xfer s, r, r2, s2;
+    static uint8_t sb[5000], rb[5000];
+
+    setup(rs, 2, 10000, 0);
+    fill(sb, sizeof(sb), 1, 0, 1);
+    ASSERT_EQ(post(&rs[1], true, 0, &s, sb, sizeof(sb), 1, 1), COLL_SUCCESS);
+    ASSERT_EQ(wait_xfer(&s, 10000), COLL_SUCCESS);
+    rank_stop(&rs[1]);
+    tp->fini(rs[1].comm.tp_ctx); /* rank 1 is gone (its comm destroyed) */
+    rs[1].comm.tp_ctx = NULL;
+    sleep_ms(200); /* rank 0 sees the end of stream meanwhile */
+    ASSERT_EQ(atomic_load(&rs[0].comm.failed), COLL_SUCCESS);
+
+    ASSERT_EQ(post(&rs[0], false, 1, &r, rb, sizeof(rb), 1, 1), COLL_SUCCESS);
+    ASSERT_EQ(wait_xfer(&r, 10000), COLL_SUCCESS);
+    ASSERT(check(rb, sizeof(rb), 1, 0, 1));
+    ASSERT_EQ(atomic_load(&rs[0].comm.failed), COLL_SUCCESS);
+
+    post(&rs[0], false, 1, &r2, rb, 10, 2, 0);
+    ASSERT_EQ(wait_xfer(&r2, 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 1 (");
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "closed the connection");
+    ASSERT_EQ(post(&rs[0], true, 1, &s2, sb, 10, 3, 0), COLL_REMOTE_ERROR);
+    rank_fini(&rs[0]);
+    rank_stop(&rs[1]);
+    close(rs[1].comm.epfd);
+    free(rs[1].comm.peers);
+    free(rs[1].comm.chans);
+}
+
+TEST(send_to_a_closed_peer_fails)
+{
+    struct rank rs[2];
+    struct coll_xfer s;
+    static uint8_t sb[1 << 20];
+
+    setup(rs, 2, 10000, 0);
+    rank_stop(&rs[1]);
+    tp->fini(rs[1].comm.tp_ctx);
+    rs[1].comm.tp_ctx = NULL;
+    sleep_ms(100);
+    post(&rs[0], true, 1, &s, sb, sizeof(sb), 1, 0);
+    ASSERT_EQ(wait_xfer(&s, 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "closed the connection");
+    rank_fini(&rs[0]);
+    close(rs[1].comm.epfd);
+    free(rs[1].comm.peers);
+    free(rs[1].comm.chans);
+}
+
+/* Shutdown (comm failure) completes every pending transfer and the peers see the end. */
+TEST(shutdown_fails_pending_transfers_everywhere)
+{
+    struct rank rs[3];
+    struct coll_xfer r01, r21, r10;
+    static uint8_t b[3][1000];
+
+    setup(rs, 3, 10000, 0);
+    ASSERT_EQ(post(&rs[1], false, 0, &r01, b[0], 1000, 1, 0), COLL_SUCCESS);
+    ASSERT_EQ(post(&rs[1], false, 2, &r21, b[1], 1000, 1, 0), COLL_SUCCESS);
+    ASSERT_EQ(post(&rs[0], false, 1, &r10, b[2], 1000, 1, 0), COLL_SUCCESS);
+    pthread_mutex_lock(&rs[1].comm.lock);
+    coll__comm_fail(&rs[1].comm, COLL_TIMEOUT);
+    pthread_mutex_unlock(&rs[1].comm.lock);
+    ASSERT_EQ(atomic_load(&r01.status), COLL_TIMEOUT);
+    ASSERT_EQ(atomic_load(&r21.status), COLL_TIMEOUT);
+    ASSERT_EQ(wait_xfer(&r10, 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 1 (");
+    {
+        struct coll_chan *ch = NULL;
+        pthread_mutex_lock(&rs[1].comm.lock);
+        ASSERT_EQ(tp->connect(rs[1].comm.tp_ctx, 2, &ch), COLL_TIMEOUT);
+        pthread_mutex_unlock(&rs[1].comm.lock);
+    }
+    teardown(rs, 3);
+}
+
+/* Exchange our record with a process over a socketpair (a minimal bootstrap). */
+static void swap_records(int sock, const struct coll_peer_info *mine, struct coll_peer_info *theirs)
+{
+    ASSERT_EQ(write(sock, mine, sizeof(*mine)), (ssize_t)sizeof(*mine));
+    ASSERT_EQ(recv(sock, theirs, sizeof(*theirs), MSG_WAITALL), (ssize_t)sizeof(*theirs));
+}
+
+/* Rank 1 is a process killed with SIGKILL while rank 0 waits for it. */
+TEST(peer_process_killed_is_a_remote_error)
+{
+    int sv[2];
+    pid_t pid;
+
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        struct coll_peer_info table[2];
+        struct rank r;
+        struct coll_xfer x;
+        uint8_t buf[64];
+
+        close(sv[0]);
+        rank_init(&r, 1, 2, 10000, 0, NULL);
+        table[1] = r.comm.self;
+        swap_records(sv[1], &table[1], &table[0]);
+        rank_set_table(&r, table, 2);
+        rank_start(&r);
+        if (rank_connect(&r, 0, 10000) != COLL_SUCCESS)
+            _exit(3);
+        /* answer one ping, then hang until killed */
+        post(&r, false, 0, &x, buf, sizeof(buf), 1, 0);
+        if (wait_xfer(&x, 10000) != COLL_SUCCESS)
+            _exit(4);
+        post(&r, true, 0, &x, buf, sizeof(buf), 1, 1);
+        if (wait_xfer(&x, 10000) != COLL_SUCCESS)
+            _exit(5);
+        for (;;)
+            pause();
+    }
+    close(sv[1]);
+    {
+        struct coll_peer_info table[2];
+        struct rank r;
+        struct coll_xfer s, rx, pending;
+        uint8_t buf[64] = "ping", rbuf[64], big[4096];
+        int status;
+
+        rank_init(&r, 0, 2, 10000, 0, NULL);
+        table[0] = r.comm.self;
+        swap_records(sv[0], &table[0], &table[1]);
+        rank_set_table(&r, table, 2);
+        rank_start(&r);
+        ASSERT_EQ(rank_connect(&r, 1, 10000), COLL_SUCCESS);
+        ASSERT_EQ(post(&r, true, 1, &s, buf, sizeof(buf), 1, 0), COLL_SUCCESS);
+        ASSERT_EQ(post(&r, false, 1, &rx, rbuf, sizeof(rbuf), 1, 1), COLL_SUCCESS);
+        ASSERT_EQ(wait_xfer(&rx, 10000), COLL_SUCCESS);
+        ASSERT(!memcmp(rbuf, "ping", 5));
+        ASSERT_EQ(post(&r, false, 1, &pending, big, sizeof(big), 2, 0), COLL_SUCCESS);
+        kill(pid, SIGKILL);
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT(WIFSIGNALED(status));
+        ASSERT_EQ(wait_xfer(&pending, 10000), COLL_REMOTE_ERROR);
+        ASSERT_EQ(atomic_load(&r.comm.failed), COLL_REMOTE_ERROR);
+        ASSERT_STR_CONTAINS(r.comm.errmsg, "rank 1 (");
+        ASSERT_STR_CONTAINS(r.comm.errmsg, "closed the connection");
+        rank_fini(&r);
+    }
+}
+
+TEST(connect_to_a_dead_listener_is_a_remote_error)
+{
+    struct rank rs[2];
+    struct coll_peer_info table[2];
+
+    for (int i = 0; i < 2; i++)
+        rank_init(&rs[i], i, 2, 10000, 0, NULL);
+    table[0] = rs[0].comm.self;
+    table[1] = rs[1].comm.self;
+    rank_set_table(&rs[0], table, 2);
+    tp->fini(rs[1].comm.tp_ctx); /* rank 1's listener is gone: connection refused */
+    rs[1].comm.tp_ctx = NULL;
+    rank_start(&rs[0]);
+    ASSERT_EQ(rank_connect(&rs[0], 1, 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "connect to rank 1 (");
+    ASSERT_EQ(atomic_load(&rs[0].comm.failed), COLL_REMOTE_ERROR);
+    rank_fini(&rs[0]);
+    close(rs[1].comm.epfd);
+    free(rs[1].comm.chans);
+}
+
+/* ---- strangers on the data listener -------------------------------------------------- */
+
+static int dial(const struct rank *r)
+{
+    struct sockaddr_storage ss;
+    int fd;
+
+    memcpy(&ss, r->comm.self.addr, r->comm.self.addr_len);
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(connect(fd, (struct sockaddr *)&ss, r->comm.self.addr_len), 0);
+    return fd;
+}
+
+/* Dial, read the nonce, send a handshake answer made with this secret and these fields. */
+static int stranger_answer(const struct rank *r, const uint8_t *secret, uint32_t magic,
+                           uint64_t comm_id, int32_t from, int32_t to)
+{
+    uint8_t nonce[16], ans[52], m[9 + 16 + 16];
+    int fd = dial(r);
+
+    ASSERT_EQ(recv(fd, nonce, sizeof(nonce), MSG_WAITALL), 16);
+    memcpy(ans, &magic, 4); /* the tests run little-endian, like the wire */
+    memcpy(ans + 4, &comm_id, 8);
+    memcpy(ans + 12, &from, 4);
+    memcpy(ans + 16, &to, 4);
+    memcpy(m, "coll-data", 9);
+    memcpy(m + 9, nonce, 16);
+    memcpy(m + 25, ans + 4, 16);
+    coll__hmac_sha256(secret, COLL_SECRET_BYTES, m, sizeof(m), ans + 20);
+    ASSERT_EQ(send(fd, ans, sizeof(ans), MSG_NOSIGNAL), (ssize_t)sizeof(ans));
+    return fd;
+}
+
+static bool closed_by_peer(int fd, int ms)
+{
+    char buf[256];
+    for (int waited = 0; waited < ms; waited += 10) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) > 0) {
+            ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN))
+                return true;
+        }
+    }
+    return false;
+}
+
+#define HS_MAGIC 0x31534843u
+
+TEST(strangers_on_the_data_listener_are_dropped)
+{
+    static const uint8_t wrong[COLL_SECRET_BYTES] = "not-the-secret!";
+    struct rank rs[3];
+    int fds[10], nf = 0, idle, early;
+    uint8_t junk[52];
+
+    /* rank 2 drops a handshake after 300 ms of silence */
+    for (int i = 0; i < 3; i++)
+        rank_init(&rs[i], i, 3, i == 2 ? 300 : 10000, 0, NULL);
+    publish(rs, 3);
+    for (int i = 0; i < 3; i++)
+        rank_start(&rs[i]);
+    idle = dial(&rs[2]);  /* says nothing */
+    early = dial(&rs[2]); /* leaves at once */
+    close(early);
+    fds[nf] = dial(&rs[2]); /* junk of the answer's size */
+    ASSERT_EQ(recv(fds[nf], junk, 16, MSG_WAITALL), 16);
+    memset(junk, 0x5a, sizeof(junk));
+    ASSERT_EQ(send(fds[nf++], junk, sizeof(junk), MSG_NOSIGNAL), 52);
+    fds[nf++] = stranger_answer(&rs[2], wrong, HS_MAGIC, test_comm_id, 0, 2); /* bad MAC */
+    fds[nf++] = stranger_answer(&rs[2], test_secret, HS_MAGIC, test_comm_id + 1, 0, 2);
+    fds[nf++] = stranger_answer(&rs[2], test_secret, HS_MAGIC, test_comm_id, 0, 1); /* not me */
+    fds[nf++] = stranger_answer(&rs[2], test_secret, HS_MAGIC, test_comm_id, 2, 2); /* self */
+    fds[nf++] = stranger_answer(&rs[2], test_secret, HS_MAGIC, test_comm_id, 7, 2); /* range */
+
+    connect_all(rs, 3);
+    /* a well-formed duplicate of the real rank 0 after it connected */
+    fds[nf++] = stranger_answer(&rs[2], test_secret, HS_MAGIC, test_comm_id, 0, 2);
+    for (int i = 0; i < nf; i++)
+        ASSERT_MSG(closed_by_peer(fds[i], 10000), "stranger %d still connected", i);
+    ASSERT(closed_by_peer(idle, 10000));
+
+    /* traffic is untouched */
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes) - 1; i++) {
+        exchange(rs, 0, 2, sizes[i], i, 0);
+        exchange(rs, 1, 2, sizes[i], i, 1);
+    }
+    pthread_mutex_lock(&rs[2].comm.lock);
+    ASSERT_EQ(coll__tcp_rejected(rs[2].comm.tp_ctx), (uint64_t)nf + 2);
+    pthread_mutex_unlock(&rs[2].comm.lock);
+    ASSERT_EQ(coll__tcp_rejected(rs[0].comm.tp_ctx), 0);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(atomic_load(&rs[i].comm.failed), COLL_SUCCESS);
+    for (int i = 0; i < nf; i++)
+        close(fds[i]);
+    close(idle);
+    teardown(rs, 3);
+}
+
+/* ---- fault injection through coll__sys ----------------------------------------------- */
+
+static atomic_int sys_calls;
+
+/* At most 1000 bytes per sendmsg, and "would block" every third call. */
+static ssize_t short_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    struct iovec iov[64];
+    struct msghdr m = *msg;
+    size_t left = 1000;
+    int n = 0;
+
+    if (atomic_fetch_add(&sys_calls, 1) % 3 == 2) {
+        errno = EAGAIN;
+        return -1;
+    }
+    for (size_t i = 0; i < msg->msg_iovlen && left > 0 && n < 64; i++) {
+        iov[n] = msg->msg_iov[i];
+        if (iov[n].iov_len > left)
+            iov[n].iov_len = left;
+        left -= iov[n].iov_len;
+        n++;
+    }
+    m.msg_iov = iov;
+    m.msg_iovlen = (size_t)n;
+    return sendmsg(fd, &m, flags);
+}
+
+/* At most 777 bytes per readv. */
+static ssize_t short_readv(int fd, const struct iovec *iov, int cnt)
+{
+    struct iovec v[2];
+    size_t left = 777;
+    int n = 0;
+
+    for (int i = 0; i < cnt && i < 2 && left > 0; i++) {
+        v[n] = iov[i];
+        if (v[n].iov_len > left)
+            v[n].iov_len = left;
+        left -= v[n].iov_len;
+        n++;
+    }
+    return readv(fd, v, n);
+}
+
+TEST(short_reads_and_writes_keep_messages_intact)
+{
+    enum { M = 40 };
+    struct rank rs[2];
+    static struct coll_xfer sx[M], rx[M];
+    static uint8_t *sb[M], *rb[M];
+
+    coll__sys.sendmsg = short_sendmsg;
+    coll__sys.readv = short_readv;
+    setup(rs, 2, 10000, 0);
+    for (int k = 0; k < M; k++) {
+        size_t len = k == 7 ? (1 << 20) + 3 : (size_t)k * 97;
+        sb[k] = malloc(len + 1), rb[k] = malloc(len + 1);
+        fill(sb[k], len, 0, 1, (uint32_t)k);
+        ASSERT_EQ(post(&rs[0], true, 1, &sx[k], sb[k], len, 1, (uint32_t)k), COLL_SUCCESS);
+        ASSERT_EQ(post(&rs[1], false, 0, &rx[k], rb[k], len, 1, (uint32_t)k), COLL_SUCCESS);
+    }
+    for (int k = 0; k < M; k++) {
+        ASSERT_MSG(wait_xfer(&rx[k], 20000) == COLL_SUCCESS, "#%d: %s", k, rs[1].comm.errmsg);
+        ASSERT_EQ(wait_xfer(&sx[k], 20000), COLL_SUCCESS);
+        ASSERT(check(rb[k], rx[k].len, 0, 1, (uint32_t)k));
+        free(sb[k]), free(rb[k]);
+    }
+    teardown(rs, 2);
+    coll__sys = coll__sys_libc;
+}
+
+static atomic_int fail_at;
+
+/* The fail_at-th sendmsg fails with ECONNRESET. */
+static ssize_t resetting_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    if (atomic_fetch_add(&sys_calls, 1) + 1 == atomic_load(&fail_at)) {
+        errno = ECONNRESET;
+        return -1;
+    }
+    return sendmsg(fd, msg, flags);
+}
+
+TEST(send_failure_fails_both_sides)
+{
+    struct rank rs[2];
+    struct coll_xfer s[3], r[3];
+    static uint8_t sb[3][100], rb[3][100];
+
+    setup(rs, 2, 10000, 0);
+    atomic_store(&sys_calls, 0);
+    atomic_store(&fail_at, 3);
+    coll__sys.sendmsg = resetting_sendmsg;
+    for (int k = 0; k < 3; k++)
+        post(&rs[1], false, 0, &r[k], rb[k], 100, 1, (uint32_t)k);
+    for (int k = 0; k < 3; k++)
+        post(&rs[0], true, 1, &s[k], sb[k], 100, 1, (uint32_t)k);
+    ASSERT_EQ(wait_xfer(&s[0], 10000), COLL_SUCCESS);
+    ASSERT_EQ(wait_xfer(&s[1], 10000), COLL_SUCCESS);
+    ASSERT_EQ(wait_xfer(&s[2], 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 1 (");
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "Connection reset by peer");
+    ASSERT_EQ(wait_xfer(&r[0], 10000), COLL_SUCCESS);
+    ASSERT_EQ(wait_xfer(&r[1], 10000), COLL_SUCCESS);
+    ASSERT_EQ(wait_xfer(&r[2], 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "rank 0 (");
+    teardown(rs, 2);
+    coll__sys = coll__sys_libc;
+}
+
+int main(int argc, char **argv)
+{
+    return harness_main(argc, argv);
+}
