@@ -113,6 +113,7 @@ static void comm_free(struct coll_comm *comm)
     pthread_mutex_destroy(&comm->lock);
     pthread_mutex_destroy(&comm->errlock);
     pthread_cond_destroy(&comm->cond);
+    pthread_cond_destroy(&comm->pcond);
     free(comm);
 }
 
@@ -164,6 +165,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     pthread_mutex_init(&comm->lock, NULL);
     pthread_mutex_init(&comm->errlock, NULL);
     pthread_cond_init(&comm->cond, NULL);
+    pthread_cond_init(&comm->pcond, NULL);
     comm->rank = rank;
     comm->nranks = nranks;
     atomic_store(&comm->failed, COLL_SUCCESS);

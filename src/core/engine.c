@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ENGINE_SLEEP_MAX_MS 100 /* longest sleep between timeout checks */
@@ -122,14 +123,44 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
     return moved;
 }
 
+static void timed_wait_us(struct coll_comm *comm, int64_t us)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += us / 1000000;
+    ts.tv_nsec += (us % 1000000) * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&comm->pcond, &comm->lock, &ts);
+}
+
 static void *progress_main(void *arg)
 {
     struct coll_comm *comm = arg;
+    uint64_t graced_seq = UINT64_MAX;
 
     pthread_mutex_lock(&comm->lock);
     while (!comm->stopping) {
-        if (!comm->ops_head || comm->waiters > 0 || comm->driving) {
-            pthread_cond_wait(&comm->cond, &comm->lock);
+        if (!comm->ops_head) {
+            comm->progress_idle = true; /* submit signals us only in this state */
+            pthread_cond_wait(&comm->pcond, &comm->lock);
+            comm->progress_idle = false;
+            continue;
+        }
+        if (comm->waiters > 0 || comm->driving) {
+            /* A caller drives. Look again now and then rather than being woken each time a
+             * wait returns with ops left: that would cost a thread switch per op. */
+            timed_wait_us(comm, COLL_MAX(comm->cfg.progress_delay_us, 100) * 4);
+            continue;
+        }
+        if (comm->ops_head->seq != graced_seq && comm->cfg.progress_delay_us > 0) {
+            /* Most non-blocking ops are waited for soon after they are issued: give the
+             * caller the chance to drive them itself before paying two thread switches. */
+            graced_seq = comm->ops_head->seq;
+            timed_wait_us(comm, comm->cfg.progress_delay_us);
             continue;
         }
         comm->driving = true;
@@ -175,7 +206,7 @@ void coll__engine_fini(struct coll_comm *comm)
     if (comm->progress_started) {
         pthread_mutex_lock(&comm->lock);
         comm->stopping = true;
-        pthread_cond_broadcast(&comm->cond);
+        pthread_cond_broadcast(&comm->pcond);
         pthread_mutex_unlock(&comm->lock);
         coll__engine_wake(comm);
         pthread_join(comm->progress_thread, NULL);
@@ -198,8 +229,8 @@ void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
     if (atomic_load(&op->status) != COLL_IN_PROGRESS)
         reap_head(comm);
     /* a non-blocking op wakes the progress thread; a blocking caller drives it itself */
-    if (op->is_request && comm->waiters == 0)
-        pthread_cond_broadcast(&comm->cond);
+    if (op->is_request && comm->progress_idle)
+        pthread_cond_signal(&comm->pcond);
     pthread_mutex_unlock(&comm->lock);
 }
 
@@ -236,12 +267,11 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
                 break; /* something arrived: spin again, the next message is likely close */
         }
         comm->driving = false;
-        pthread_cond_broadcast(&comm->cond);
+        if (comm->waiters > 1)
+            pthread_cond_broadcast(&comm->cond);
     }
     comm->waiters--;
     reap_head(comm);
-    if (comm->waiters == 0 && comm->ops_head)
-        pthread_cond_broadcast(&comm->cond); /* let the progress thread take the rest */
     pthread_mutex_unlock(&comm->lock);
     return (coll_status_t)atomic_load(&op->status);
 }

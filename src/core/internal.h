@@ -37,6 +37,7 @@ struct coll_config {
     int64_t tree_threshold; /* COLL_TREE_THRESHOLD: all-reduce bytes below which tree wins */
     int64_t nsocks;         /* COLL_NSOCKS: TCP sockets per peer (reserved for striping) */
     int64_t spin_us;        /* COLL_SPIN_US: how long a wait polls before it sleeps */
+    int64_t progress_delay_us; /* COLL_PROGRESS_DELAY_US: before the thread takes an op */
     int64_t sockbuf_bytes;  /* COLL_SOCKBUF_BYTES: SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
     int64_t bootstrap_timeout_ms; /* COLL_BOOTSTRAP_TIMEOUT_MS: root rendezvous deadline */
 };
@@ -167,7 +168,8 @@ struct coll_comm {
 
     /* engine: everything below is guarded by lock unless atomic */
     pthread_mutex_t lock;
-    pthread_cond_t cond;              /* op completion, driver hand-over */
+    pthread_cond_t cond;              /* waiters: op completion, driver hand-over */
+    pthread_cond_t pcond;             /* the progress thread: work for it, or stop */
     int epfd;                         /* transports register their fds here */
     int wakefd;                       /* eventfd in epfd: wakes a sleeping driver */
     struct coll_pollent wake_pe;
@@ -176,6 +178,7 @@ struct coll_comm {
     int waiters;                      /* threads waiting that want to drive progress */
     bool driving;                     /* some thread is inside coll__engine_progress */
     bool stopping;                    /* destroy in progress: progress thread exits */
+    bool progress_idle;               /* the progress thread sleeps until signalled */
     pthread_t progress_thread;
     bool progress_started;
 

@@ -49,6 +49,10 @@ const struct coll_param coll__params[] = {
     {"COLL_SPIN_US", "50",
      "how long a waiting call polls before it sleeps in the kernel (microseconds)", COLL_PARAM_INT,
      CFG(spin_us), 0, 10000000},
+    {"COLL_PROGRESS_DELAY_US", "200",
+     "how long a non-blocking operation nobody waits for stays with its caller before the "
+     "progress thread drives it (microseconds)",
+     COLL_PARAM_INT, CFG(progress_delay_us), 0, 10000000},
     {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
      COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30},
 };
