@@ -7,6 +7,8 @@
 # exit status 2 (and never crashes). Every collrun run is bounded by timeout(1), so a hang
 # fails a case instead of the suite. "Dead" means gone or a zombie: in a container the
 # reaper of orphans may be slow to reap.
+# The ranks' scripts are single-quoted on purpose: they expand in the ranks.
+# shellcheck disable=SC2016
 set -u
 
 COLLRUN=${1:?usage: test_collrun.sh COLLRUN [COLLBENCH]}
@@ -55,11 +57,11 @@ alive() {
 # all_dead FILE...: every pid named in the files is gone within 5 s (signals and reaping
 # are asynchronous; this bounds the wait, it does not time anything).
 all_dead() {
-    local f pid i
+    local f pid _
     for f in "$@"; do
         [ -e "$f" ] || { echo "# missing pid file $f"; return 1; }
         pid=$(cat "$f")
-        for i in $(seq 50); do
+        for _ in $(seq 50); do
             alive "$pid" || continue 2
             sleep 0.1
         done
@@ -69,8 +71,8 @@ all_dead() {
 }
 # wait_files FILE...: wait (at most 10 s) until all exist and are non-empty.
 wait_files() {
-    local f i missing
-    for i in $(seq 100); do
+    local f _ missing
+    for _ in $(seq 100); do
         missing=
         for f in "$@"; do [ -s "$f" ] || missing=$f; done
         [ -z "$missing" ] && return 0
@@ -94,9 +96,10 @@ expect_rc() {
 # Environment of each rank.
 E=$TMP/env
 mkdir -p "$E"
+export W=$E    # the ranks' scratch directory
 COLL_RANK=99 COLL_SIZE=99 run -n 3 sh -c \
-    'echo "$COLL_RANK $COLL_SIZE $COLL_LOCAL_RANK $COLL_LOCAL_SIZE" > '"$E"'/vars.$COLL_RANK;
-     echo "$COLL_UNIQUE_ID" > '"$E"'/id.$COLL_RANK'
+    'echo "$COLL_RANK $COLL_SIZE $COLL_LOCAL_RANK $COLL_LOCAL_SIZE" > "$W/vars.$COLL_RANK";
+     echo "$COLL_UNIQUE_ID" > "$W/id.$COLL_RANK"'
 expect_rc 0 "three ranks that exit 0: collrun exits 0"
 check "COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK, COLL_LOCAL_SIZE set per rank (overriding the caller's)" \
     test "$(cat "$E"/vars.0 "$E"/vars.1 "$E"/vars.2 2>/dev/null | tr '\n' ,)" = "0 3 0 3,1 3 1 3,2 3 2 3,"
@@ -119,15 +122,16 @@ expect_rc 0 "a rank that finishes early with status 0 is not a failure"
 # A failing rank: its status is collrun's, the others and their children are killed.
 F=$TMP/fail
 mkdir -p "$F"
+export W=$F    # the ranks' scratch directory
 run -n 4 sh -c '
     if [ "$COLL_RANK" = 1 ]; then
         # Fail only once everyone is up, so that there is someone to kill.
-        for i in $(seq 100); do [ $(ls '"$F"'/*.ready 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.1; done
+        for i in $(seq 100); do [ $(ls "$W"/*.ready 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.1; done
         exit 3
     fi
-    echo $$ > '"$F"'/rank$COLL_RANK.pid
-    sleep 300 & echo $! > '"$F"'/child$COLL_RANK.pid
-    echo > '"$F"'/rank$COLL_RANK.ready
+    echo $$ > "$W/rank$COLL_RANK.pid"
+    sleep 300 & echo $! > "$W/child$COLL_RANK.pid"
+    echo > "$W/rank$COLL_RANK.ready"
     wait'
 expect_rc 3 "rank 1 exits 3: collrun exits 3"
 check "the failed rank and its status are reported on stderr" \
@@ -138,12 +142,13 @@ check "what the other ranks started is killed too" \
 
 K=$TMP/killed
 mkdir -p "$K"
+export W=$K    # the ranks' scratch directory
 run -n 2 sh -c '
     if [ "$COLL_RANK" = 0 ]; then
-        for i in $(seq 100); do [ -s '"$K"'/rank1.pid ] && break; sleep 0.1; done
+        for i in $(seq 100); do [ -s "$W/rank1.pid" ] && break; sleep 0.1; done
         kill -KILL $$
     fi
-    echo $$ > '"$K"'/rank1.pid; exec sleep 300'
+    echo $$ > "$W/rank1.pid"; exec sleep 300'
 expect_rc 137 "rank 0 killed by SIGKILL: collrun exits 128+9"
 check "a rank killed by a signal is reported with the signal" \
     grep -q "rank 0 .*killed by signal 9" "$TMP/err"
@@ -151,13 +156,14 @@ check "the surviving rank is killed" all_dead "$K"/rank1.pid
 
 S=$TMP/stubborn
 mkdir -p "$S"
+export W=$S    # the ranks' scratch directory
 run -n 2 sh -c '
     if [ "$COLL_RANK" = 0 ]; then
-        for i in $(seq 100); do [ -s '"$S"'/rank1.pid ] && break; sleep 0.1; done
+        for i in $(seq 100); do [ -s "$W/rank1.pid" ] && break; sleep 0.1; done
         exit 5
     fi
     trap "" TERM
-    echo $$ > '"$S"'/rank1.pid
+    echo $$ > "$W/rank1.pid"
     while :; do sleep 1; done'
 expect_rc 5 "a rank that ignores SIGTERM does not hold collrun: exits 5"
 check "the rank that ignored SIGTERM is killed after the grace period" all_dead "$S"/rank1.pid
@@ -169,10 +175,11 @@ expect_rc 127 "a program that does not exist: exit 127"
 # Signals sent to collrun reach the ranks.
 G=$TMP/sig
 mkdir -p "$G"
+export W=$G    # the ranks' scratch directory
 # Started directly (not under timeout(1)) so that $! is collrun; its own --timeout bounds it.
 "$COLLRUN" --timeout 60 -n 3 sh -c '
-    trap "echo TERM > '"$G"'/got.\$COLL_RANK; exit 0" TERM
-    echo $$ > '"$G"'/rank$COLL_RANK.pid
+    trap "echo TERM > \"\$W/got.\$COLL_RANK\"; exit 0" TERM
+    echo $$ > "$W/rank$COLL_RANK.pid"
     while :; do sleep 0.1; done' >"$TMP/out" 2>"$TMP/err" </dev/null &
 bg=$!
 echo "$bg" >"$G/collrun.pid"
@@ -186,7 +193,8 @@ check "every rank saw SIGTERM" test "$(cat "$G"/got.* 2>/dev/null | wc -l)" -eq 
 
 H=$TMP/hup
 mkdir -p "$H"
-"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > '"$H"'/rank$COLL_RANK.pid; exec sleep 300' \
+export W=$H    # the ranks' scratch directory
+"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300' \
     >"$TMP/out" 2>"$TMP/err" </dev/null &
 bg=$!
 echo "$bg" >"$H/collrun.pid"
@@ -200,7 +208,8 @@ check "no rank survives a forwarded SIGHUP" all_dead "$H"/rank0.pid "$H"/rank1.p
 
 D=$TMP/death
 mkdir -p "$D"
-"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > '"$D"'/rank$COLL_RANK.pid; exec sleep 300' \
+export W=$D    # the ranks' scratch directory
+"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300' \
     >"$TMP/out" 2>"$TMP/err" </dev/null &
 bg=$!
 echo "$bg" >"$D/collrun.pid"
@@ -215,7 +224,8 @@ check "ranks die with collrun even when it is killed by SIGKILL" \
 # --timeout
 T=$TMP/timeout
 mkdir -p "$T"
-run -n 2 --timeout 0.5 sh -c 'echo $$ > '"$T"'/rank$COLL_RANK.pid; exec sleep 300'
+export W=$T    # the ranks' scratch directory
+run -n 2 --timeout 0.5 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300'
 expect_rc 124 "--timeout 0.5 with ranks that sleep: exit 124"
 check "the timeout is reported on stderr" grep -q "timeout" "$TMP/err"
 check "no rank survives the timeout" all_dead "$T"/rank0.pid "$T"/rank1.pid
@@ -231,7 +241,7 @@ run -n 3 --tag-output sh -c '
     printf "rank %s unterminated" "$COLL_RANK"'
 expect_rc 0 "--tag-output run exits 0"
 tag_ok() {
-    local r i bad
+    local r bad
     # Every stdout line is whole and carries its own rank's tag.
     bad=$(grep -cvE '^\[([0-2])\] rank \1 (line [0-9]+|unterminated)$' "$TMP/out")
     [ "$bad" -eq 0 ] || { echo "# $bad malformed lines"; return 1; }
@@ -252,7 +262,8 @@ check "without --tag-output lines are untouched" test "$(grep -cx plain "$TMP/ou
 # stdin goes to rank 0 only.
 I=$TMP/stdin
 mkdir -p "$I"
-echo hello | $GUARD "$COLLRUN" -n 2 sh -c 'cat > '"$I"'/in.$COLL_RANK' >"$TMP/out" 2>"$TMP/err"
+export W=$I    # the ranks' scratch directory
+echo hello | $GUARD "$COLLRUN" -n 2 sh -c 'cat > "$W/in.$COLL_RANK"' >"$TMP/out" 2>"$TMP/err"
 rc=$?
 expect_rc 0 "stdin run exits 0"
 check "rank 0 reads collrun's stdin, the others read nothing" \

@@ -460,14 +460,21 @@ static coll_status_t check_header(struct tcp_conn *c, const struct coll_xfer *x)
                          "comm %016llx, from rank %d)",
                          peer, peer_host(c->ctx, peer), h.magic, h.type,
                          (unsigned long long)h.comm_id, h.src_rank);
-    if (h.seq != x->seq || h.tag != x->tag || h.len != (uint64_t)x->len)
+    if (h.seq != x->seq || h.tag != x->tag || h.len != (uint64_t)x->len) {
+        /* seq = op number | a 16-bit signature of the call's arguments << 48 */
+        const uint64_t num_mask = (1ull << 48) - 1;
         return conn_fail(c, COLL_REMOTE_ERROR,
                          "message from rank %d (%s) for op #%llu tag %u has %llu bytes, "
-                         "expected op #%llu tag %u with %llu bytes: do all ranks call the "
+                         "expected op #%llu tag %u with %llu bytes%s: do all ranks call the "
                          "same collectives with the same counts?",
-                         peer, peer_host(c->ctx, peer), (unsigned long long)h.seq, h.tag,
-                         (unsigned long long)h.len, (unsigned long long)x->seq, x->tag,
-                         (unsigned long long)x->len);
+                         peer, peer_host(c->ctx, peer), (unsigned long long)(h.seq & num_mask),
+                         h.tag, (unsigned long long)h.len,
+                         (unsigned long long)(x->seq & num_mask), x->tag,
+                         (unsigned long long)x->len,
+                         (h.seq & ~num_mask) != (x->seq & ~num_mask)
+                             ? " (the two ranks called it with different arguments)"
+                             : "");
+    }
     return COLL_SUCCESS;
 }
 
