@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench/peers.sh [NP ...] - coll beside Open MPI (shared memory and TCP) and Gloo, in one run
+# on this machine, then docs/performance.md with tables and plots.
+#
+#   bench/peers.sh 2 4 8          # default NPs: 2 4 8
+#
+# Uses ../shared/peers (installs the peers from Debian packages with its setup.sh, builds
+# their drivers, runs every library per NP with the same sizes and timing rules). coll runs
+# as `collrun -n NP collbench COLL -c 1 -z 1 -T BUDGET`: blocking back-to-back calls, the
+# slowest rank's average, verified, like the peers' driver. Knobs: REPS (default 2), LIBS,
+# COLLS, BUDGET, MAXBYTES (as run_all.sh), OUT_DIR (default /tmp/coll-peers).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+peers=${PEERS_DIR:-$root/../shared/peers}
+[ -x "$peers/run_all.sh" ] || { echo "peers.sh: $peers/run_all.sh not found" >&2; exit 2; }
+nps=("$@")
+[ ${#nps[@]} -gt 0 ] || nps=(2 4 8)
+export OUT_DIR=${OUT_DIR:-/tmp/coll-peers}
+export REPS=${REPS:-2}
+export LIBS=${LIBS:-"coll ompi-tcp ompi-shm gloo"}
+export COLLS=${COLLS:-"allreduce bcast reduce"}
+export BUDGET=${BUDGET:-0.2}
+export COLL_CMD="$root/build/collrun -n {np} $root/build/collbench {coll} -c 1 -z 1 -T $BUDGET"
+
+"$peers/setup.sh" >/dev/null
+[ -x build/collbench ] || { meson setup build >/dev/null; }
+meson compile -C build >/dev/null
+"$peers/ceilings.sh" || echo "peers.sh: ceilings failed" >&2
+results=()
+for np in "${nps[@]}"; do
+    "$peers/run_all.sh" "$np"
+    results+=("$OUT_DIR/np$np/results.tsv")
+done
+mkdir -p docs/results
+for f in "${results[@]}"; do
+    np=$(basename "$(dirname "$f")")
+    cp "$f" "docs/results/peers-$np.tsv"
+done
+[ -f "$OUT_DIR/ceilings.tsv" ] && cp "$OUT_DIR/ceilings.tsv" docs/results/ceilings.tsv
+python3 bench/perf_report.py --out docs/performance.md --plots docs/results \
+    --ceilings docs/results/ceilings.tsv "${results[@]}"
+echo "wrote docs/performance.md"
