@@ -37,10 +37,11 @@
 #include <time.h>
 
 #define EXIT_USAGE 2
-#define PERIOD 1021              /* check patterns repeat every PERIOD elements: a prime, so
-                                  * that a chunk misplaced by a power-of-two offset shows */
-#define WINDOW 8                 /* -z 0: requests in flight at once */
-#define MIN_ITERS 3              /* -T bounds */
+/* Check patterns repeat every PERIOD elements: a prime, so that a chunk misplaced by a
+ * power-of-two offset shows. */
+#define PERIOD 1021
+#define WINDOW 8    /* -z 0: requests in flight at once */
+#define MIN_ITERS 3 /* -T bounds */
 #define MAX_ITERS 20000
 
 enum bench_coll { BENCH_ALLREDUCE, BENCH_BROADCAST, BENCH_REDUCE };
@@ -89,11 +90,11 @@ static const char *const op_names[COLL_NUM_OPS] = {
 struct opts {
     enum bench_coll coll;
     uint64_t min_bytes, max_bytes, step_bytes;
-    uint64_t step_factor;        /* > 1: multiply; 0: add step_bytes */
+    uint64_t step_factor; /* > 1: multiply; 0: add step_bytes */
     int iters, warmup;
     bool check, blocking;
     int root;
-    double budget_s;             /* -T; 0: use iters */
+    double budget_s; /* -T; 0: use iters */
     int ndtypes, nops;
     coll_dtype_t dtype_list[COLL_NUM_DTYPES];
     coll_op_t op_list[COLL_NUM_OPS];
@@ -156,10 +157,23 @@ static bool parse_size(const char *s, uint64_t *v_p)
         v = v * 10 + (uint64_t)(*p - '0');
     }
     switch (*p) {
-    case 'K': case 'k': mult = 1ull << 10; p++; break;
-    case 'M': case 'm': mult = 1ull << 20; p++; break;
-    case 'G': case 'g': mult = 1ull << 30; p++; break;
-    default: break;
+    case 'K':
+    case 'k':
+        mult = 1ull << 10;
+        p++;
+        break;
+    case 'M':
+    case 'm':
+        mult = 1ull << 20;
+        p++;
+        break;
+    case 'G':
+    case 'g':
+        mult = 1ull << 30;
+        p++;
+        break;
+    default:
+        break;
     }
     /* Buffers of this size must be addressable, twice, with room to spare. */
     if (*p != '\0' || v > (SIZE_MAX / 4) / mult)
@@ -187,9 +201,18 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     int factor = 2;
 
     *o = (struct opts){
-        .min_bytes = 32u << 20, .max_bytes = 32u << 20, .step_bytes = 1u << 20,
-        .iters = 20, .warmup = 5, .check = true, .blocking = false, .root = 0,
-        .ndtypes = 1, .dtype_list = {COLL_FLOAT32}, .nops = 1, .op_list = {COLL_SUM},
+        .min_bytes = 32u << 20,
+        .max_bytes = 32u << 20,
+        .step_bytes = 1u << 20,
+        .iters = 20,
+        .warmup = 5,
+        .check = true,
+        .blocking = false,
+        .root = 0,
+        .ndtypes = 1,
+        .dtype_list = {COLL_FLOAT32},
+        .nops = 1,
+        .op_list = {COLL_SUM},
     };
     if (argc < 2)
         return usage_error("missing collective");
@@ -219,7 +242,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         if (!strchr("befinwTcodrz", a[1]))
             return usage_error("unknown flag '%s'", a);
         if (a[2] != '\0')
-            v = a + 2;                   /* -b8 */
+            v = a + 2; /* -b8 */
         else if (i + 1 < argc)
             v = argv[++i];
         else
@@ -256,8 +279,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             char *end;
             errno = 0;
             o->budget_s = strtod(v, &end);
-            if (errno || end == v || *end != '\0' || !isfinite(o->budget_s) ||
-                o->budget_s <= 0 || o->budget_s > 86400)
+            if (errno || end == v || *end != '\0' || !isfinite(o->budget_s) || o->budget_s <= 0 ||
+                o->budget_s > 86400)
                 return usage_error("bad time budget '%s' (seconds, > 0)", v);
             break;
         }
@@ -296,13 +319,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     /* As nccl-tests: a factor of 2 or more multiplies; otherwise -i adds. */
     if (factor_set && factor < 2 && !step_set)
         return usage_error("step factor %d: must be >= 2 (or give -i)", factor);
-    o->step_factor = (factor_set && factor < 2) || (step_set && !factor_set) ? 0
-                                                                             : (uint64_t)factor;
+    o->step_factor = (factor_set && factor < 2) || (step_set && !factor_set) ? 0 : (uint64_t)factor;
     if (o->min_bytes > o->max_bytes)
         return usage_error("minimum size %" PRIu64 " (-b) exceeds the maximum %" PRIu64 " (-e)",
                            o->min_bytes, o->max_bytes);
     if (o->coll == BENCH_BROADCAST)
-        o->nops = 1;                     /* broadcast has no op: one pass, printed "none" */
+        o->nops = 1; /* broadcast has no op: one pass, printed "none" */
     return -1;
 }
 
@@ -322,18 +344,17 @@ static uint32_t encode_small_float(double x, const struct dtype_info *d)
     if (a == 0)
         return sign;
     (void)frexp(a, &e);
-    e -= 1;                              /* a = 1.f * 2^e */
+    e -= 1; /* a = 1.f * 2^e */
     if (e < emin)
-        e = emin;                        /* subnormal: the quantum stops shrinking */
-    m = nearbyint(ldexp(a, d->mbits - e));    /* a in quanta of 2^(e - mbits), rounded */
-    if (m >= ldexp(1.0, d->mbits + 1)) {      /* rounded up into the next binade */
+        e = emin;                          /* subnormal: the quantum stops shrinking */
+    m = nearbyint(ldexp(a, d->mbits - e)); /* a in quanta of 2^(e - mbits), rounded */
+    if (m >= ldexp(1.0, d->mbits + 1)) {   /* rounded up into the next binade */
         m /= 2;
         e += 1;
     }
     if (m < ldexp(1.0, d->mbits))
-        return sign | (uint32_t)m;       /* subnormal or zero: exponent field 0 */
-    return sign | ((uint32_t)(e + d->bias) << d->mbits) |
-           ((uint32_t)m - (1u << d->mbits));
+        return sign | (uint32_t)m; /* subnormal or zero: exponent field 0 */
+    return sign | ((uint32_t)(e + d->bias) << d->mbits) | ((uint32_t)m - (1u << d->mbits));
 }
 
 /* Store v (already rounded, or exact) as element i of buf. */
@@ -343,19 +364,40 @@ static void store(void *buf, size_t i, coll_dtype_t dt, int64_t iv, double fv, b
     double x = use_fv ? fv : (double)iv;
 
     switch (dt) {
-    case COLL_INT8: ((int8_t *)buf)[i] = (int8_t)iv; break;
-    case COLL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)iv; break;
-    case COLL_INT32: ((int32_t *)buf)[i] = (int32_t)iv; break;
-    case COLL_UINT32: ((uint32_t *)buf)[i] = (uint32_t)iv; break;
-    case COLL_INT64: ((int64_t *)buf)[i] = iv; break;
-    case COLL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)iv; break;
-    case COLL_FLOAT32: ((float *)buf)[i] = (float)x; break;
-    case COLL_FLOAT64: ((double *)buf)[i] = x; break;
+    case COLL_INT8:
+        ((int8_t *)buf)[i] = (int8_t)iv;
+        break;
+    case COLL_UINT8:
+        ((uint8_t *)buf)[i] = (uint8_t)iv;
+        break;
+    case COLL_INT32:
+        ((int32_t *)buf)[i] = (int32_t)iv;
+        break;
+    case COLL_UINT32:
+        ((uint32_t *)buf)[i] = (uint32_t)iv;
+        break;
+    case COLL_INT64:
+        ((int64_t *)buf)[i] = iv;
+        break;
+    case COLL_UINT64:
+        ((uint64_t *)buf)[i] = (uint64_t)iv;
+        break;
+    case COLL_FLOAT32:
+        ((float *)buf)[i] = (float)x;
+        break;
+    case COLL_FLOAT64:
+        ((double *)buf)[i] = x;
+        break;
     case COLL_FLOAT16:
-    case COLL_BFLOAT16: ((uint16_t *)buf)[i] = (uint16_t)encode_small_float(x, d); break;
+    case COLL_BFLOAT16:
+        ((uint16_t *)buf)[i] = (uint16_t)encode_small_float(x, d);
+        break;
     case COLL_FLOAT8E4M3:
-    case COLL_FLOAT8E5M2: ((uint8_t *)buf)[i] = (uint8_t)encode_small_float(x, d); break;
-    default: break;
+    case COLL_FLOAT8E5M2:
+        ((uint8_t *)buf)[i] = (uint8_t)encode_small_float(x, d);
+        break;
+    default:
+        break;
     }
 }
 
@@ -414,11 +456,20 @@ static void make_expected(void *exp, coll_dtype_t dt, coll_op_t op, int nranks)
             int64_t v = pattern(dt, op, r, nranks, j);
             switch (op) {
             case COLL_SUM:
-            case COLL_AVG: acc += v; break;
-            case COLL_PROD: acc *= v; break;
-            case COLL_MAX: acc = v > acc ? v : acc; break;
-            case COLL_MIN: acc = v < acc ? v : acc; break;
-            default: break;
+            case COLL_AVG:
+                acc += v;
+                break;
+            case COLL_PROD:
+                acc *= v;
+                break;
+            case COLL_MAX:
+                acc = v > acc ? v : acc;
+                break;
+            case COLL_MIN:
+                acc = v < acc ? v : acc;
+                break;
+            default:
+                break;
             }
         }
         if (op != COLL_AVG)
@@ -473,7 +524,7 @@ struct bench {
     coll_comm_t *comm;
     int rank, nranks;
     void *sendbuf, *recvbuf;
-    void *pat, *exp;             /* one period: this rank's pattern; the expected result */
+    void *pat, *exp; /* one period: this rank's pattern; the expected result */
     uint64_t wrong_total;
     double busbw_sum;
     int nresults;
@@ -493,8 +544,8 @@ static int lib_error(struct bench *b, const char *what, coll_status_t st)
     return 1;
 }
 
-static coll_status_t post(struct bench *b, const void *s, void *r, size_t count,
-                          coll_dtype_t dt, coll_op_t op, coll_request_t **req_p)
+static coll_status_t post(struct bench *b, const void *s, void *r, size_t count, coll_dtype_t dt,
+                          coll_op_t op, coll_request_t **req_p)
 {
     int root = b->o.root;
 
@@ -561,8 +612,8 @@ struct column {
 };
 
 /* Fill, run once, and count wrong elements on this rank. */
-static int check_once(struct bench *b, bool in_place, size_t count, coll_dtype_t dt,
-                      coll_op_t op, uint64_t *wrong_p)
+static int check_once(struct bench *b, bool in_place, size_t count, coll_dtype_t dt, coll_op_t op,
+                      uint64_t *wrong_p)
 {
     size_t es = dtypes[dt].size;
     void *s = b->sendbuf, *r = in_place ? b->sendbuf : b->recvbuf;
@@ -581,7 +632,7 @@ static int check_once(struct bench *b, bool in_place, size_t count, coll_dtype_t
         fill_periodic(s, b->pat, count, es);
     }
     if (!in_place)
-        memset(r, 0xff, count * es);     /* NaN or -1: not a result any pattern gives */
+        memset(r, 0xff, count * es); /* NaN or -1: not a result any pattern gives */
     else if (b->o.coll == BENCH_BROADCAST && !is_root)
         memset(r, 0xff, count * es);
     st = run_calls(b, s, r, count, dt, op, 1);
@@ -591,14 +642,14 @@ static int check_once(struct bench *b, bool in_place, size_t count, coll_dtype_t
         wrong += count_wrong(r, b->exp, count, es);
     /* An out-of-place call must leave the send buffer alone, on every rank. */
     if (!in_place)
-        wrong += count_wrong(s, b->o.coll == BENCH_BROADCAST && is_root ? b->exp : b->pat,
-                             count, es);
+        wrong +=
+            count_wrong(s, b->o.coll == BENCH_BROADCAST && is_root ? b->exp : b->pat, count, es);
     *wrong_p = wrong;
     return 0;
 }
 
-static int time_column(struct bench *b, bool in_place, size_t count, coll_dtype_t dt,
-                       coll_op_t op, struct column *col)
+static int time_column(struct bench *b, bool in_place, size_t count, coll_dtype_t dt, coll_op_t op,
+                       struct column *col)
 {
     void *s = b->sendbuf, *r = in_place ? b->sendbuf : b->recvbuf;
     const char *what = coll_names[b->o.coll];
@@ -617,7 +668,7 @@ static int time_column(struct bench *b, bool in_place, size_t count, coll_dtype_
             return lib_error(b, "allreduce of the wrong-element counts", st);
     }
     if (b->o.budget_s > 0 && warmup == 0)
-        warmup = 1;                      /* the budget needs one call to measure */
+        warmup = 1; /* the budget needs one call to measure */
     t0 = now_s();
     st = run_calls(b, s, r, count, dt, op, warmup);
     t = now_s() - t0;
@@ -670,15 +721,15 @@ static int run_row(struct bench *b, size_t count, coll_dtype_t dt, coll_op_t op)
 {
     size_t bytes = count * dtypes[dt].size;
     struct column cols[2];
-    char line[256];
-    int len;
+    char line[512];
+    size_t len;
 
     for (int ip = 0; ip < 2; ip++)
         if (time_column(b, ip == 1, count, dt, op, &cols[ip]))
             return 1;
-    len = snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6d", bytes, count,
-                   dtypes[dt].name, b->o.coll == BENCH_BROADCAST ? "none" : op_names[op],
-                   b->o.coll == BENCH_ALLREDUCE ? -1 : b->o.root);
+    len = (size_t)snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6d", bytes, count,
+                           dtypes[dt].name, b->o.coll == BENCH_BROADCAST ? "none" : op_names[op],
+                           b->o.coll == BENCH_ALLREDUCE ? -1 : b->o.root);
     for (int ip = 0; ip < 2; ip++) {
         double algbw = cols[ip].time_us > 0 ? (double)bytes / (cols[ip].time_us * 1e3) : 0;
         double busbw = algbw * bus_factor(b);
@@ -689,8 +740,11 @@ static int run_row(struct bench *b, size_t count, coll_dtype_t dt, coll_op_t op)
             snprintf(wbuf, sizeof(wbuf), "%5" PRIu64, cols[ip].wrong);
         else
             snprintf(wbuf, sizeof(wbuf), "%5s", "N/A");
-        len += snprintf(line + len, sizeof(line) - (size_t)len, "  %7s  %6.2f  %6.2f  %5s",
-                        tbuf, algbw, busbw, wbuf);
+        /* Fields are bounded (times and rates are finite and small); the check only keeps
+         * a surprise from writing past the line. */
+        if (len < sizeof(line))
+            len += (size_t)snprintf(line + len, sizeof(line) - len, "  %7s  %6.2f  %6.2f  %5s",
+                                    tbuf, algbw, busbw, wbuf);
         b->wrong_total += cols[ip].wrong;
         b->busbw_sum += busbw;
         b->nresults++;
@@ -726,8 +780,8 @@ static void print_header(const struct bench *b)
         printf(" step: %" PRIu64 "(factor)", o->step_factor);
     else
         printf(" step: %" PRIu64 "(bytes)", o->step_bytes);
-    printf(" warmup iters: %d iters: %s validation: %d blocking: %d\n", o->warmup, iters,
-           o->check, o->blocking);
+    printf(" warmup iters: %d iters: %s validation: %d blocking: %d\n", o->warmup, iters, o->check,
+           o->blocking);
     printf("#\n# Using host memory, coll %d.%d.%d\n#\n", version / 10000, version / 100 % 100,
            version % 100);
     printf("#                                                              out-of-place"
@@ -746,7 +800,7 @@ static uint64_t next_size(const struct opts *o, uint64_t size)
     if (o->step_factor == 0)
         next = size + o->step_bytes;
     else if (size == 0)
-        next = 1;                        /* 0 * factor would never grow */
+        next = 1; /* 0 * factor would never grow */
     else
         next = size > UINT64_MAX / o->step_factor ? UINT64_MAX : size * o->step_factor;
     return next < size ? UINT64_MAX : next;
@@ -766,7 +820,7 @@ static int run_sweeps(struct bench *b)
                 size_t count = (size_t)size / es;
 
                 if (count == last_count)
-                    continue;            /* sizes below one element repeat count 0 */
+                    continue; /* sizes below one element repeat count 0 */
                 last_count = count;
                 if (run_row(b, count, dt, b->o.op_list[k]))
                     return 1;
@@ -809,8 +863,8 @@ int main(int argc, char **argv)
         return rc;
     st = comm_open(&b.comm);
     if (st != COLL_SUCCESS) {
-        fprintf(stderr, "collbench: cannot join the communicator: %s: %s\n",
-                coll_status_string(st), coll_last_error(NULL));
+        fprintf(stderr, "collbench: cannot join the communicator: %s: %s\n", coll_status_string(st),
+                coll_last_error(NULL));
         return 1;
     }
     rc = 1;
@@ -819,10 +873,10 @@ int main(int argc, char **argv)
         lib_error(&b, "coll_comm_rank/size", st);
         goto out_destroy;
     }
-    if (b.o.root >= b.nranks) {
+    if (b.o.coll != BENCH_ALLREDUCE && b.o.root >= b.nranks) {
         if (b.rank == 0) {
-            fprintf(stderr, "collbench: root %d out of range for %d rank%s\n", b.o.root,
-                    b.nranks, b.nranks == 1 ? "" : "s");
+            fprintf(stderr, "collbench: root %d out of range for %d rank%s\n", b.o.root, b.nranks,
+                    b.nranks == 1 ? "" : "s");
             usage(stderr);
         }
         rc = EXIT_USAGE;
@@ -831,7 +885,7 @@ int main(int argc, char **argv)
 
     /* Every rank must get its buffers, or none goes on: one rank missing from the first
      * collective would hold the others until the timeout. */
-    bufsize = (size_t)b.o.max_bytes + 64;    /* never 0; a little slack against overruns */
+    bufsize = (size_t)b.o.max_bytes + 64; /* never 0; a little slack against overruns */
     b.sendbuf = malloc(bufsize);
     b.recvbuf = malloc(bufsize);
     b.pat = malloc(PERIOD * sizeof(uint64_t));

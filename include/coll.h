@@ -195,6 +195,79 @@ COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t co
                                    coll_dtype_t dtype, coll_op_t op, int root,
                                    coll_comm_t *comm);
 
+/* Rank r's count elements of sendbuf land at recvbuf + r * count on every rank (recvbuf holds
+ * nranks * count). In place: sendbuf == recvbuf + rank * count. */
+COLL_API coll_status_t coll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      coll_dtype_t dtype, coll_comm_t *comm);
+
+/* recvbuf (recvcount elements) = op over all ranks of their sendbuf + rank * recvcount
+ * (sendbuf holds nranks * recvcount). In place: recvbuf == sendbuf + rank * recvcount. */
+COLL_API coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm);
+
+/* Block j (count elements at sendbuf + j * count) goes to rank j, where it lands at
+ * recvbuf + rank * count. Both buffers hold nranks * count; sendbuf == recvbuf works. */
+COLL_API coll_status_t coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_dtype_t dtype, coll_comm_t *comm);
+
+/* As coll_alltoall with per-peer counts and displacements (in elements): sendcounts[j]
+ * elements at sendbuf + sdispls[j] go to rank j, which receives recvcounts[i] elements from
+ * rank i at recvbuf + rdispls[i]. Each pair of counts must agree (else COLL_REMOTE_ERROR).
+ * The arrays have nranks entries and are read during the call only. Not in place. */
+COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                      const size_t *sdispls, void *recvbuf,
+                                      const size_t *recvcounts, const size_t *rdispls,
+                                      coll_dtype_t dtype, coll_comm_t *comm);
+
+/* Every rank's sendcount elements land at root's recvbuf + rank * sendcount. recvbuf is used
+ * on root only. In place on root: sendbuf == recvbuf + root * sendcount. */
+COLL_API coll_status_t coll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   coll_dtype_t dtype, int root, coll_comm_t *comm);
+
+/* Root's sendbuf + r * recvcount goes to rank r's recvbuf. sendbuf is used on root only. In
+ * place on root: recvbuf == sendbuf + root * recvcount. */
+COLL_API coll_status_t coll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    coll_dtype_t dtype, int root, coll_comm_t *comm);
+
+/* Returns on each rank once every rank has entered it. */
+COLL_API coll_status_t coll_barrier(coll_comm_t *comm);
+
+/* Point to point. A send to peer matches the receive from this rank that peer posts in the
+ * same position (the k-th send to a peer matches its k-th receive from us); counts and dtypes
+ * must agree. A blocking send may return before the receive is posted (data is buffered by
+ * the transport) but need not: pair sends and receives that depend on each other in a group.
+ * As with NCCL, the operations of one comm (non-blocking ones included) run in the order they
+ * were issued: a receive issued before the send it waits for deadlocks unless both are in
+ * one group.
+ * A send to or receive from oneself is only allowed inside a group (where they pair up). */
+COLL_API coll_status_t coll_send(const void *sendbuf, size_t count, coll_dtype_t dtype, int peer,
+                                 coll_comm_t *comm);
+COLL_API coll_status_t coll_recv(void *recvbuf, size_t count, coll_dtype_t dtype, int peer,
+                                 coll_comm_t *comm);
+
+/* ---------------------------------------------------------------------------------------
+ * Groups, as NCCL's ncclGroupStart/End. Between coll_group_start and coll_group_end, the
+ * blocking calls above (collectives, send, recv; on one or several comms) are checked and
+ * recorded and return at once; coll_group_end issues them all together, one operation per
+ * comm whose calls run concurrently, and blocks until all are complete. So matched sends
+ * and receives in one group never deadlock, whatever their order. Groups nest: only the
+ * outermost coll_group_end issues. Per thread. Non-blocking calls inside a group are
+ * COLL_INVALID_USAGE; so is coll_group_end without coll_group_start. A call that fails its
+ * checks inside a group returns its status at once, and coll_group_end then returns it too
+ * without issuing anything. The buffers of grouped calls are borrowed until
+ * coll_group_end returns.
+ */
+COLL_API coll_status_t coll_group_start(void);
+COLL_API coll_status_t coll_group_end(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Splitting, as ncclCommSplit: collective over comm. Ranks passing the same color form a new
+ * communicator, ranked by (key, rank in comm); COLL_SPLIT_NOCOLOR gives *newcomm_p = NULL.
+ * The new comm has its own connections and configuration (read from the environment now). */
+#define COLL_SPLIT_NOCOLOR (-1)
+COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
+                                       coll_comm_t **newcomm_p);
+
 /* ---------------------------------------------------------------------------------------
  * Non-blocking collectives. Each returns once the operation is queued, with a request in
  * *req_p; operations on one comm complete in the order they were issued. The buffers are
@@ -210,6 +283,27 @@ COLL_API coll_status_t coll_ibroadcast(const void *sendbuf, void *recvbuf, size_
 COLL_API coll_status_t coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
                                     coll_dtype_t dtype, coll_op_t op, int root,
                                     coll_comm_t *comm, coll_request_t **req_p);
+
+COLL_API coll_status_t coll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                       coll_dtype_t dtype, coll_comm_t *comm,
+                                       coll_request_t **req_p);
+COLL_API coll_status_t coll_ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                            size_t recvcount, coll_dtype_t dtype, coll_op_t op,
+                                            coll_comm_t *comm, coll_request_t **req_p);
+COLL_API coll_status_t coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_dtype_t dtype, coll_comm_t *comm,
+                                      coll_request_t **req_p);
+COLL_API coll_status_t coll_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                    coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                    coll_request_t **req_p);
+COLL_API coll_status_t coll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                     coll_request_t **req_p);
+COLL_API coll_status_t coll_ibarrier(coll_comm_t *comm, coll_request_t **req_p);
+COLL_API coll_status_t coll_isend(const void *sendbuf, size_t count, coll_dtype_t dtype,
+                                  int peer, coll_comm_t *comm, coll_request_t **req_p);
+COLL_API coll_status_t coll_irecv(void *recvbuf, size_t count, coll_dtype_t dtype, int peer,
+                                  coll_comm_t *comm, coll_request_t **req_p);
 
 /* coll_test - *done_p = 1 and the request is released when it has completed (its status is
  * returned); *done_p = 0 and COLL_SUCCESS while it runs. Never blocks. */

@@ -247,6 +247,175 @@ static void suite_dtypes(coll_comm_t *world)
     free(u);
 }
 
+/* Point to point: blocking pairs, a ring in a group (would deadlock ungrouped if sends
+ * waited), non-blocking, and a send to oneself paired in a group. */
+static void suite_p2p(coll_comm_t *world)
+{
+    enum { COUNT = 70001 };
+    int32_t *a = malloc(COUNT * sizeof(int32_t)), *b = malloc(COUNT * sizeof(int32_t));
+    int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+    coll_request_t *rs, *rr;
+
+    for (size_t i = 0; i < COUNT; i++)
+        a[i] = val(rank, i);
+    /* pairs: 0<->1, 2<->3, ...; an odd last rank sits out */
+    if ((rank ^ 1) < nranks) {
+        int peer = rank ^ 1;
+        memset(b, 0, COUNT * sizeof(int32_t));
+        if (rank % 2 == 0) {
+            CHECK(coll_send(a, COUNT, COLL_INT32, peer, world));
+            CHECK(coll_recv(b, COUNT, COLL_INT32, peer, world));
+        } else {
+            CHECK(coll_recv(b, COUNT, COLL_INT32, peer, world));
+            CHECK(coll_send(a, COUNT, COLL_INT32, peer, world));
+        }
+        for (size_t i = 0; i < COUNT; i++)
+            if (b[i] != val(peer, i))
+                die("pair: [%zu] = %d", i, b[i]);
+    }
+    /* ring shift in a group, receive posted last */
+    memset(b, 0, COUNT * sizeof(int32_t));
+    CHECK(coll_group_start());
+    CHECK(coll_send(a, COUNT, COLL_INT32, right, world));
+    CHECK(coll_recv(b, COUNT, COLL_INT32, left, world));
+    CHECK(coll_group_end());
+    for (size_t i = 0; i < COUNT; i++)
+        if (b[i] != val(left, i))
+            die("group ring: [%zu] = %d, want %d", i, b[i], val(left, i));
+    /* non-blocking pairs; ops on a comm run in issue order (as NCCL's), so the even rank
+     * sends first and the odd one receives first */
+    if ((rank ^ 1) < nranks) {
+        int peer = rank ^ 1;
+        memset(b, 0, COUNT * sizeof(int32_t));
+        if (rank % 2 == 0) {
+            CHECK(coll_isend(a, COUNT, COLL_INT32, peer, world, &rs));
+            CHECK(coll_irecv(b, COUNT, COLL_INT32, peer, world, &rr));
+        } else {
+            CHECK(coll_irecv(b, COUNT, COLL_INT32, peer, world, &rr));
+            CHECK(coll_isend(a, COUNT, COLL_INT32, peer, world, &rs));
+        }
+        CHECK(coll_wait(rr));
+        CHECK(coll_wait(rs));
+        for (size_t i = 0; i < COUNT; i++)
+            if (b[i] != val(peer, i))
+                die("nonblocking: [%zu] = %d", i, b[i]);
+    }
+    /* to oneself */
+    memset(b, 0, COUNT * sizeof(int32_t));
+    if (coll_send(a, 4, COLL_INT32, rank, world) != COLL_INVALID_USAGE)
+        die("an ungrouped send to oneself was accepted");
+    CHECK(coll_group_start());
+    CHECK(coll_recv(b, COUNT, COLL_INT32, rank, world));
+    CHECK(coll_send(a, COUNT, COLL_INT32, rank, world));
+    CHECK(coll_group_end());
+    if (memcmp(a, b, COUNT * sizeof(int32_t)))
+        die("send to oneself");
+    if (coll_group_end() != COLL_INVALID_USAGE)
+        die("coll_group_end without start was accepted");
+    free(a);
+    free(b);
+}
+
+/* Groups of collectives: two all-reduces on one comm and one on another, nested. */
+static void suite_group(coll_comm_t *world)
+{
+    coll_comm_t *other = new_comm(world, NULL);
+    enum { COUNT = 5003 };
+    int32_t *x = malloc(COUNT * sizeof(int32_t)), *y = malloc(COUNT * sizeof(int32_t));
+    int32_t *z = malloc(COUNT * sizeof(int32_t));
+    int32_t tri = nranks * (nranks + 1) / 2;
+    coll_request_t *req;
+
+    for (size_t i = 0; i < COUNT; i++) {
+        x[i] = val(rank, i);
+        y[i] = val(rank, i + 1);
+        z[i] = val(rank, i + 2);
+    }
+    CHECK(coll_group_start());
+    CHECK(coll_allreduce(x, x, COUNT, COLL_INT32, COLL_SUM, world));
+    CHECK(coll_group_start());
+    CHECK(coll_allreduce(z, z, COUNT, COLL_INT32, COLL_MAX, other));
+    CHECK(coll_group_end());
+    CHECK(coll_allreduce(y, y, COUNT, COLL_INT32, COLL_SUM, world));
+    if (coll_iallreduce(y, y, 1, COLL_INT32, COLL_SUM, world, &req) != COLL_INVALID_USAGE)
+        die("a non-blocking call inside a group was accepted");
+    if (coll_group_end() != COLL_INVALID_USAGE)
+        die("a group with a refused call ended well");
+    /* the refused call made the whole group fail without issuing: run it again cleanly */
+    CHECK(coll_group_start());
+    CHECK(coll_allreduce(x, x, COUNT, COLL_INT32, COLL_SUM, world));
+    CHECK(coll_allreduce(z, z, COUNT, COLL_INT32, COLL_MAX, other));
+    CHECK(coll_allreduce(y, y, COUNT, COLL_INT32, COLL_SUM, world));
+    CHECK(coll_group_end());
+    for (size_t i = 0; i < COUNT; i++)
+        if (x[i] != (int32_t)(i % 13 + 1) * tri || y[i] != (int32_t)((i + 1) % 13 + 1) * tri ||
+            z[i] != (int32_t)((i + 2) % 13 + 1) * nranks)
+            die("group: [%zu] = %d %d %d", i, x[i], y[i], z[i]);
+    free(x);
+    free(y);
+    free(z);
+    CHECK(coll_comm_destroy(other));
+}
+
+static void suite_split(coll_comm_t *world)
+{
+    coll_comm_t *half = NULL, *none = (coll_comm_t *)1;
+    int color = rank % 2, r = -1, n = -1;
+    int want_n = (nranks + 1 - color) / 2;
+    int32_t x;
+
+    /* key = -rank: ranks in reverse order within each color */
+    CHECK(coll_comm_split(world, color, -rank, &half));
+    CHECK(coll_comm_rank(half, &r));
+    CHECK(coll_comm_size(half, &n));
+    if (n != want_n || r != (nranks - 1 - rank) / 2)
+        die("split: rank %d of %d, want %d of %d", r, n, (nranks - 1 - rank) / 2, want_n);
+    x = rank;
+    CHECK(coll_allreduce(&x, &x, 1, COLL_INT32, COLL_MAX, half));
+    if (x != nranks - 1 - ((nranks - 1 - color) % 2))
+        die("split allreduce: %d", x);
+    CHECK(coll_comm_destroy(half));
+    CHECK(coll_comm_split(world, rank == 0 ? 0 : COLL_SPLIT_NOCOLOR, 0, &none));
+    if ((rank == 0) != (none != NULL))
+        die("split with NOCOLOR");
+    if (none)
+        CHECK(coll_comm_destroy(none));
+}
+
+static void suite_alltoallv(coll_comm_t *world)
+{
+    size_t *sc = calloc((size_t)nranks, sizeof(size_t)), *sd = calloc((size_t)nranks, sizeof(size_t));
+    size_t *rc = calloc((size_t)nranks, sizeof(size_t)), *rd = calloc((size_t)nranks, sizeof(size_t));
+    size_t stot = 0, rtot = 0;
+    int32_t *s, *r;
+
+    /* rank i sends (i + j) % 3 * 1000 + j elements to rank j (some are 0 when i = j = 0) */
+    for (int j = 0; j < nranks; j++) {
+        sc[j] = (size_t)((rank + j) % 3) * 1000 + (size_t)j;
+        rc[j] = (size_t)((j + rank) % 3) * 1000 + (size_t)rank;
+        sd[j] = stot;
+        rd[j] = rtot;
+        stot += sc[j];
+        rtot += rc[j];
+    }
+    s = malloc((stot + 1) * sizeof(int32_t));
+    r = malloc((rtot + 1) * sizeof(int32_t));
+    for (int j = 0; j < nranks; j++)
+        for (size_t i = 0; i < sc[j]; i++)
+            s[sd[j] + i] = rank * 100000 + j * 1000 + (int32_t)(i % 1000);
+    CHECK(coll_alltoallv(s, sc, sd, r, rc, rd, COLL_INT32, world));
+    for (int j = 0; j < nranks; j++)
+        for (size_t i = 0; i < rc[j]; i++)
+            if (r[rd[j] + i] != j * 100000 + rank * 1000 + (int32_t)(i % 1000))
+                die("alltoallv from %d [%zu] = %d", j, i, r[rd[j] + i]);
+    free(s);
+    free(r);
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+}
+
 /* Rank 0 passes a different count: every rank must see an error, none may hang. */
 static void suite_mismatch(coll_comm_t *world)
 {
@@ -287,6 +456,14 @@ int main(int argc, char **argv)
         suite_twocomm(world);
     else if (!strcmp(suite, "dtypes"))
         suite_dtypes(world);
+    else if (!strcmp(suite, "p2p"))
+        suite_p2p(world);
+    else if (!strcmp(suite, "group"))
+        suite_group(world);
+    else if (!strcmp(suite, "split"))
+        suite_split(world);
+    else if (!strcmp(suite, "alltoallv"))
+        suite_alltoallv(world);
     else if (!strcmp(suite, "mismatch"))
         suite_mismatch(world);
     else

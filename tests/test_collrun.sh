@@ -17,12 +17,13 @@ GUARD="timeout -k 5 60"    # outer bound for one collrun run, far above what any
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_collrun.XXXXXX")
 cleanup() {
-    # Kill anything a failed case left behind (only pids this script recorded).
-    for f in "$TMP"/*.pid; do
+    # Kill what a failed case left behind: only processes that carry this run's scratch
+    # directory in their environment (a recorded pid may since belong to someone else).
+    for f in "$TMP"/*/*.pid; do
         [ -e "$f" ] || continue
         pid=$(cat "$f" 2>/dev/null) || continue
         case $pid in '' | *[!0-9]*) continue ;; esac
-        kill -KILL "$pid" 2>/dev/null
+        grep -qzF "W=$TMP/" "/proc/$pid/environ" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
     done
     rm -rf "$TMP"
 }
@@ -101,8 +102,9 @@ COLL_RANK=99 COLL_SIZE=99 run -n 3 sh -c \
     'echo "$COLL_RANK $COLL_SIZE $COLL_LOCAL_RANK $COLL_LOCAL_SIZE" > "$W/vars.$COLL_RANK";
      echo "$COLL_UNIQUE_ID" > "$W/id.$COLL_RANK"'
 expect_rc 0 "three ranks that exit 0: collrun exits 0"
-check "COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK, COLL_LOCAL_SIZE set per rank (overriding the caller's)" \
-    test "$(cat "$E"/vars.0 "$E"/vars.1 "$E"/vars.2 2>/dev/null | tr '\n' ,)" = "0 3 0 3,1 3 1 3,2 3 2 3,"
+vars=$(cat "$E"/vars.0 "$E"/vars.1 "$E"/vars.2 2>/dev/null | tr '\n' ,)
+check "COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK, COLL_LOCAL_SIZE per rank, the caller's overridden" \
+    test "$vars" = "0 3 0 3,1 3 1 3,2 3 2 3,"
 id_ok() {
     local id0
     id0=$(cat "$E/id.0") || return 1
@@ -126,7 +128,10 @@ export W=$F    # the ranks' scratch directory
 run -n 4 sh -c '
     if [ "$COLL_RANK" = 1 ]; then
         # Fail only once everyone is up, so that there is someone to kill.
-        for i in $(seq 100); do [ $(ls "$W"/*.ready 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.1; done
+        for i in $(seq 100); do
+            [ $(ls "$W"/*.ready 2>/dev/null | wc -l) -ge 3 ] && break
+            sleep 0.1
+        done
         exit 3
     fi
     echo $$ > "$W/rank$COLL_RANK.pid"
@@ -225,8 +230,8 @@ check "ranks die with collrun even when it is killed by SIGKILL" \
 T=$TMP/timeout
 mkdir -p "$T"
 export W=$T    # the ranks' scratch directory
-run -n 2 --timeout 0.5 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300'
-expect_rc 124 "--timeout 0.5 with ranks that sleep: exit 124"
+run -n 2 --timeout 1 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300'
+expect_rc 124 "--timeout 1 with ranks that sleep: exit 124"
 check "the timeout is reported on stderr" grep -q "timeout" "$TMP/err"
 check "no rank survives the timeout" all_dead "$T"/rank0.pid "$T"/rank1.pid
 run -n 2 --timeout 30 sh -c 'exit 0'

@@ -28,7 +28,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -48,11 +47,11 @@
 extern char **environ;
 
 #define MAX_RANKS 4096
-#define GRACE_MS 2000           /* between SIGTERM and SIGKILL */
-#define MAX_LINE (1u << 20)     /* a longer line is cut into pieces of this size */
+#define GRACE_MS 2000       /* between SIGTERM and SIGKILL */
+#define MAX_LINE (1u << 20) /* a longer line is cut into pieces of this size */
 #define EXIT_USAGE 2
-#define EXIT_TIMEOUT 124        /* as timeout(1) */
-#define EXIT_CANNOT_EXEC 126    /* as shells */
+#define EXIT_TIMEOUT 124     /* as timeout(1) */
+#define EXIT_CANNOT_EXEC 126 /* as shells */
 #define EXIT_NOT_FOUND 127
 
 /* The signals collrun forwards to the ranks. */
@@ -61,22 +60,22 @@ static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 struct opts {
     int nranks;
     bool tag_output;
-    double timeout_s;          /* 0: none */
-    char **argv;               /* the program and its arguments, NULL-terminated */
+    double timeout_s; /* 0: none */
+    char **argv;      /* the program and its arguments, NULL-terminated */
 };
 
 /* One captured output stream of one rank (only with --tag-output). */
 struct stream {
-    int fd;                    /* read end; -1 once at EOF */
-    int out_fd;                /* where the tagged lines go: 1 or 2 */
+    int fd;     /* read end; -1 once at EOF */
+    int out_fd; /* where the tagged lines go: 1 or 2 */
     char *buf;
     size_t len, cap;
 };
 
 struct rank {
-    pid_t pid;                 /* 0 once reaped */
-    pid_t pgid;                /* its process group (= its first pid), kept after reaping */
-    int status;                /* wait status, valid once reaped */
+    pid_t pid;  /* 0 once reaped */
+    pid_t pgid; /* its process group (= its first pid), kept after reaping */
+    int status; /* wait status, valid once reaped */
     char **envp;
     struct stream out, err;
 };
@@ -84,13 +83,13 @@ struct rank {
 struct job {
     struct opts opts;
     struct rank *ranks;
-    int running;               /* children not reaped yet */
-    int failed_rank;           /* first rank that failed, -1 if none */
-    int exit_status;           /* what collrun exits with */
+    int running;     /* children not reaped yet */
+    int failed_rank; /* first rank that failed, -1 if none */
+    int exit_status; /* what collrun exits with */
     bool timed_out;
-    bool killing;              /* SIGTERM sent to all; SIGKILL at kill_at_ns */
+    bool killing; /* SIGTERM sent to all; SIGKILL at kill_at_ns */
     uint64_t kill_at_ns;
-    uint64_t deadline_ns;      /* --timeout; 0: none */
+    uint64_t deadline_ns; /* --timeout; 0: none */
     int sigfd;
     sigset_t sigmask_orig;
 };
@@ -142,8 +141,7 @@ static bool parse_seconds(const char *s, double *sec_p)
 
     errno = 0;
     v = strtod(s, &end);
-    /* Up to a year: beyond it the nanosecond deadline would overflow nothing, but a typo
-     * that large is more likely than a wish. */
+    /* At most a year: a typo that large is likelier than a wish. */
     if (errno || end == s || *end != '\0' || !isfinite(v) || v <= 0 || v > 366.0 * 86400)
         return false;
     *sec_p = v;
@@ -164,7 +162,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         }
         if (a[0] != '-' || a[1] == '\0')
-            break;                      /* the program */
+            break; /* the program */
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -204,8 +202,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
  * (malloc or setenv could deadlock on a lock the other thread held).
  */
 
-static const char *const rank_vars[] = {"COLL_UNIQUE_ID=", "COLL_RANK=", "COLL_SIZE=",
-                                        "COLL_LOCAL_RANK=", "COLL_LOCAL_SIZE="};
+static const char *const rank_vars[] = {
+    "COLL_UNIQUE_ID=", "COLL_RANK=", "COLL_SIZE=", "COLL_LOCAL_RANK=", "COLL_LOCAL_SIZE="};
 
 static bool is_rank_var(const char *entry)
 {
@@ -229,10 +227,8 @@ static char *env_entry(const char *name, long value, const char *str)
 static char **make_env(const char *id_str, int rank, int nranks)
 {
     char *mine[5] = {
-        env_entry("COLL_UNIQUE_ID", 0, id_str),
-        env_entry("COLL_RANK", rank, NULL),
-        env_entry("COLL_SIZE", nranks, NULL),
-        env_entry("COLL_LOCAL_RANK", rank, NULL),
+        env_entry("COLL_UNIQUE_ID", 0, id_str),     env_entry("COLL_RANK", rank, NULL),
+        env_entry("COLL_SIZE", nranks, NULL),       env_entry("COLL_LOCAL_RANK", rank, NULL),
         env_entry("COLL_LOCAL_SIZE", nranks, NULL),
     };
     size_t n = 0, k = 0;
@@ -248,7 +244,7 @@ static char **make_env(const char *id_str, int rank, int nranks)
         goto out_free_mine;
     for (size_t i = 0; i < n; i++)
         if (!is_rank_var(environ[i]))
-            envp[k++] = environ[i];    /* borrowed: environ outlives the children's start */
+            envp[k++] = environ[i]; /* borrowed: environ outlives the children's start */
     for (size_t i = 0; i < 5; i++)
         envp[k++] = mine[i];
     return envp;
@@ -265,7 +261,7 @@ static void free_env(char **envp)
         return;
     for (size_t i = 0; envp[i]; i++)
         if (is_rank_var(envp[i]))
-            free(envp[i]);    /* ours: environ's copies of these were left out */
+            free(envp[i]); /* ours: environ's copies of these were left out */
     free(envp);
 }
 
@@ -314,7 +310,7 @@ static void write_all(int fd, const char *p, size_t n)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return;    /* EPIPE and friends: the reader is gone; drop the output */
+            return; /* EPIPE and friends: the reader is gone; drop the output */
         }
         p += w;
         n -= (size_t)w;
@@ -327,7 +323,7 @@ static void emit_line(int rank, int out_fd, const char *line, size_t len)
     int plen = snprintf(prefix, sizeof(prefix), "[%d] ", rank);
     char *buf = malloc((size_t)plen + len + 1);
 
-    if (!buf) {    /* keep going unbuffered rather than lose output */
+    if (!buf) { /* keep going unbuffered rather than lose output */
         write_all(out_fd, prefix, (size_t)plen);
         write_all(out_fd, line, len);
         write_all(out_fd, "\n", 1);
@@ -372,7 +368,7 @@ static bool stream_read(struct stream *s, int rank)
             size_t cap = s->cap ? s->cap * 2 : 8192;
             char *nb = realloc(s->buf, cap);
             if (!nb) {
-                stream_emit(s, rank, true);    /* make room the hard way */
+                stream_emit(s, rank, true); /* make room the hard way */
                 if (s->cap - s->len < 4096)
                     return true;
             } else {
@@ -390,7 +386,7 @@ static bool stream_read(struct stream *s, int rank)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return true;
-        return false;    /* EOF, or an error we cannot do anything about */
+        return false; /* EOF, or an error we cannot do anything about */
     }
 }
 
@@ -417,17 +413,54 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Write a message from a forked child: async-signal-safe, no stdio. */
-static void child_say(const char *a, const char *b, const char *c)
+/* Say why exec failed, from the forked child: write(2) only, no stdio, no strerror (which
+ * may take locale locks another thread held at fork). */
+static void child_exec_failed(const char *prog, int err)
 {
-    write_all(2, a, strlen(a));
-    write_all(2, b, strlen(b));
-    write_all(2, c, strlen(c));
+    char num[16];
+    const char *why;
+    int i = (int)sizeof(num) - 1;
+
+    switch (err) {
+    case ENOENT:
+        why = "no such file or directory";
+        break;
+    case EACCES:
+        why = "permission denied";
+        break;
+    case ENOEXEC:
+        why = "exec format error";
+        break;
+    case ENOTDIR:
+        why = "a path component is not a directory";
+        break;
+    case E2BIG:
+        why = "argument list too long";
+        break;
+    case ENOMEM:
+        why = "out of memory";
+        break;
+    default:
+        /* "errno N" */
+        num[i] = '\0';
+        do {
+            num[--i] = (char)('0' + err % 10);
+            err /= 10;
+        } while (err > 0 && i > 6);
+        memcpy(num + i - 6, "errno ", 6);
+        why = num + i - 6;
+        break;
+    }
+    write_all(2, "collrun: cannot run '", 21);
+    write_all(2, prog, strlen(prog));
+    write_all(2, "': ", 3);
+    write_all(2, why, strlen(why));
+    write_all(2, "\n", 1);
 }
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void child_exec(struct job *job, int r, const char *path, pid_t parent, int out_w,
-                       int err_w, int stdin_fd)
+static void child_exec(struct job *job, int r, const char *path, pid_t parent, int out_w, int err_w,
+                       int stdin_fd)
 {
     struct rank *rk = &job->ranks[r];
     int err;
@@ -456,8 +489,7 @@ static void child_exec(struct job *job, int r, const char *path, pid_t parent, i
     sigprocmask(SIG_SETMASK, &job->sigmask_orig, NULL);
     execve(path, job->opts.argv, rk->envp);
     err = errno;
-    child_say("collrun: cannot run '", job->opts.argv[0], "': ");
-    child_say(strerror(err), "\n", "");
+    child_exec_failed(job->opts.argv[0], err);
     _exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
@@ -484,7 +516,7 @@ static void signal_rank(struct job *job, int r, int sig)
     if (rk->pgid <= 0)
         return;
     if (kill(-rk->pgid, sig) < 0 && errno == ESRCH && rk->pid > 0)
-        kill(rk->pid, sig);    /* the child has not reached setpgid yet */
+        kill(rk->pid, sig); /* the child has not reached setpgid yet */
 }
 
 static void signal_all(struct job *job, int sig)
@@ -579,7 +611,7 @@ static void reap(struct job *job)
             if (job->ranks[r].pid == pid)
                 break;
         if (r == job->opts.nranks)
-            continue;    /* not ours (cannot happen: we start nothing else) */
+            continue; /* not ours (cannot happen: we start nothing else) */
         job->ranks[r].pid = 0;
         job->ranks[r].status = status;
         job->running--;
@@ -589,8 +621,8 @@ static void reap(struct job *job)
         job->failed_rank = r;
         job->exit_status = status_to_exit(status);
         if (WIFSIGNALED(status))
-            fprintf(stderr, "collrun: rank %d (pid %d) killed by signal %d (%s)%s\n", r,
-                    (int)pid, WTERMSIG(status), strsignal(WTERMSIG(status)),
+            fprintf(stderr, "collrun: rank %d (pid %d) killed by signal %d (%s)%s\n", r, (int)pid,
+                    WTERMSIG(status), strsignal(WTERMSIG(status)),
                     job->running ? ", killing the other ranks" : "");
         else
             fprintf(stderr, "collrun: rank %d (pid %d) exited with status %d%s\n", r, (int)pid,
@@ -644,7 +676,7 @@ static void check_clocks(struct job *job)
     }
     if (job->killing && now >= job->kill_at_ns && job->running > 0) {
         signal_all(job, SIGKILL);
-        job->kill_at_ns = UINT64_MAX;    /* once */
+        job->kill_at_ns = UINT64_MAX; /* once */
     }
 }
 

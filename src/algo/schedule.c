@@ -24,6 +24,7 @@ static const char *const coll_names[COLL_NUM_COLLS] = {
     [COLL_COLL_GATHER] = "gather",
     [COLL_COLL_SCATTER] = "scatter",
     [COLL_COLL_BARRIER] = "barrier",
+    [COLL_COLL_SENDRECV] = "sendrecv",
 };
 
 const char *coll__coll_name(enum coll_coll c)
@@ -271,4 +272,15 @@ coll_status_t coll__algo_check(const struct coll_algo *algo, const struct coll_a
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "%s %s: unknown dtype %d", algo->name,
                            coll__coll_name(a->coll), (int)a->dtype);
     return COLL_SUCCESS;
+}
+
+bool coll__algo_sizes_fit(const struct coll_algo_args *a, size_t mult)
+{
+    size_t esz = a->elem_size ? a->elem_size : coll__dtype_size(a->dtype);
+    size_t n = a->nranks > 0 ? (size_t)a->nranks : 1, lim = SIZE_MAX / 2;
+
+    /* halved: offsets plus counts of two slices side by side stay below SIZE_MAX */
+    if (esz == 0 || mult == 0)
+        return true;
+    return a->count <= lim / n / mult / esz;
 }

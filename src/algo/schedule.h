@@ -32,6 +32,7 @@ enum coll_coll {
     COLL_COLL_GATHER,
     COLL_COLL_SCATTER,
     COLL_COLL_BARRIER,
+    COLL_COLL_SENDRECV, /* point-to-point: one send or one receive, no builder */
     COLL_NUM_COLLS
 };
 const char *coll__coll_name(enum coll_coll c); /* "allreduce", "broadcast", ... */
@@ -170,5 +171,74 @@ COLL_INTERNAL size_t coll__tree_part_init(struct coll_tree_part *p, enum coll_tr
  * the same order on both ends. */
 COLL_INTERNAL coll_status_t coll__tree_build(struct coll_schedule *s,
                                              struct coll_tree_part *parts, uint32_t nparts);
+
+/* ---- Shared by the builders of the other collectives (appended; nothing above changed) -- */
+
+/* "No step": an absent dependency. coll__deps_add ignores it. */
+#define COLL_NO_STEP UINT32_MAX
+
+/* A small set of dependencies, built up as a builder goes. It holds up to twice
+ * COLL_MAX_DEPS and keeps counting past that, so that coll__sched_add refuses a step with
+ * too many (COLL_INTERNAL_ERROR) instead of one silently losing a dependency. */
+struct coll_deps {
+    uint32_t n;
+    uint32_t d[2 * COLL_MAX_DEPS];
+};
+
+static inline void coll__deps_clear(struct coll_deps *ds)
+{
+    ds->n = 0;
+}
+
+static inline void coll__deps_add(struct coll_deps *ds, uint32_t step)
+{
+    if (step == COLL_NO_STEP)
+        return;
+    for (uint32_t i = 0; i < ds->n && i < 2 * COLL_MAX_DEPS; i++)
+        if (ds->d[i] == step)
+            return;
+    if (ds->n < 2 * COLL_MAX_DEPS)
+        ds->d[ds->n] = step;
+    ds->n++;
+}
+
+/* Does the collective's largest buffer or scratch, mult x nranks x count elements of
+ * elem_size bytes, fit in size_t (and in the slices' offsets)? The applicable() of the
+ * builders whose buffers grow with nranks. */
+COLL_INTERNAL bool coll__algo_sizes_fit(const struct coll_algo_args *a, size_t mult);
+
+/* The ring all-gather engine (src/algo/allgather.c), used by "ring" all-gather and by
+ * "vdg" broadcast: n blocks of RECV, block i at off[i] of len[i] elements (any sizes, 0
+ * included), the rank at ring position pos holding block pos. Step k sends block pos-k to
+ * right and receives block pos-k-1 from left, chunk by chunk (chunk elements a message),
+ * each chunk forwarded as soon as it is in. own_ready[c] (NULL: none) is the step that put
+ * chunk c of block pos into RECV; recv_after[i] (NULL, or COLL_NO_STEP entries: none) is a
+ * step that must finish before block i is received (it read or wrote that place). */
+struct coll_ring_ag {
+    int32_t n, pos, left, right;
+    const size_t *off, *len;
+    size_t chunk;
+    const uint32_t *own_ready;
+    const uint32_t *recv_after;
+};
+COLL_INTERNAL coll_status_t coll__ring_allgather_blocks(struct coll_schedule *s,
+                                                        const struct coll_ring_ag *g);
+
+/* One collective of one algorithm, built in the file that holds its kind of pattern and
+ * called from the algorithm's entry in another (arguments already checked). */
+COLL_INTERNAL coll_status_t coll__ring_allgather_build(const struct coll_algo_args *a,
+                                                       struct coll_schedule *s);
+COLL_INTERNAL coll_status_t coll__ring_reduce_scatter_build(const struct coll_algo_args *a,
+                                                            struct coll_schedule *s);
+COLL_INTERNAL coll_status_t coll__bruck_alltoall_build(const struct coll_algo_args *a,
+                                                       struct coll_schedule *s);
+COLL_INTERNAL coll_status_t coll__linear_alltoall_build(const struct coll_algo_args *a,
+                                                        struct coll_schedule *s);
+COLL_INTERNAL coll_status_t coll__linear_barrier_build(const struct coll_algo_args *a,
+                                                       struct coll_schedule *s);
+COLL_INTERNAL coll_status_t coll__binomial_gather_build(const struct coll_algo_args *a,
+                                                        struct coll_schedule *s);
+COLL_INTERNAL coll_status_t coll__binomial_scatter_build(const struct coll_algo_args *a,
+                                                         struct coll_schedule *s);
 
 #endif /* COLL_SCHEDULE_H */

@@ -1,6 +1,10 @@
 /*
- * api.c - the public collectives: validate every argument, build or fetch the plan, queue
- * the op, and wait for it (blocking) or hand back a request (non-blocking).
+ * api.c - the public collectives, point-to-point calls, groups and split.
+ *
+ * Every call is checked first (each bad argument is COLL_INVALID_ARGUMENT with a message
+ * naming it), then becomes a `struct call`; outside a group the call is issued at once as
+ * a one-part op and waited for (blocking) or handed back as a request; inside a group it is
+ * recorded, and coll_group_end turns all the group's calls on one comm into one op.
  */
 #include "exec.h"
 
@@ -8,7 +12,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Checks shared by every collective. fn names the call in messages. */
+/* A checked call, before it is planned. */
+struct call {
+    struct coll_comm *comm;
+    enum coll_coll coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    coll_dtype_t dtype;
+    coll_op_t op;
+    int root;
+    uint8_t p2p;                 /* COLL_STEP_SEND / COLL_STEP_RECV for SENDRECV */
+    int peer;
+};
+
+/* This thread's open group. */
+static _Thread_local struct {
+    int depth;
+    coll_status_t err;
+    struct call *calls;
+    size_t n, cap;
+} grp;
+
+/* ---- checks ---------------------------------------------------------------------------- */
+
 static coll_status_t check_common(struct coll_comm *comm, const char *fn, size_t count,
                                   coll_dtype_t dtype, coll_op_t op, bool has_op)
 {
@@ -37,77 +64,115 @@ static coll_status_t check_common(struct coll_comm *comm, const char *fn, size_t
     return COLL_SUCCESS;
 }
 
-static bool overlap_partial(const void *a, const void *b, size_t bytes)
+static coll_status_t check_root(struct coll_comm *comm, const char *fn, const char *what,
+                                int root)
+{
+    if (root >= 0 && root < comm->nranks)
+        return COLL_SUCCESS;
+    return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", fn,
+                       what, root, comm->nranks);
+}
+
+static coll_status_t check_buf(struct coll_comm *comm, const char *fn, const char *name,
+                               const void *buf, size_t count)
+{
+    if (buf || count == 0)
+        return COLL_SUCCESS;
+    return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", fn, name,
+                       count);
+}
+
+/* [a, a + alen) and [b, b + blen) overlap, other than b == a + alias_off exactly (in place). */
+static coll_status_t check_overlap(struct coll_comm *comm, const char *fn, const void *a,
+                                   size_t alen, const void *b, size_t blen, size_t alias_off,
+                                   bool alias_ok)
 {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    if (!a || !b || a == b || bytes == 0)
-        return false;
-    return x < y + bytes && y < x + bytes;
+
+    if (!a || !b || alen == 0 || blen == 0)
+        return COLL_SUCCESS;
+    if (alias_ok && y == x + alias_off)
+        return COLL_SUCCESS;
+    if (x < y + blen && y < x + alen)
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "%s: sendbuf and recvbuf overlap without being in place", fn);
+    return COLL_SUCCESS;
 }
 
-static uint64_t op_signature(enum coll_coll c, coll_dtype_t dt, coll_op_t op, size_t count,
-                             int root)
+/* ---- issuing --------------------------------------------------------------------------- */
+
+static uint64_t call_signature(const struct call *c)
 {
-    uint64_t v[5] = {(uint64_t)c, (uint64_t)dt, (uint64_t)op, (uint64_t)count, (uint64_t)root};
-    return (coll__hash64(v, sizeof(v), 0x636f6c6c) & 0xffffull) << 48;
+    uint64_t v[6] = {(uint64_t)c->coll, (uint64_t)c->dtype, (uint64_t)c->op,
+                     (uint64_t)c->count, (uint64_t)c->root, (uint64_t)c->p2p};
+    return coll__hash64(v, sizeof(v), 0x636f6c6c);
 }
 
-/* Build the op for a validated call; it is queued on return. */
-static coll_status_t issue(struct coll_comm *comm, enum coll_coll c, const void *sendbuf,
-                           void *recvbuf, size_t count, coll_dtype_t dtype, coll_op_t redop,
-                           int root, bool is_request, struct coll_op **op_p)
+static coll_status_t part_plan(const struct call *c, struct coll_part *p)
 {
+    struct coll_comm *comm = c->comm;
     struct coll_algo_args args = {
-        .coll = c,
+        .coll = c->coll,
         .nranks = comm->nranks,
         .rank = comm->rank,
-        .root = root,
-        .count = count,
-        .dtype = dtype,
-        .elem_size = coll__dtype_size(dtype),
+        .root = c->root,
+        .count = c->count,
+        .dtype = c->dtype,
+        .elem_size = coll__dtype_size(c->dtype),
     };
-    struct coll_op *op = NULL;
-    coll_status_t st;
 
+    p->coll = c->coll;
+    p->op = c->op;
+    p->root = c->root;
+    p->sendbuf = c->sendbuf;
+    p->recvbuf = c->recvbuf;
+    p->sig = call_signature(c);
+    if (c->coll == COLL_COLL_SENDRECV)
+        return coll__plan_p2p(comm, c->p2p, c->peer, c->count, c->dtype, &p->plan);
     args.chunk_count = (size_t)comm->cfg.chunk_bytes / args.elem_size;
     if (args.chunk_count == 0)
         args.chunk_count = 1;
-    op = calloc(1, sizeof(*op));
-    if (!op)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for an operation");
-    st = coll__plan_get(comm, &args, &op->plan);
-    if (st != COLL_SUCCESS) {
+    return coll__plan_get(comm, &args, &p->plan);
+}
+
+/* One op on calls[0].comm from n calls (all on that comm), queued on return. */
+static coll_status_t issue(const struct call *calls, int n, bool is_request,
+                           struct coll_op **op_p)
+{
+    struct coll_comm *comm = calls[0].comm;
+    struct coll_op *op = calloc(1, sizeof(*op));
+    uint64_t sig = 0;
+    coll_status_t st;
+
+    if (!op || !(op->parts = calloc((size_t)n, sizeof(*op->parts)))) {
         free(op);
-        return st;
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for an operation");
     }
     op->comm = comm;
-    op->coll = c;
-    op->op = redop;
-    op->root = root;
-    op->sendbuf = sendbuf;
-    op->recvbuf = recvbuf;
+    for (int k = 0; k < n; k++) {
+        st = part_plan(&calls[k], &op->parts[k]);
+        if (st != COLL_SUCCESS) {
+            coll__op_free(op);
+            return st;
+        }
+        op->nparts++;
+        /* point-to-point parts differ between ranks by design (and lengths are checked
+         * anyway): only collectives go into the signature every rank must agree on */
+        if (calls[k].coll != COLL_COLL_SENDRECV) {
+            sig = sig * 31 + op->parts[k].sig;
+            op->has_coll = true;
+        }
+    }
+    op->sig = (sig & 0xffffull) << 48;
     op->is_request = is_request;
-    op->sig = op_signature(c, dtype, redop, count, root);
     coll__engine_submit(comm, op);
     *op_p = op;
     return COLL_SUCCESS;
 }
 
-static coll_status_t run(struct coll_comm *comm, enum coll_coll c, const void *sendbuf,
-                         void *recvbuf, size_t count, coll_dtype_t dtype, coll_op_t redop,
-                         int root, coll_request_t **req_p)
+static coll_status_t finish(struct coll_comm *comm, struct coll_op *op)
 {
-    struct coll_op *op = NULL;
-    coll_status_t st;
-
-    st = issue(comm, c, sendbuf, recvbuf, count, dtype, redop, root, req_p != NULL, &op);
-    if (st != COLL_SUCCESS)
-        return st;
-    if (req_p) {
-        *req_p = (coll_request_t *)op;
-        return COLL_SUCCESS;
-    }
-    st = coll__engine_wait(comm, op);
+    coll_status_t st = coll__engine_wait(comm, op);
     coll__engine_detach(comm, op);
     coll__op_free(op);
     if (st != COLL_SUCCESS)
@@ -115,74 +180,62 @@ static coll_status_t run(struct coll_comm *comm, enum coll_coll c, const void *s
     return st;
 }
 
-static coll_status_t allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                               coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
-                               coll_request_t **req_p, const char *fn)
+static coll_status_t group_record(const struct call *c)
 {
-    coll_status_t st = check_common(comm, fn, count, dtype, op, true);
-    size_t bytes;
+    if (grp.n == grp.cap) {
+        size_t cap = grp.cap ? 2 * grp.cap : 16;
+        struct call *mem = realloc(grp.calls, cap * sizeof(*mem));
+        if (!mem)
+            return grp.err = coll__error(c->comm, COLL_SYSTEM_ERROR,
+                                         "out of memory recording a grouped call");
+        grp.calls = mem;
+        grp.cap = cap;
+    }
+    grp.calls[grp.n++] = *c;
+    return COLL_SUCCESS;
+}
 
+/* A checked call: record it in the open group, or issue it. */
+static coll_status_t run(const struct call *c, coll_request_t **req_p, const char *fn)
+{
+    struct coll_op *op = NULL;
+    coll_status_t st;
+
+    if (grp.depth > 0) {
+        if (req_p)
+            return grp.err = coll__error(c->comm, COLL_INVALID_USAGE,
+                                         "%s: non-blocking calls cannot be grouped", fn);
+        return group_record(c);
+    }
+    if (c->coll == COLL_COLL_SENDRECV && c->peer == c->comm->rank)
+        return coll__error(c->comm, COLL_INVALID_USAGE,
+                           "%s: a send to or receive from oneself outside a group would wait "
+                           "for itself; pair them in coll_group_start/end",
+                           fn);
+    st = issue(c, 1, req_p != NULL, &op);
     if (st != COLL_SUCCESS)
         return st;
-    bytes = count * coll__dtype_size(dtype);
-    if (count > 0 && (!sendbuf || !recvbuf))
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", fn,
-                           !sendbuf ? "sendbuf" : "recvbuf", count);
-    if (overlap_partial(sendbuf, recvbuf, bytes))
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: sendbuf and recvbuf overlap without being equal", fn);
-    return run(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, req_p);
+    if (req_p) {
+        *req_p = (coll_request_t *)op;
+        return COLL_SUCCESS;
+    }
+    return finish(c->comm, op);
 }
 
-static coll_status_t rooted(enum coll_coll c, const void *sendbuf, void *recvbuf, size_t count,
-                            coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm,
-                            coll_request_t **req_p, const char *fn)
+/* Inside a group, a failed check is remembered so that coll_group_end reports it too. */
+static coll_status_t fail_call(coll_status_t st)
 {
-    coll_status_t st = check_common(comm, fn, count, dtype, op, c == COLL_COLL_REDUCE);
-    bool need_send, need_recv;
-    size_t bytes;
-
-    if (st != COLL_SUCCESS)
-        return st;
-    if (root < 0 || root >= comm->nranks)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: root %d is out of range [0, %d)",
-                           fn, root, comm->nranks);
-    /* broadcast reads sendbuf on root only; reduce writes recvbuf on root only */
-    need_send = c == COLL_COLL_REDUCE || comm->rank == root;
-    need_recv = c == COLL_COLL_BROADCAST || comm->rank == root;
-    if (count > 0 && need_send && !sendbuf)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: sendbuf is NULL with count %zu", fn,
-                           count);
-    if (count > 0 && need_recv && !recvbuf)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: recvbuf is NULL with count %zu", fn,
-                           count);
-    bytes = count * coll__dtype_size(dtype);
-    if (need_send && need_recv && overlap_partial(sendbuf, recvbuf, bytes))
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: sendbuf and recvbuf overlap without being equal", fn);
-    return run(comm, c, need_send ? sendbuf : NULL, need_recv ? recvbuf : NULL, count, dtype,
-               c == COLL_COLL_REDUCE ? op : COLL_SUM, root, req_p);
+    if (grp.depth > 0 && grp.err == COLL_SUCCESS)
+        grp.err = st;
+    return st;
 }
 
-COLL_API coll_status_t coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                      coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm)
-{
-    return allreduce(sendbuf, recvbuf, count, dtype, op, comm, NULL, "coll_allreduce");
-}
-
-COLL_API coll_status_t coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
-                                      coll_dtype_t dtype, int root, coll_comm_t *comm)
-{
-    return rooted(COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM, root, comm,
-                  NULL, "coll_broadcast");
-}
-
-COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                                   coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm)
-{
-    return rooted(COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm, NULL,
-                  "coll_reduce");
-}
+#define CHECK_CALL(expr)                                                                \
+    do {                                                                                \
+        coll_status_t st_ = (expr);                                                     \
+        if (st_ != COLL_SUCCESS)                                                        \
+            return fail_call(st_);                                                      \
+    } while (0)
 
 static coll_status_t check_req_p(coll_comm_t *comm, coll_request_t **req_p, const char *fn)
 {
@@ -191,30 +244,345 @@ static coll_status_t check_req_p(coll_comm_t *comm, coll_request_t **req_p, cons
     return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: req_p is NULL", fn);
 }
 
+/* ---- collectives ----------------------------------------------------------------------- */
+
+static coll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                  coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                  coll_request_t **req_p, const char *fn)
+{
+    struct call c = {comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, 0, -1};
+    size_t bytes;
+
+    CHECK_CALL(check_common(comm, fn, count, dtype, op, true));
+    bytes = count * coll__dtype_size(dtype);
+    CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
+    CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
+    CHECK_CALL(check_overlap(comm, fn, sendbuf, bytes, recvbuf, bytes, 0, true));
+    return run(&c, req_p, fn);
+}
+
+static coll_status_t do_rooted(enum coll_coll coll, const void *sendbuf, void *recvbuf,
+                               size_t count, coll_dtype_t dtype, coll_op_t op, int root,
+                               coll_comm_t *comm, coll_request_t **req_p, const char *fn)
+{
+    struct call c = {comm, coll, NULL, NULL, count, dtype, COLL_SUM, root, 0, -1};
+    bool need_send, need_recv;
+    size_t bytes;
+
+    CHECK_CALL(check_common(comm, fn, count, dtype, op, coll == COLL_COLL_REDUCE));
+    CHECK_CALL(check_root(comm, fn, "root", root));
+    /* broadcast reads sendbuf on root only; reduce writes recvbuf on root only */
+    need_send = coll == COLL_COLL_REDUCE || comm->rank == root;
+    need_recv = coll == COLL_COLL_BROADCAST || comm->rank == root;
+    if (need_send)
+        CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
+    if (need_recv)
+        CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
+    bytes = count * coll__dtype_size(dtype);
+    if (need_send && need_recv)
+        CHECK_CALL(check_overlap(comm, fn, sendbuf, bytes, recvbuf, bytes, 0, true));
+    c.sendbuf = need_send ? sendbuf : NULL;
+    c.recvbuf = need_recv ? recvbuf : NULL;
+    if (coll == COLL_COLL_REDUCE)
+        c.op = op;
+    return run(&c, req_p, fn);
+}
+
+/* allgather, reduce-scatter, all-to-all: one buffer of count, one of nranks * count (or two
+ * of nranks * count for all-to-all), in place at an offset. */
+static coll_status_t do_blocked(enum coll_coll coll, const void *sendbuf, void *recvbuf,
+                                size_t count, coll_dtype_t dtype, coll_op_t op,
+                                coll_comm_t *comm, coll_request_t **req_p, const char *fn)
+{
+    struct call c = {comm, coll, sendbuf, recvbuf, count, dtype, COLL_SUM, 0, 0, -1};
+    size_t esz, sbytes, rbytes;
+
+    CHECK_CALL(check_common(comm, fn, count, dtype, op, coll == COLL_COLL_REDUCE_SCATTER));
+    esz = coll__dtype_size(dtype);
+    sbytes = rbytes = count * esz;
+    if (coll == COLL_COLL_ALLGATHER || coll == COLL_COLL_ALLTOALL)
+        rbytes *= (size_t)comm->nranks;
+    if (coll == COLL_COLL_REDUCE_SCATTER || coll == COLL_COLL_ALLTOALL)
+        sbytes *= (size_t)comm->nranks;
+    CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
+    CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
+    if (coll == COLL_COLL_ALLGATHER)
+        CHECK_CALL(check_overlap(comm, fn, recvbuf, rbytes, sendbuf, sbytes,
+                                 (size_t)comm->rank * count * esz, true));
+    else if (coll == COLL_COLL_REDUCE_SCATTER)
+        CHECK_CALL(check_overlap(comm, fn, sendbuf, sbytes, recvbuf, rbytes,
+                                 (size_t)comm->rank * count * esz, true));
+    else
+        CHECK_CALL(check_overlap(comm, fn, sendbuf, sbytes, recvbuf, rbytes, 0, true));
+    if (coll == COLL_COLL_REDUCE_SCATTER)
+        c.op = op;
+    return run(&c, req_p, fn);
+}
+
+static coll_status_t do_gather_scatter(enum coll_coll coll, const void *sendbuf, void *recvbuf,
+                                       size_t count, coll_dtype_t dtype, int root,
+                                       coll_comm_t *comm, coll_request_t **req_p,
+                                       const char *fn)
+{
+    struct call c = {comm, coll, sendbuf, recvbuf, count, dtype, COLL_SUM, root, 0, -1};
+    bool gather = coll == COLL_COLL_GATHER, is_root;
+    size_t esz, big;
+
+    CHECK_CALL(check_common(comm, fn, count, dtype, COLL_SUM, false));
+    CHECK_CALL(check_root(comm, fn, "root", root));
+    is_root = comm->rank == root;
+    esz = coll__dtype_size(dtype);
+    big = count * esz * (size_t)comm->nranks;
+    /* gather: sendbuf everywhere, recvbuf on root; scatter: the reverse */
+    if (gather || is_root)
+        CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
+    if (!gather || is_root)
+        CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
+    if (is_root && gather)
+        CHECK_CALL(check_overlap(comm, fn, recvbuf, big, sendbuf, count * esz,
+                                 (size_t)root * count * esz, true));
+    if (is_root && !gather)
+        CHECK_CALL(check_overlap(comm, fn, sendbuf, big, recvbuf, count * esz,
+                                 (size_t)root * count * esz, true));
+    if (gather && !is_root)
+        c.recvbuf = NULL;
+    if (!gather && !is_root)
+        c.sendbuf = NULL;
+    return run(&c, req_p, fn);
+}
+
+static coll_status_t do_barrier(coll_comm_t *comm, coll_request_t **req_p, const char *fn)
+{
+    struct call c = {comm, COLL_COLL_BARRIER, NULL, NULL, 0, COLL_UINT8, COLL_SUM, 0, 0, -1};
+
+    CHECK_CALL(check_common(comm, fn, 0, COLL_UINT8, COLL_SUM, false));
+    return run(&c, req_p, fn);
+}
+
+static coll_status_t do_p2p(uint8_t kind, const void *buf, size_t count, coll_dtype_t dtype,
+                            int peer, coll_comm_t *comm, coll_request_t **req_p, const char *fn)
+{
+    struct call c = {comm, COLL_COLL_SENDRECV, NULL, NULL, count, dtype, COLL_SUM, 0, kind, peer};
+
+    CHECK_CALL(check_common(comm, fn, count, dtype, COLL_SUM, false));
+    CHECK_CALL(check_root(comm, fn, "peer", peer));
+    CHECK_CALL(check_buf(comm, fn, kind == COLL_STEP_SEND ? "sendbuf" : "recvbuf", buf, count));
+    if (kind == COLL_STEP_SEND)
+        c.sendbuf = buf;
+    else
+        c.recvbuf = (void *)buf;
+    return run(&c, req_p, fn);
+}
+
+COLL_API coll_status_t coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm)
+{
+    return do_allreduce(sendbuf, recvbuf, count, dtype, op, comm, NULL, "coll_allreduce");
+}
+
+COLL_API coll_status_t coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_dtype_t dtype, int root, coll_comm_t *comm)
+{
+    return do_rooted(COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM, root, comm,
+                     NULL, "coll_broadcast");
+}
+
+COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm)
+{
+    return do_rooted(COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm, NULL,
+                     "coll_reduce");
+}
+
+COLL_API coll_status_t coll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      coll_dtype_t dtype, coll_comm_t *comm)
+{
+    return do_blocked(COLL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, comm,
+                      NULL, "coll_allgather");
+}
+
+COLL_API coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm)
+{
+    return do_blocked(COLL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, comm,
+                      NULL, "coll_reduce_scatter");
+}
+
+COLL_API coll_status_t coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                     coll_dtype_t dtype, coll_comm_t *comm)
+{
+    return do_blocked(COLL_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COLL_SUM, comm, NULL,
+                      "coll_alltoall");
+}
+
+COLL_API coll_status_t coll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   coll_dtype_t dtype, int root, coll_comm_t *comm)
+{
+    return do_gather_scatter(COLL_COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, root, comm,
+                             NULL, "coll_gather");
+}
+
+COLL_API coll_status_t coll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    coll_dtype_t dtype, int root, coll_comm_t *comm)
+{
+    return do_gather_scatter(COLL_COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, root, comm,
+                             NULL, "coll_scatter");
+}
+
+COLL_API coll_status_t coll_barrier(coll_comm_t *comm)
+{
+    return do_barrier(comm, NULL, "coll_barrier");
+}
+
+COLL_API coll_status_t coll_send(const void *sendbuf, size_t count, coll_dtype_t dtype, int peer,
+                                 coll_comm_t *comm)
+{
+    return do_p2p(COLL_STEP_SEND, sendbuf, count, dtype, peer, comm, NULL, "coll_send");
+}
+
+COLL_API coll_status_t coll_recv(void *recvbuf, size_t count, coll_dtype_t dtype, int peer,
+                                 coll_comm_t *comm)
+{
+    return do_p2p(COLL_STEP_RECV, recvbuf, count, dtype, peer, comm, NULL, "coll_recv");
+}
+
+COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+                                      const size_t *sdispls, void *recvbuf,
+                                      const size_t *recvcounts, const size_t *rdispls,
+                                      coll_dtype_t dtype, coll_comm_t *comm)
+{
+    static const char fn[] = "coll_alltoallv";
+    coll_status_t st;
+    size_t esz;
+
+    CHECK_CALL(check_common(comm, fn, 0, dtype, COLL_SUM, false));
+    if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+        return fail_call(coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                                     !sendcounts ? "sendcounts"
+                                     : !sdispls  ? "sdispls"
+                                     : !recvcounts ? "recvcounts"
+                                                   : "rdispls"));
+    esz = coll__dtype_size(dtype);
+    for (int j = 0; j < comm->nranks; j++) {
+        CHECK_CALL(check_common(comm, fn, sendcounts[j], dtype, COLL_SUM, false));
+        CHECK_CALL(check_common(comm, fn, recvcounts[j], dtype, COLL_SUM, false));
+        if (sdispls[j] > SIZE_MAX / esz - sendcounts[j] ||
+            rdispls[j] > SIZE_MAX / esz - recvcounts[j])
+            return fail_call(coll__error(comm, COLL_INVALID_ARGUMENT,
+                                         "%s: displacement of rank %d overflows", fn, j));
+        CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, sendcounts[j]));
+        CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, recvcounts[j]));
+    }
+    if (comm->nranks > 0 && sendcounts[comm->rank] != recvcounts[comm->rank])
+        return fail_call(coll__error(comm, COLL_INVALID_ARGUMENT,
+                                     "%s: sendcounts[%d] = %zu but recvcounts[%d] = %zu", fn,
+                                     comm->rank, sendcounts[comm->rank], comm->rank,
+                                     recvcounts[comm->rank]));
+    /* a group of sends and receives: it cannot deadlock, whatever the counts */
+    coll_group_start();
+    for (int j = 0; j < comm->nranks; j++) {
+        const uint8_t *s = (const uint8_t *)sendbuf + sdispls[j] * esz;
+        uint8_t *r = (uint8_t *)recvbuf + rdispls[j] * esz;
+        if (sendcounts[j] > 0)
+            do_p2p(COLL_STEP_SEND, s, sendcounts[j], dtype, j, comm, NULL, fn);
+        if (recvcounts[j] > 0)
+            do_p2p(COLL_STEP_RECV, r, recvcounts[j], dtype, j, comm, NULL, fn);
+    }
+    st = coll_group_end();
+    return st;
+}
+
+/* ---- non-blocking ---------------------------------------------------------------------- */
+
 COLL_API coll_status_t coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
                                        coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                        coll_request_t **req_p)
 {
-    coll_status_t st = check_req_p(comm, req_p, "coll_iallreduce");
-    return st ? st : allreduce(sendbuf, recvbuf, count, dtype, op, comm, req_p, "coll_iallreduce");
+    CHECK_CALL(check_req_p(comm, req_p, "coll_iallreduce"));
+    return do_allreduce(sendbuf, recvbuf, count, dtype, op, comm, req_p, "coll_iallreduce");
 }
 
 COLL_API coll_status_t coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
                                        coll_dtype_t dtype, int root, coll_comm_t *comm,
                                        coll_request_t **req_p)
 {
-    coll_status_t st = check_req_p(comm, req_p, "coll_ibroadcast");
-    return st ? st : rooted(COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM, root,
-                            comm, req_p, "coll_ibroadcast");
+    CHECK_CALL(check_req_p(comm, req_p, "coll_ibroadcast"));
+    return do_rooted(COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM, root, comm,
+                     req_p, "coll_ibroadcast");
 }
 
 COLL_API coll_status_t coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
                                     coll_dtype_t dtype, coll_op_t op, int root,
                                     coll_comm_t *comm, coll_request_t **req_p)
 {
-    coll_status_t st = check_req_p(comm, req_p, "coll_ireduce");
-    return st ? st : rooted(COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm,
-                            req_p, "coll_ireduce");
+    CHECK_CALL(check_req_p(comm, req_p, "coll_ireduce"));
+    return do_rooted(COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm, req_p,
+                     "coll_ireduce");
+}
+
+COLL_API coll_status_t coll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                       coll_dtype_t dtype, coll_comm_t *comm,
+                                       coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_iallgather"));
+    return do_blocked(COLL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, comm,
+                      req_p, "coll_iallgather");
+}
+
+COLL_API coll_status_t coll_ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                            size_t recvcount, coll_dtype_t dtype, coll_op_t op,
+                                            coll_comm_t *comm, coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_ireduce_scatter"));
+    return do_blocked(COLL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, comm,
+                      req_p, "coll_ireduce_scatter");
+}
+
+COLL_API coll_status_t coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                      coll_dtype_t dtype, coll_comm_t *comm,
+                                      coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_ialltoall"));
+    return do_blocked(COLL_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COLL_SUM, comm, req_p,
+                      "coll_ialltoall");
+}
+
+COLL_API coll_status_t coll_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                    coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                    coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_igather"));
+    return do_gather_scatter(COLL_COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, root, comm,
+                             req_p, "coll_igather");
+}
+
+COLL_API coll_status_t coll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                     coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_iscatter"));
+    return do_gather_scatter(COLL_COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, root, comm,
+                             req_p, "coll_iscatter");
+}
+
+COLL_API coll_status_t coll_ibarrier(coll_comm_t *comm, coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_ibarrier"));
+    return do_barrier(comm, req_p, "coll_ibarrier");
+}
+
+COLL_API coll_status_t coll_isend(const void *sendbuf, size_t count, coll_dtype_t dtype,
+                                  int peer, coll_comm_t *comm, coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_isend"));
+    return do_p2p(COLL_STEP_SEND, sendbuf, count, dtype, peer, comm, req_p, "coll_isend");
+}
+
+COLL_API coll_status_t coll_irecv(void *recvbuf, size_t count, coll_dtype_t dtype, int peer,
+                                  coll_comm_t *comm, coll_request_t **req_p)
+{
+    CHECK_CALL(check_req_p(comm, req_p, "coll_irecv"));
+    return do_p2p(COLL_STEP_RECV, recvbuf, count, dtype, peer, comm, req_p, "coll_irecv");
 }
 
 COLL_API coll_status_t coll_test(coll_request_t *req, int *done_p)
@@ -243,17 +611,196 @@ COLL_API coll_status_t coll_test(coll_request_t *req, int *done_p)
 
 COLL_API coll_status_t coll_wait(coll_request_t *req)
 {
-    struct coll_op *op = (struct coll_op *)req;
-    struct coll_comm *comm;
-    coll_status_t st;
-
     if (!req)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_wait: req is NULL");
-    comm = op->comm;
-    st = coll__engine_wait(comm, op);
-    coll__engine_detach(comm, op);
-    coll__op_free(op);
-    if (st != COLL_SUCCESS)
-        coll__set_thread_error(comm->errmsg);
+    return finish(((struct coll_op *)req)->comm, (struct coll_op *)req);
+}
+
+/* ---- groups ---------------------------------------------------------------------------- */
+
+COLL_API coll_status_t coll_group_start(void)
+{
+    if (grp.depth == 0) {
+        grp.err = COLL_SUCCESS;
+        grp.n = 0;
+    }
+    grp.depth++;
+    return COLL_SUCCESS;
+}
+
+/* Sends to and receives from oneself pair up, in order, into local copies. */
+static coll_status_t pair_self(struct call *calls, size_t n, struct coll_comm *comm)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct call *s = &calls[i];
+        size_t j;
+        if (s->comm != comm || s->coll != COLL_COLL_SENDRECV || s->peer != comm->rank ||
+            s->p2p != COLL_STEP_SEND)
+            continue;
+        for (j = 0; j < n; j++) {
+            struct call *r = &calls[j];
+            if (r->comm == comm && r->coll == COLL_COLL_SENDRECV && r->peer == comm->rank &&
+                r->p2p == COLL_STEP_RECV)
+                break;
+        }
+        if (j == n)
+            return coll__error(comm, COLL_INVALID_USAGE,
+                               "coll_group_end: a send to oneself has no matching receive");
+        if (calls[j].count != s->count || calls[j].dtype != s->dtype)
+            return coll__error(comm, COLL_INVALID_ARGUMENT,
+                               "coll_group_end: a send to oneself of %zu x %s meets a receive "
+                               "of %zu x %s",
+                               s->count, coll__dtype_name(s->dtype), calls[j].count,
+                               coll__dtype_name(calls[j].dtype));
+        s->p2p = COLL_STEP_COPY;
+        s->recvbuf = calls[j].recvbuf;
+        calls[j].comm = NULL; /* consumed */
+    }
+    for (size_t i = 0; i < n; i++)
+        if (calls[i].comm == comm && calls[i].coll == COLL_COLL_SENDRECV &&
+            calls[i].peer == comm->rank && calls[i].p2p == COLL_STEP_RECV)
+            return coll__error(comm, COLL_INVALID_USAGE,
+                               "coll_group_end: a receive from oneself has no matching send");
+    return COLL_SUCCESS;
+}
+
+COLL_API coll_status_t coll_group_end(void)
+{
+    struct coll_op **ops = NULL;
+    struct call *calls = grp.calls;
+    coll_status_t st = COLL_SUCCESS;
+    size_t n = grp.n, nops = 0;
+
+    if (grp.depth == 0)
+        return coll__error(NULL, COLL_INVALID_USAGE,
+                           "coll_group_end without coll_group_start");
+    if (--grp.depth > 0)
+        return COLL_SUCCESS;
+    grp.n = 0;
+    if (grp.err != COLL_SUCCESS) {
+        st = grp.err;
+        grp.err = COLL_SUCCESS;
+        return st;
+    }
+    if (n == 0)
+        return COLL_SUCCESS;
+    ops = calloc(n, sizeof(*ops));
+    if (!ops)
+        return coll__error(NULL, COLL_SYSTEM_ERROR, "out of memory ending a group");
+    /* one op per comm, in the order the comms first appear; its calls in call order */
+    for (size_t i = 0; i < n && st == COLL_SUCCESS; i++) {
+        struct coll_comm *comm = calls[i].comm;
+        struct call *mine;
+        int k = 0;
+        if (!comm)
+            continue;
+        st = pair_self(calls + i, n - i, comm);
+        if (st != COLL_SUCCESS)
+            break;
+        mine = malloc((n - i) * sizeof(*mine));
+        if (!mine) {
+            st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory ending a group");
+            break;
+        }
+        for (size_t j = i; j < n; j++)
+            if (calls[j].comm == comm) {
+                mine[k++] = calls[j];
+                calls[j].comm = NULL;
+            }
+        st = issue(mine, k, false, &ops[nops]);
+        free(mine);
+        if (st == COLL_SUCCESS)
+            nops++;
+    }
+    /* wait for everything issued, even after a failure: coll owns the ops until then */
+    for (size_t i = 0; i < nops; i++) {
+        coll_status_t s2 = finish(ops[i]->comm, ops[i]);
+        if (st == COLL_SUCCESS)
+            st = s2;
+    }
+    free(ops);
+    return st;
+}
+
+/* ---- split ----------------------------------------------------------------------------- */
+
+struct split_ent {
+    int64_t color, key, rank;
+};
+
+static int split_cmp(const void *a, const void *b)
+{
+    const struct split_ent *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
+                                       coll_comm_t **newcomm_p)
+{
+    int64_t *table = NULL;
+    uint8_t *ids = NULL;
+    struct split_ent *mine = NULL;
+    coll_status_t st;
+    int n, nmine = 0, myrank = -1;
+
+    if (!comm || !newcomm_p)
+        return coll__error(comm, COLL_INVALID_ARGUMENT, "coll_comm_split: %s is NULL",
+                           !comm ? "comm" : "newcomm_p");
+    if (color < 0 && color != COLL_SPLIT_NOCOLOR)
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "coll_comm_split: color %d is negative and not COLL_SPLIT_NOCOLOR",
+                           color);
+    if (grp.depth > 0)
+        return coll__error(comm, COLL_INVALID_USAGE, "coll_comm_split inside a group");
+    n = comm->nranks;
+    *newcomm_p = NULL;
+    table = calloc((size_t)n * 2, sizeof(*table));
+    ids = calloc((size_t)n, COLL_UNIQUE_ID_BYTES);
+    mine = calloc((size_t)n, sizeof(*mine));
+    if (!table || !ids || !mine) {
+        st = coll__error(comm, COLL_SYSTEM_ERROR, "coll_comm_split: out of memory");
+        goto out;
+    }
+    /* everyone's (color, key): each rank fills its slot, a sum fills the rest */
+    table[2 * comm->rank] = color;
+    table[2 * comm->rank + 1] = key;
+    COLL_CHECK_GOTO(coll_allreduce(table, table, (size_t)n * 2, COLL_INT64, COLL_SUM, comm), st,
+                    out);
+    if (color != COLL_SPLIT_NOCOLOR) {
+        for (int r = 0; r < n; r++)
+            if (table[2 * r] == color)
+                mine[nmine++] = (struct split_ent){table[2 * r], table[2 * r + 1], r};
+        qsort(mine, (size_t)nmine, sizeof(*mine), split_cmp);
+        for (int i = 0; i < nmine; i++)
+            if (mine[i].rank == comm->rank)
+                myrank = i;
+        /* the new rank 0 of each color makes the id; a byte sum spreads them */
+        if (myrank == 0) {
+            coll_unique_id_t id;
+            COLL_CHECK_GOTO(coll_get_unique_id(&id), st, out_share);
+            memcpy(ids + (size_t)comm->rank * COLL_UNIQUE_ID_BYTES, &id, sizeof(id));
+        }
+    }
+out_share:
+    {
+        /* every rank must take part in the exchange, even after a local failure */
+        coll_status_t st2 = coll_allreduce(ids, ids, (size_t)n * COLL_UNIQUE_ID_BYTES,
+                                           COLL_UINT8, COLL_SUM, comm);
+        if (st == COLL_SUCCESS)
+            st = st2;
+    }
+    if (st != COLL_SUCCESS || color == COLL_SPLIT_NOCOLOR)
+        goto out;
+    {
+        coll_unique_id_t id;
+        memcpy(&id, ids + (size_t)mine[0].rank * COLL_UNIQUE_ID_BYTES, sizeof(id));
+        st = coll_comm_init(newcomm_p, nmine, &id, myrank);
+    }
+out:
+    free(table);
+    free(ids);
+    free(mine);
     return st;
 }

@@ -81,8 +81,9 @@ static void check_timeout(struct coll_comm *comm)
     coll__error(comm, COLL_TIMEOUT,
                 "%s #%llu (%zu x %s) made no progress for %lld ms (COLL_TIMEOUT_MS): waiting "
                 "for %s",
-                coll__coll_name(op->coll), (unsigned long long)op->seq, op->plan->args.count,
-                coll__dtype_name(op->plan->args.dtype), (long long)comm->cfg.timeout_ms, what);
+                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq,
+                op->parts[0].plan->args.count, coll__dtype_name(op->parts[0].plan->args.dtype),
+                (long long)comm->cfg.timeout_ms, what);
     coll__comm_fail(comm, COLL_TIMEOUT);
 }
 
@@ -218,6 +219,10 @@ void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
 {
     pthread_mutex_lock(&comm->lock);
     op->seq = comm->next_seq++;
+    /* Every rank issues the same collectives in the same order, so their number is checked
+     * by the receiver of each message; sends and receives are issued by some ranks only,
+     * so an op of nothing else carries a fixed mark instead. */
+    op->wire_seq = op->has_coll ? comm->next_coll_seq++ : COLL_WIRE_SEQ_P2P;
     atomic_store(&op->status, COLL_IN_PROGRESS);
     if (atomic_load(&comm->failed) != COLL_SUCCESS)
         atomic_store(&op->status, atomic_load(&comm->failed));
@@ -329,7 +334,8 @@ void coll__op_free(struct coll_op *op)
     if (!op)
         return;
     coll__exec_release(op);
-    if (op->plan)
-        coll__plan_put(op->plan);
+    for (int k = 0; k < op->nparts; k++)
+        coll__plan_put(op->parts[k].plan);
+    free(op->parts);
     free(op);
 }

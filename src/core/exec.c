@@ -1,12 +1,17 @@
 /*
- * exec.c - the executor: runs one rank's schedule of one op over the transports.
+ * exec.c - the executor: runs one rank's schedules of one op over the transports.
  *
- * A pass walks the steps from the first unfinished one: a step whose dependencies are done
- * starts (sends and receives are posted to their channel, reductions and copies run at
- * once); posted transfers are checked for completion. Chunked schedules therefore pipeline
- * by themselves: while chunk k is being received, chunk k-1 is reduced and chunk k-2 sent.
- * Sends to one peer are posted in step order, and receives from one peer likewise, which is
- * what makes the k-th send match the k-th receive over a FIFO link.
+ * A pass walks each part's steps from the first unfinished one: a step whose dependencies
+ * are done starts (sends and receives are posted to their channel, reductions and copies
+ * run at once); posted transfers are checked for completion. Chunked schedules therefore
+ * pipeline by themselves: while chunk k is being received, chunk k-1 is reduced and chunk
+ * k-2 sent.
+ *
+ * Matching: the messages this rank sends to a peer are numbered in order across the op's
+ * parts (part by part, then step by step), and so are the messages it receives from a peer.
+ * A message is posted only when all messages with lower numbers the same way have been, and
+ * its number travels as the tag. Both ends number the same way, so the k-th send matches
+ * the k-th receive over a FIFO link, and the receiver can check it.
  */
 #include "exec.h"
 #include "../reduce/reduce.h"
@@ -15,147 +20,238 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint8_t *buf_base(const struct coll_op *op, uint8_t buf)
+#define SCRATCH_ALIGN 64
+
+static uint8_t *buf_base(const struct coll_part *p, uint8_t buf)
 {
     switch (buf) {
     case COLL_BUF_SEND:
-        return (uint8_t *)op->sendbuf;
+        return (uint8_t *)p->sendbuf;
     case COLL_BUF_RECV:
-        return op->recvbuf;
+        return p->recvbuf;
     case COLL_BUF_SCRATCH:
-        return op->comm->scratch;
+        return p->scratch;
     }
     return NULL;
 }
 
-static void *slice_ptr(const struct coll_op *op, const struct coll_slice *sl)
+static void *slice_ptr(const struct coll_part *p, const struct coll_slice *sl)
 {
-    uint8_t *base = buf_base(op, sl->buf);
-    return base ? base + sl->off * op->plan->sched.elem_size : NULL;
+    uint8_t *base = buf_base(p, sl->buf);
+    return base ? base + sl->off * p->plan->sched.elem_size : NULL;
+}
+
+static size_t scratch_bytes(const struct coll_part *p)
+{
+    const struct coll_schedule *s = &p->plan->sched;
+    size_t b = s->buf_count[COLL_BUF_SCRATCH] * s->elem_size;
+    return (b + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
 static coll_status_t exec_start(struct coll_op *op)
 {
     struct coll_comm *comm = op->comm;
-    const struct coll_schedule *s = &op->plan->sched;
-    size_t scratch = s->buf_count[COLL_BUF_SCRATCH] * s->elem_size;
+    size_t n2 = 2 * (size_t)comm->nranks, scratch = 0, off = 0;
 
-    op->state = calloc(s->nsteps ? s->nsteps : 1, 1);
-    op->xfers = calloc(s->nsteps ? s->nsteps : 1, sizeof(*op->xfers));
-    if (!op->state || !op->xfers)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a %u-step schedule",
-                           s->nsteps);
+    op->posted = calloc(n2, sizeof(*op->posted));
+    if (!op->posted)
+        goto out_nomem;
+    for (int k = 0; k < op->nparts; k++) {
+        struct coll_part *p = &op->parts[k];
+        uint32_t nsteps = p->plan->sched.nsteps ? p->plan->sched.nsteps : 1;
+
+        p->state = calloc(nsteps, 1);
+        p->xfers = calloc(nsteps, sizeof(*p->xfers));
+        p->base = calloc(n2, sizeof(*p->base));
+        if (!p->state || !p->xfers || !p->base)
+            goto out_nomem;
+        if (k > 0)
+            for (size_t i = 0; i < n2; i++)
+                p->base[i] = op->parts[k - 1].base[i] + op->parts[k - 1].plan->nmsgs[i];
+        scratch += scratch_bytes(p);
+    }
     if (scratch > comm->scratch_bytes) {
-        void *p = realloc(comm->scratch, scratch);
-        if (!p)
+        void *mem = realloc(comm->scratch, scratch);
+        if (!mem)
             return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %zu bytes of scratch",
                                scratch);
-        comm->scratch = p;
+        comm->scratch = mem;
         comm->scratch_bytes = scratch;
+    }
+    for (int k = 0; k < op->nparts; k++) {
+        op->parts[k].scratch = (uint8_t *)comm->scratch + off;
+        off += scratch_bytes(&op->parts[k]);
     }
     op->started = true;
     op->last_progress_ns = coll__now_ns();
-    COLL_TRACE(COLL_SUB_COLL, "%s #%llu start: algo %s, %u steps", coll__coll_name(op->coll),
-               (unsigned long long)op->seq, s->algo ? s->algo->name : "-", s->nsteps);
+    COLL_TRACE(COLL_SUB_COLL, "%s #%llu start: %d part(s), algo %s, %u steps",
+               coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq, op->nparts,
+               op->parts[0].plan->sched.algo ? op->parts[0].plan->sched.algo->name : "-",
+               op->parts[0].plan->sched.nsteps);
     return COLL_SUCCESS;
+
+out_nomem:
+    return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory starting an operation");
 }
 
-static bool deps_done(const struct coll_op *op, const struct coll_step *st)
+static bool deps_done(const struct coll_part *p, const struct coll_step *st)
 {
     for (uint32_t d = 0; d < st->ndeps; d++)
-        if (op->state[st->deps[d]] != STEP_DONE)
+        if (p->state[st->deps[d]] != STEP_DONE)
             return false;
     return true;
 }
 
-static void exec_finish(struct coll_op *op)
+/* Where the result of a reducing collective lands on this rank, for the division of AVG. */
+static size_t avg_count(const struct coll_comm *comm, const struct coll_part *p)
 {
-    struct coll_comm *comm = op->comm;
-    const struct coll_algo_args *a = &op->plan->args;
-    bool holds_result = op->coll == COLL_COLL_ALLREDUCE ||
-                        (op->coll == COLL_COLL_REDUCE && comm->rank == op->root);
-
-    if (op->op == COLL_AVG && holds_result && a->count > 0)
-        coll__reduce_div(op->recvbuf, a->count, a->dtype, (uint64_t)comm->nranks);
-    atomic_store(&op->status, COLL_SUCCESS);
+    switch (p->coll) {
+    case COLL_COLL_ALLREDUCE:
+    case COLL_COLL_REDUCE_SCATTER:
+        return p->plan->args.count;
+    case COLL_COLL_REDUCE:
+        return comm->rank == p->root ? p->plan->args.count : 0;
+    default:
+        return 0;
+    }
 }
 
-/* Start step i if it can start. Returns true if it started; errors through *st_p. */
-static bool exec_try_start(struct coll_op *op, uint32_t i, coll_status_t *st_p)
+static void part_finish(struct coll_op *op, struct coll_part *p)
+{
+    size_t n = avg_count(op->comm, p);
+
+    if (p->op == COLL_AVG && n > 0)
+        coll__reduce_div(p->recvbuf, n, p->plan->args.dtype, (uint64_t)op->comm->nranks);
+    p->finished = true;
+}
+
+static coll_status_t null_buffer(struct coll_op *op, const struct coll_part *p, uint32_t i)
+{
+    const struct coll_schedule *s = &p->plan->sched;
+    return coll__error(op->comm, COLL_INTERNAL_ERROR, "step %u of %s %s touches a NULL buffer",
+                       i, s->algo ? s->algo->name : "p2p", coll__coll_name(p->coll));
+}
+
+/* Start step i of part p if it can start. Returns true if it started; errors in *st_p. */
+static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
+                           coll_status_t *st_p)
 {
     struct coll_comm *comm = op->comm;
-    const struct coll_schedule *s = &op->plan->sched;
+    const struct coll_schedule *s = &p->plan->sched;
     const struct coll_step *st = &s->steps[i];
     struct coll_xfer *x;
-    uint32_t prev;
+    size_t way;
+    uint32_t tag;
 
-    if (!deps_done(op, st))
+    if (!deps_done(p, st))
         return false;
     if (st->kind == COLL_STEP_REDUCE) {
-        void *dst = slice_ptr(op, &st->dst);
-        const void *a = slice_ptr(op, &st->src), *b = slice_ptr(op, &st->src2);
+        void *dst = slice_ptr(p, &st->dst);
+        const void *a = slice_ptr(p, &st->src), *b = slice_ptr(p, &st->src2);
         if (!dst || !a || !b) {
-            *st_p = coll__error(comm, COLL_INTERNAL_ERROR, "step %u of %s reduces a NULL buffer",
-                                i, s->algo ? s->algo->name : "?");
+            *st_p = null_buffer(op, p, i);
             return false;
         }
-        coll__reduce(dst, a, b, st->dst.count, s->dtype, op->op == COLL_AVG ? COLL_SUM : op->op);
-        op->state[i] = STEP_DONE;
-        op->ndone++;
+        coll__reduce(dst, a, b, st->dst.count, s->dtype, p->op == COLL_AVG ? COLL_SUM : p->op);
+        p->state[i] = STEP_DONE;
+        p->ndone++;
         return true;
     }
     if (st->kind == COLL_STEP_COPY) {
-        void *dst = slice_ptr(op, &st->dst);
-        const void *src = slice_ptr(op, &st->src);
+        void *dst = slice_ptr(p, &st->dst);
+        const void *src = slice_ptr(p, &st->src);
         if (!dst || !src) {
-            *st_p = coll__error(comm, COLL_INTERNAL_ERROR, "step %u of %s copies a NULL buffer",
-                                i, s->algo ? s->algo->name : "?");
+            *st_p = null_buffer(op, p, i);
             return false;
         }
         if (dst != src)
             memmove(dst, src, st->dst.count * s->elem_size);
-        op->state[i] = STEP_DONE;
-        op->ndone++;
+        p->state[i] = STEP_DONE;
+        p->ndone++;
         return true;
     }
-    /* SEND / RECV: keep per-peer posting order, then make sure the channel is up. */
-    prev = op->plan->prev_same[i];
-    if (prev != UINT32_MAX && op->state[prev] == STEP_PENDING)
+    /* SEND / RECV: only the next message of its way to its peer may be posted */
+    way = (size_t)st->peer * 2 + (st->kind == COLL_STEP_RECV);
+    tag = p->base[way] + p->plan->tag[i];
+    if (op->posted[way] != tag)
         return false;
     if (!comm->chans[st->peer]) {
         *st_p = comm->tp->connect(comm->tp_ctx, st->peer, &comm->chans[st->peer]);
         if (*st_p != COLL_SUCCESS || !comm->chans[st->peer])
             return false;
     }
-    x = &op->xfers[i];
+    x = &p->xfers[i];
     x->peer = st->peer;
-    x->seq = op->seq | op->sig;
-    x->tag = op->plan->tag[i];
+    x->seq = op->wire_seq | op->sig;
+    x->tag = tag;
     if (st->kind == COLL_STEP_SEND) {
-        x->buf = slice_ptr(op, &st->src);
+        x->buf = slice_ptr(p, &st->src);
         x->len = st->src.count * s->elem_size;
     } else {
-        x->buf = slice_ptr(op, &st->dst);
+        x->buf = slice_ptr(p, &st->dst);
         x->len = st->dst.count * s->elem_size;
     }
     if (!x->buf) {
-        *st_p = coll__error(comm, COLL_INTERNAL_ERROR, "step %u of %s moves a NULL buffer", i,
-                            s->algo ? s->algo->name : "?");
+        *st_p = null_buffer(op, p, i);
         return false;
     }
     atomic_store(&x->status, COLL_IN_PROGRESS);
-    op->state[i] = STEP_POSTED;
+    p->state[i] = STEP_POSTED;
+    op->posted[way]++;
     *st_p = st->kind == COLL_STEP_SEND ? comm->tp->post_send(comm->chans[st->peer], x)
                                        : comm->tp->post_recv(comm->chans[st->peer], x);
     return *st_p == COLL_SUCCESS;
 }
 
+/* One pass over part p. Returns true if anything moved. */
+static bool part_advance(struct coll_op *op, struct coll_part *p, coll_status_t *st_p)
+{
+    const struct coll_schedule *s = &p->plan->sched;
+    bool moved = false, again = true;
+
+    while (again && *st_p == COLL_SUCCESS) {
+        again = false;
+        for (uint32_t i = p->first_pending; i < s->nsteps; i++) {
+            uint8_t state = p->state[i];
+
+            if (state == STEP_DONE)
+                continue;
+            if (state == STEP_POSTED) {
+                int xs = atomic_load(&p->xfers[i].status);
+                if (xs == COLL_IN_PROGRESS)
+                    continue;
+                if (xs != COLL_SUCCESS) {
+                    *st_p = (coll_status_t)xs;
+                    return true;
+                }
+                p->state[i] = STEP_DONE;
+                p->ndone++;
+                moved = again = true;
+                continue;
+            }
+            if (exec_try_start(op, p, i, st_p)) {
+                moved = true;
+                /* a transfer may complete inside post: look at it again this pass */
+                if (p->state[i] == STEP_POSTED &&
+                    atomic_load(&p->xfers[i].status) != COLL_IN_PROGRESS)
+                    i--;
+            } else if (*st_p != COLL_SUCCESS) {
+                return true;
+            }
+        }
+        while (p->first_pending < s->nsteps && p->state[p->first_pending] == STEP_DONE)
+            p->first_pending++;
+    }
+    if (p->ndone == s->nsteps && !p->finished)
+        part_finish(op, p);
+    return moved;
+}
+
 bool coll__exec_advance(struct coll_op *op)
 {
     struct coll_comm *comm = op->comm;
-    const struct coll_schedule *s = &op->plan->sched;
     coll_status_t st = COLL_SUCCESS;
-    bool moved = false, again = true;
+    bool moved = false, all_done = true;
     int failed;
 
     if (atomic_load(&op->status) != COLL_IN_PROGRESS)
@@ -171,43 +267,19 @@ bool coll__exec_advance(struct coll_op *op)
             goto fail;
         moved = true;
     }
-    while (again) {
-        again = false;
-        for (uint32_t i = op->first_pending; i < s->nsteps; i++) {
-            uint8_t state = op->state[i];
-
-            if (state == STEP_DONE)
-                continue;
-            if (state == STEP_POSTED) {
-                int xs = atomic_load(&op->xfers[i].status);
-                if (xs == COLL_IN_PROGRESS)
-                    continue;
-                if (xs != COLL_SUCCESS) {
-                    st = (coll_status_t)xs;
-                    goto fail;
-                }
-                op->state[i] = STEP_DONE;
-                op->ndone++;
-                moved = again = true;
-                continue;
-            }
-            if (exec_try_start(op, i, &st)) {
-                moved = true;
-                /* a transfer may complete inside post: look at it again this pass */
-                if (op->state[i] == STEP_POSTED &&
-                    atomic_load(&op->xfers[i].status) != COLL_IN_PROGRESS)
-                    i--;
-            } else if (st != COLL_SUCCESS) {
-                goto fail;
-            }
-        }
-        while (op->first_pending < s->nsteps && op->state[op->first_pending] == STEP_DONE)
-            op->first_pending++;
+    for (int k = 0; k < op->nparts; k++) {
+        struct coll_part *p = &op->parts[k];
+        if (p->finished)
+            continue;
+        moved |= part_advance(op, p, &st);
+        if (st != COLL_SUCCESS)
+            goto fail;
+        all_done &= p->finished;
     }
     if (moved)
         op->last_progress_ns = coll__now_ns();
-    if (op->ndone == s->nsteps)
-        exec_finish(op);
+    if (all_done)
+        atomic_store(&op->status, COLL_SUCCESS);
     return moved;
 
 fail:
@@ -222,7 +294,6 @@ fail:
 
 void coll__exec_describe_wait(const struct coll_op *op, char *buf, size_t n)
 {
-    const struct coll_schedule *s = &op->plan->sched;
     size_t o = 0;
     int listed = 0;
 
@@ -231,29 +302,39 @@ void coll__exec_describe_wait(const struct coll_op *op, char *buf, size_t n)
         snprintf(buf, n, "not started");
         return;
     }
-    for (uint32_t i = op->first_pending; i < s->nsteps && listed < 4 && o + 1 < n; i++) {
-        const struct coll_step *st = &s->steps[i];
-        int w;
-        if (op->state[i] != STEP_POSTED ||
-            (st->kind != COLL_STEP_SEND && st->kind != COLL_STEP_RECV))
-            continue;
-        w = snprintf(buf + o, n - o, "%s%s rank %d (%zu bytes)", listed ? ", " : "",
-                     st->kind == COLL_STEP_SEND ? "send to" : "receive from", st->peer,
-                     op->xfers[i].len);
-        if (w < 0)
-            break;
-        o += (size_t)w < n - o ? (size_t)w : n - o - 1;
-        listed++;
+    for (int k = 0; k < op->nparts; k++) {
+        const struct coll_part *p = &op->parts[k];
+        const struct coll_schedule *s = &p->plan->sched;
+        for (uint32_t i = p->first_pending; i < s->nsteps && listed < 4 && o + 1 < n; i++) {
+            const struct coll_step *st = &s->steps[i];
+            int w;
+            if (p->state[i] != STEP_POSTED ||
+                (st->kind != COLL_STEP_SEND && st->kind != COLL_STEP_RECV))
+                continue;
+            w = snprintf(buf + o, n - o, "%s%s rank %d (%zu bytes)", listed ? ", " : "",
+                         st->kind == COLL_STEP_SEND ? "send to" : "receive from", st->peer,
+                         p->xfers[i].len);
+            if (w < 0)
+                break;
+            o += (size_t)w < n - o ? (size_t)w : n - o - 1;
+            listed++;
+        }
     }
     if (!listed)
-        snprintf(buf, n, "step %u of %u (waiting for a connection)", op->first_pending,
-                 s->nsteps);
+        snprintf(buf, n, "a connection to a peer, or a step blocked behind one");
 }
 
 void coll__exec_release(struct coll_op *op)
 {
-    free(op->state);
-    free(op->xfers);
-    op->state = NULL;
-    op->xfers = NULL;
+    for (int k = 0; k < op->nparts; k++) {
+        struct coll_part *p = &op->parts[k];
+        free(p->state);
+        free(p->xfers);
+        free(p->base);
+        p->state = NULL;
+        p->xfers = NULL;
+        p->base = NULL;
+    }
+    free(op->posted);
+    op->posted = NULL;
 }

@@ -8,35 +8,52 @@
 #include "../algo/schedule.h"
 #include "../transport/transport.h"
 
-/* A built schedule with what the executor derives from it once: per step, the previous
- * step of the same direction to the same peer (posting order) and the message tag. Cached
- * per comm and shared by ops with the same arguments; refcounted because a request may
- * outlive a cache eviction. */
+/* A built schedule with what the executor derives from it once: per step, the message's
+ * index among the messages this rank exchanges the same way with the same peer (its tag),
+ * and per peer the number of messages each way. Cached per comm and shared by ops with the
+ * same arguments; refcounted because a request may outlive a cache eviction. */
 struct coll_plan {
     struct coll_schedule sched;
-    uint32_t *prev_same;         /* [nsteps]: UINT32_MAX when none */
     uint32_t *tag;               /* [nsteps]: message index per (peer, direction) */
+    uint32_t *nmsgs;             /* [2 * nranks]: sends to p at 2p, receives from p at 2p+1 */
     struct coll_algo_args args;
     _Atomic int refs;
 };
 
+#define COLL_WIRE_SEQ_P2P ((1ull << 48) - 1)
+
 enum coll_step_state { STEP_PENDING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
-struct coll_op {
-    struct coll_comm *comm;
+/* One collective (or send, or receive) inside an op. An op issued by a plain call has one
+ * part; a group (coll_group_start/end) puts all its calls on one comm into one op, whose
+ * parts run at once, so that matched sends and receives in a group never deadlock. */
+struct coll_part {
     enum coll_coll coll;
     coll_op_t op;
     int root;
-    uint64_t seq;                /* position on the comm: 0, 1, 2, ... */
-    uint64_t sig;                /* hash of the call's arguments << 48, sent in each message */
     const void *sendbuf;
     void *recvbuf;
     struct coll_plan *plan;
+    uint64_t sig;                /* hash of the call's arguments */
     /* executor state */
     uint8_t *state;              /* [nsteps] enum coll_step_state */
     struct coll_xfer *xfers;     /* [nsteps], used by SEND/RECV steps */
+    uint32_t *base;              /* [2 * nranks]: messages of earlier parts, per peer/way */
+    uint8_t *scratch;            /* this part's share of the comm's scratch */
     uint32_t first_pending;      /* every step below is done */
     uint32_t ndone;
+    bool finished;
+};
+
+struct coll_op {
+    struct coll_comm *comm;
+    uint64_t seq;                /* position on the comm: 0, 1, 2, ... */
+    uint64_t sig;                /* hash of the collective parts' arguments << 48 */
+    bool has_coll;               /* any part is a collective (not send/recv) */
+    uint64_t wire_seq;           /* sent in each message with sig: see engine_submit */
+    int nparts;
+    struct coll_part *parts;     /* [nparts], in call order */
+    uint32_t *posted;            /* [2 * nranks]: messages posted so far, per peer/way */
     bool started;
     uint64_t last_progress_ns;
     _Atomic int status;          /* COLL_IN_PROGRESS until complete */
@@ -71,6 +88,11 @@ COLL_INTERNAL coll_status_t coll__plan_get(struct coll_comm *comm,
                                            const struct coll_algo_args *args,
                                            struct coll_plan **plan_p);
 COLL_INTERNAL void coll__plan_put(struct coll_plan *plan);
+/* A one-step plan, not cached: kind COLL_STEP_SEND (SEND buffer to peer), COLL_STEP_RECV
+ * (peer to RECV buffer) or COLL_STEP_COPY (SEND to RECV: a send to oneself in a group). */
+COLL_INTERNAL coll_status_t coll__plan_p2p(struct coll_comm *comm, uint8_t kind, int peer,
+                                           size_t count, coll_dtype_t dtype,
+                                           struct coll_plan **plan_p);
 COLL_INTERNAL coll_status_t coll__plan_cache_init(struct coll_comm *comm);
 COLL_INTERNAL void coll__plan_cache_free(struct coll_comm *comm);
 

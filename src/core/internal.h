@@ -175,6 +175,7 @@ struct coll_comm {
     struct coll_pollent wake_pe;
     struct coll_op *ops_head, *ops_tail; /* issued, not yet completed, in order */
     uint64_t next_seq;                /* sequence number of the next op issued */
+    uint64_t next_coll_seq;           /* ... of the next op holding a collective */
     int waiters;                      /* threads waiting that want to drive progress */
     bool driving;                     /* some thread is inside coll__engine_progress */
     bool stopping;                    /* destroy in progress: progress thread exits */

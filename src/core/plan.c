@@ -33,8 +33,8 @@ static bool args_equal(const struct coll_algo_args *a, const struct coll_algo_ar
 static void plan_free(struct coll_plan *p)
 {
     coll__sched_free(&p->sched);
-    free(p->prev_same);
     free(p->tag);
+    free(p->nmsgs);
     free(p);
 }
 
@@ -44,37 +44,23 @@ void coll__plan_put(struct coll_plan *plan)
         plan_free(plan);
 }
 
-/* Per step: the previous step moving data the same way with the same peer, and the
- * message's index among those (the tag the receiver checks). */
+/* Per step, the message's index among this rank's messages to (or from) the same peer: the
+ * tag the receiver checks, and the executor's posting order. */
 static coll_status_t plan_derive(struct coll_comm *comm, struct coll_plan *p)
 {
     const struct coll_schedule *s = &p->sched;
-    uint32_t n = (uint32_t)s->nranks;
-    uint32_t *last = malloc(sizeof(*last) * 2 * n), *cnt = calloc(2 * (size_t)n, sizeof(*cnt));
+    size_t n = (size_t)s->nranks;
 
-    p->prev_same = malloc(sizeof(uint32_t) * (s->nsteps ? s->nsteps : 1));
+    p->nmsgs = calloc(2 * n, sizeof(*p->nmsgs));
     p->tag = malloc(sizeof(uint32_t) * (s->nsteps ? s->nsteps : 1));
-    if (!last || !cnt || !p->prev_same || !p->tag) {
-        free(last);
-        free(cnt);
+    if (!p->nmsgs || !p->tag)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory deriving a plan");
-    }
-    for (uint32_t i = 0; i < 2 * n; i++)
-        last[i] = UINT32_MAX;
     for (uint32_t i = 0; i < s->nsteps; i++) {
         const struct coll_step *st = &s->steps[i];
-        uint32_t k;
-        p->prev_same[i] = UINT32_MAX;
         p->tag[i] = 0;
-        if (st->kind != COLL_STEP_SEND && st->kind != COLL_STEP_RECV)
-            continue;
-        k = (uint32_t)st->peer * 2 + (st->kind == COLL_STEP_RECV);
-        p->prev_same[i] = last[k];
-        p->tag[i] = cnt[k]++;
-        last[k] = i;
+        if (st->kind == COLL_STEP_SEND || st->kind == COLL_STEP_RECV)
+            p->tag[i] = p->nmsgs[(size_t)st->peer * 2 + (st->kind == COLL_STEP_RECV)]++;
     }
-    free(last);
-    free(cnt);
     return COLL_SUCCESS;
 }
 
@@ -181,4 +167,45 @@ void coll__plan_cache_free(struct coll_comm *comm)
     pthread_mutex_destroy(&c->lock);
     free(c);
     comm->sched_cache = NULL;
+}
+
+coll_status_t coll__plan_p2p(struct coll_comm *comm, uint8_t kind, int peer, size_t count,
+                             coll_dtype_t dtype, struct coll_plan **plan_p)
+{
+    struct coll_plan *p = calloc(1, sizeof(*p));
+    coll_status_t st;
+
+    if (!p)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a plan");
+    p->args = (struct coll_algo_args){
+        .coll = COLL_COLL_SENDRECV,
+        .nranks = comm->nranks,
+        .rank = comm->rank,
+        .root = 0,
+        .count = count,
+        .dtype = dtype,
+        .elem_size = coll__dtype_size(dtype),
+        .chunk_count = count ? count : 1,
+    };
+    atomic_store(&p->refs, 1);
+    coll__sched_init(&p->sched, &p->args);
+    if (count == 0)
+        st = COLL_SUCCESS; /* nothing moves: an empty schedule */
+    else if (kind == COLL_STEP_SEND)
+        st = coll__sched_send(&p->sched, peer, coll__slice(COLL_BUF_SEND, 0, count), 0, NULL,
+                              NULL);
+    else if (kind == COLL_STEP_RECV)
+        st = coll__sched_recv(&p->sched, peer, coll__slice(COLL_BUF_RECV, 0, count), 0, NULL,
+                              NULL);
+    else
+        st = coll__sched_copy(&p->sched, coll__slice(COLL_BUF_RECV, 0, count),
+                              coll__slice(COLL_BUF_SEND, 0, count), 0, NULL, NULL);
+    if (st == COLL_SUCCESS)
+        st = plan_derive(comm, p);
+    if (st != COLL_SUCCESS) {
+        plan_free(p);
+        return st;
+    }
+    *plan_p = p;
+    return COLL_SUCCESS;
 }
