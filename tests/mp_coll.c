@@ -247,6 +247,109 @@ static void suite_dtypes(coll_comm_t *world)
     free(u);
 }
 
+/* The other collectives: all-gather, reduce-scatter, all-to-all, gather, scatter, barrier,
+ * in and out of place, every root for small n. */
+static void check_others(coll_comm_t *comm, size_t count, int inplace, const char *tag)
+{
+    size_t n = (size_t)nranks, me = (size_t)rank, big = n * count + 1;
+    int32_t *s = malloc(big * sizeof(int32_t)), *r = malloc(big * sizeof(int32_t));
+    int32_t tri = nranks * (nranks + 1) / 2;
+
+    /* all-gather: rank q contributes val(q, i) */
+    for (size_t i = 0; i < big; i++)
+        r[i] = -1;
+    for (size_t i = 0; i < count; i++)
+        (inplace ? r + me * count : s)[i] = val(rank, i);
+    CHECK(coll_allgather(inplace ? r + me * count : s, r, count, COLL_INT32, comm));
+    for (size_t q = 0; q < n; q++)
+        for (size_t i = 0; i < count; i++)
+            if (r[q * count + i] != val((int)q, i))
+                die("%s allgather count %zu inplace %d: from %zu [%zu] = %d", tag, count,
+                    inplace, q, i, r[q * count + i]);
+    /* reduce-scatter: block b of every rank, summed, lands on rank b */
+    for (size_t i = 0; i < n * count; i++)
+        s[i] = val(rank, i);
+    CHECK(coll_reduce_scatter(s, inplace ? s + me * count : r, count, COLL_INT32, COLL_SUM,
+                              comm));
+    for (size_t i = 0; i < count; i++) {
+        int32_t got = inplace ? s[me * count + i] : r[i];
+        int32_t want = (int32_t)((me * count + i) % 13 + 1) * tri;
+        if (got != want)
+            die("%s reduce_scatter count %zu inplace %d: [%zu] = %d, want %d", tag, count,
+                inplace, i, got, want);
+    }
+    /* all-to-all: block j of rank q holds q * 1000 + j * 10 + i % 7 */
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < count; i++)
+            s[j * count + i] = rank * 1000 + (int32_t)(j * 10 + i % 7);
+    CHECK(coll_alltoall(s, inplace ? s : r, count, COLL_INT32, comm));
+    for (size_t q = 0; q < n; q++)
+        for (size_t i = 0; i < count; i++) {
+            int32_t got = (inplace ? s : r)[q * count + i];
+            if (got != (int32_t)(q * 1000 + me * 10 + i % 7))
+                die("%s alltoall count %zu inplace %d: from %zu [%zu] = %d", tag, count,
+                    inplace, q, i, got);
+        }
+    for (int root = 0; root < nranks; root++) {
+        if (nranks > 4 && root != 0 && root != nranks - 1)
+            continue;
+        /* gather */
+        for (size_t i = 0; i < big; i++)
+            r[i] = -1;
+        for (size_t i = 0; i < count; i++)
+            (inplace && rank == root ? r + me * count : s)[i] = val(rank, i) + root;
+        CHECK(coll_gather(inplace && rank == root ? r + me * count : s,
+                          rank == root ? r : NULL, count, COLL_INT32, root, comm));
+        if (rank == root)
+            for (size_t q = 0; q < n; q++)
+                for (size_t i = 0; i < count; i++)
+                    if (r[q * count + i] != val((int)q, i) + root)
+                        die("%s gather root %d count %zu: from %zu [%zu] = %d", tag, root,
+                            count, q, i, r[q * count + i]);
+        /* scatter */
+        if (rank == root)
+            for (size_t i = 0; i < n * count; i++)
+                s[i] = (int32_t)i + 5 * root;
+        for (size_t i = 0; i < count; i++)
+            r[i] = -1;
+        CHECK(coll_scatter(rank == root ? s : NULL,
+                           inplace && rank == root ? s + me * count : r, count, COLL_INT32,
+                           root, comm));
+        for (size_t i = 0; i < count; i++) {
+            int32_t got = inplace && rank == root ? s[me * count + i] : r[i];
+            if (got != (int32_t)(me * count + i) + 5 * root)
+                die("%s scatter root %d count %zu: [%zu] = %d", tag, root, count, i, got);
+        }
+    }
+    CHECK(coll_barrier(comm));
+    free(s);
+    free(r);
+}
+
+static void sweep_others(coll_comm_t *comm, const char *tag)
+{
+    size_t n = (size_t)nranks;
+    size_t counts[] = {0, 1, n + 1, 1000, 40003};
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+        for (int inplace = 0; inplace < 2; inplace++)
+            check_others(comm, counts[c], inplace, tag);
+}
+
+static void suite_colls(coll_comm_t *world)
+{
+    /* the model's choice, then every algorithm forced where it applies */
+    const char *forced[] = {"ring", "rd", "bruck", "pairwise", "linear", "binomial",
+                            "rabenseifner", "dissemination"};
+    sweep_others(world, "default");
+    for (size_t a = 0; a < sizeof(forced) / sizeof(forced[0]); a++) {
+        coll_comm_t *comm = new_comm(world, forced[a]);
+        sweep_others(comm, forced[a]);
+        if (!strcmp(forced[a], "rd") || !strcmp(forced[a], "rabenseifner"))
+            sweep(comm, forced[a], 0);
+        CHECK(coll_comm_destroy(comm));
+    }
+}
+
 /* Point to point: blocking pairs, a ring in a group (would deadlock ungrouped if sends
  * waited), non-blocking, and a send to oneself paired in a group. */
 static void suite_p2p(coll_comm_t *world)
@@ -456,6 +559,8 @@ int main(int argc, char **argv)
         suite_twocomm(world);
     else if (!strcmp(suite, "dtypes"))
         suite_dtypes(world);
+    else if (!strcmp(suite, "colls"))
+        suite_colls(world);
     else if (!strcmp(suite, "p2p"))
         suite_p2p(world);
     else if (!strcmp(suite, "group"))

@@ -2,7 +2,8 @@
  * sim.c - the schedule simulator (see sim.h for the model) and the static race check.
  *
  * Divisions: 1 setup (validation, bounds, matching, reverse edges), 2 the event loop,
- * 3 the end (deadlock and unmatched reports, avg), 4 the race check.
+ * 3 the end (deadlock and unmatched reports, avg), 4 the race check, 5 buffer layouts and
+ * reachability (barriers).
  *
  * Events are "start step i of rank r" and "complete transfer i of rank r". Each is pushed
  * into one pool exactly once, when it becomes possible (it stays possible until it runs), and
@@ -577,7 +578,8 @@ int sim_run(const struct coll_schedule *scheds, int32_t n, const struct sim_mem 
         st = check_unmatched(&sm);
     if (st == SIM_OK && o->op == COLL_AVG && o->count > 0)
         for (int32_t r = 0; r < n; r++)
-            if (o->coll == COLL_COLL_ALLREDUCE || (o->coll == COLL_COLL_REDUCE && r == o->root))
+            if (o->coll == COLL_COLL_ALLREDUCE || o->coll == COLL_COLL_REDUCE_SCATTER ||
+                (o->coll == COLL_COLL_REDUCE && r == o->root))
                 coll__reduce_div(mem[r].recv, o->count, o->dtype, (uint64_t)n);
     if (stats)
         *stats = sm.stats;
@@ -597,10 +599,18 @@ struct race_read {
 
 int sim_check_races(const struct coll_schedule *s, char *err, size_t errlen)
 {
+    return sim_check_races_at(s, 0, err, errlen);
+}
+
+int sim_check_races_at(const struct coll_schedule *s, int64_t send_at, char *err, size_t errlen)
+{
     const uint32_t ns = s->nsteps;
     const size_t words = ((size_t)ns + 63) / 64;
-    /* SEND and RECV share element indices [0, ur); SCRATCH follows */
-    const size_t ur = COLL_MAX(s->buf_count[COLL_BUF_SEND], s->buf_count[COLL_BUF_RECV]);
+    /* SEND and RECV share element indices [0, ur), overlapping as they do in place: RECV
+     * from base[RECV], SEND from base[SEND] = base[RECV] + send_at; SCRATCH follows */
+    const size_t rb = send_at < 0 ? (size_t)-send_at : 0, sb = rb + (size_t)send_at;
+    const size_t ur = COLL_MAX(sb + s->buf_count[COLL_BUF_SEND], rb + s->buf_count[COLL_BUF_RECV]);
+    const size_t base[COLL_NUM_BUFS] = {sb, rb, ur};
     const size_t ne = ur + s->buf_count[COLL_BUF_SCRATCH];
     uint64_t *anc = NULL;
     uint32_t *writer = NULL, *head = NULL;
@@ -639,12 +649,12 @@ int sim_check_races(const struct coll_schedule *s, char *err, size_t errlen)
         }
         /* reads first: a step may read and write one element (reduce in place) */
         for (int k = 0; k < 3; k++) {
-            size_t base;
+            size_t b0;
             if (k == 2 || !(used & (1u << k)))
                 continue;
-            base = sl[k]->buf == COLL_BUF_SCRATCH ? ur : 0;
+            b0 = sl[k]->buf < COLL_NUM_BUFS ? base[sl[k]->buf] : ne; /* validate reports it */
             for (size_t x = 0; x < sl[k]->count; x++) {
-                size_t e = base + sl[k]->off + x;
+                size_t e = b0 + sl[k]->off + x;
                 uint32_t w;
                 if (e >= ne)
                     break; /* validate reports it */
@@ -682,9 +692,9 @@ int sim_check_races(const struct coll_schedule *s, char *err, size_t errlen)
         if (!(used & 4u))
             continue;
         {
-            size_t base = p->dst.buf == COLL_BUF_SCRATCH ? ur : 0;
+            const size_t b0 = p->dst.buf < COLL_NUM_BUFS ? base[p->dst.buf] : ne;
             for (size_t x = 0; x < p->dst.count; x++) {
-                size_t e = base + p->dst.off + x;
+                size_t e = b0 + p->dst.off + x;
                 uint32_t w;
                 if (e >= ne)
                     break;
@@ -720,5 +730,115 @@ out:
     free(writer);
     free(head);
     free(reads);
+    return st;
+}
+
+/* ---- 5 buffer layouts and reachability ----------------------------------------------- */
+
+void sim_layout_of(enum coll_coll coll, int32_t n, int32_t rank, int32_t root, size_t count,
+                   struct sim_layout *l)
+{
+    const size_t nc = (size_t)n * count;
+    const bool is_root = rank == root;
+
+    memset(l, 0, sizeof(*l));
+    switch (coll) {
+    case COLL_COLL_ALLREDUCE:
+        *l = (struct sim_layout){count, count, true, 0};
+        break;
+    case COLL_COLL_BROADCAST:
+        *l = (struct sim_layout){is_root ? count : 0, count, is_root, 0};
+        break;
+    case COLL_COLL_REDUCE:
+        *l = (struct sim_layout){count, is_root ? count : 0, is_root, 0};
+        break;
+    case COLL_COLL_ALLGATHER:
+        *l = (struct sim_layout){count, nc, true, (int64_t)((size_t)rank * count)};
+        break;
+    case COLL_COLL_REDUCE_SCATTER:
+        *l = (struct sim_layout){nc, count, true, -(int64_t)((size_t)rank * count)};
+        break;
+    case COLL_COLL_ALLTOALL:
+        *l = (struct sim_layout){nc, nc, true, 0};
+        break;
+    case COLL_COLL_GATHER:
+        *l = (struct sim_layout){count, is_root ? nc : 0, is_root,
+                                 is_root ? (int64_t)((size_t)root * count) : 0};
+        break;
+    case COLL_COLL_SCATTER:
+        *l = (struct sim_layout){is_root ? nc : 0, count, is_root,
+                                 is_root ? -(int64_t)((size_t)root * count) : 0};
+        break;
+    default: /* barrier: no user buffers */
+        break;
+    }
+}
+
+int sim_reach(const struct coll_schedule *scheds, int32_t n, int32_t from, bool *reached)
+{
+    uint8_t **mark = calloc((size_t)n, sizeof(*mark));
+    uint32_t **match = calloc((size_t)n, sizeof(*match)); /* per RECV: the matched send */
+    bool changed = true;
+    int st = SIM_NOMEM;
+
+    if (!mark || !match)
+        goto out;
+    for (int32_t r = 0; r < n; r++) {
+        mark[r] = calloc(scheds[r].nsteps + 1, 1);
+        match[r] = malloc((scheds[r].nsteps + 1) * sizeof(uint32_t));
+        if (!mark[r] || !match[r])
+            goto out;
+        for (uint32_t i = 0; i < scheds[r].nsteps; i++)
+            match[r][i] = NONE;
+        reached[r] = false;
+    }
+    /* the k-th send from a to b is the k-th receive from a on b: two cursors per link */
+    for (int32_t b = 0; b < n; b++)
+        for (int32_t a = 0; a < n; a++) {
+            uint32_t k = 0;
+            for (uint32_t i = 0; i < scheds[b].nsteps; i++) {
+                const struct coll_step *p = &scheds[b].steps[i];
+                if (p->kind != COLL_STEP_RECV || p->peer != a)
+                    continue;
+                while (k < scheds[a].nsteps &&
+                       (scheds[a].steps[k].kind != COLL_STEP_SEND || scheds[a].steps[k].peer != b))
+                    k++;
+                if (k < scheds[a].nsteps)
+                    match[b][i] = k++;
+            }
+        }
+    for (uint32_t i = 0; i < scheds[from].nsteps; i++)
+        mark[from][i] = 1;
+    /* dependencies point backwards, so a pass per rank in step order settles the rank;
+     * passes repeat while messages carry marks across */
+    while (changed) {
+        changed = false;
+        for (int32_t r = 0; r < n; r++)
+            for (uint32_t i = 0; i < scheds[r].nsteps; i++) {
+                const struct coll_step *p = &scheds[r].steps[i];
+                bool m = false;
+                if (mark[r][i])
+                    continue;
+                for (uint32_t d = 0; d < p->ndeps && !m; d++)
+                    m = p->deps[d] < i && mark[r][p->deps[d]];
+                if (!m && p->kind == COLL_STEP_RECV && match[r][i] != NONE)
+                    m = mark[p->peer][match[r][i]];
+                if (m) {
+                    mark[r][i] = 1;
+                    changed = true;
+                }
+            }
+    }
+    for (int32_t r = 0; r < n; r++)
+        for (uint32_t i = 0; i < scheds[r].nsteps && !reached[r]; i++)
+            reached[r] = mark[r][i];
+    st = SIM_OK;
+out:
+    for (int32_t r = 0; mark && match && r < n; r++) {
+        free(mark[r]);
+        free(match[r]);
+    }
+    free(mark);
+    free(match);
     return st;
 }

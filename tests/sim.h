@@ -35,9 +35,10 @@ enum sim_status {
     SIM_NOMEM,
 };
 
-/* One rank's user buffers. NULL with count 0 where the call allows NULL (reduce: RECV off
- * the root; broadcast: SEND off the root). send == recv is in place. Scratch is the
- * simulator's own: buf_count[SCRATCH] elements, filled with garbage. */
+/* One rank's user buffers. NULL with count 0 where the call allows NULL (reduce and
+ * gather: RECV off the root; broadcast and scatter: SEND off the root; barrier: both).
+ * In place the two overlap as sim_layout says (send == recv for all-reduce). Scratch is
+ * the simulator's own: buf_count[SCRATCH] elements, filled with garbage. */
 struct sim_mem {
     void *send, *recv;
     size_t send_count, recv_count; /* elements the buffers hold */
@@ -51,7 +52,8 @@ struct sim_opts {
                         every transfer completes late */
     coll_dtype_t dtype;
     coll_op_t op;        /* COLL_AVG: sum, then coll__reduce_div on the ranks with a result */
-    enum coll_coll coll; /* which ranks hold a result (allreduce: all; reduce: root) */
+    enum coll_coll coll; /* which ranks hold a reduced result (allreduce and reduce-scatter:
+                            all; reduce: root) */
     int32_t root;
     size_t count; /* elements of RECV that hold the result */
 };
@@ -72,6 +74,40 @@ int sim_run(const struct coll_schedule *scheds, int32_t n, const struct sim_mem 
  * one memory, since they may be), and no step reads SEND[i] once RECV[i] may have been
  * written (the in-place rule). SIM_RACE with a message otherwise. */
 int sim_check_races(const struct coll_schedule *s, char *err, size_t errlen);
+
+/* The buffers of one rank in one collective, as NCCL lays them out (count is NCCL's: per
+ * rank for all-gather, reduce-scatter, all-to-all, gather and scatter):
+ *
+ *   coll            SEND          RECV          in place (alias)
+ *   allreduce       count         count         SEND == RECV
+ *   broadcast       count (root)  count         root: SEND == RECV
+ *   reduce          count         count (root)  root: SEND == RECV
+ *   allgather       count         n count       SEND == RECV + r count
+ *   reducescatter   n count       count         RECV == SEND + r count
+ *   alltoall        n count       n count       SEND == RECV
+ *   gather          count         n count (root) root: SEND == RECV + root count
+ *   scatter         n count (root) count        root: RECV == SEND + root count
+ *   barrier         -             -             -
+ */
+struct sim_layout {
+    size_t send_count, recv_count; /* elements; 0: the buffer may be NULL */
+    bool alias;                    /* this rank has an in-place form */
+    int64_t send_at;               /* in place, SEND[i] is RECV[i + send_at] */
+};
+void sim_layout_of(enum coll_coll coll, int32_t n, int32_t rank, int32_t root, size_t count,
+                   struct sim_layout *l);
+
+/* sim_check_races for a rank whose SEND, in place, starts at RECV[send_at] (negative: RECV
+ * starts at SEND[-send_at]): SEND[i] and RECV[i + send_at] are then one element, so the
+ * in-place rule reads "no step reads SEND[i] once RECV[i + send_at] may have been
+ * written". sim_check_races is send_at 0. */
+int sim_check_races_at(const struct coll_schedule *s, int64_t send_at, char *err, size_t errlen);
+
+/* Which ranks wait for rank `from`: reached[r] (n entries) is set when some step of rank r
+ * depends, through dependencies and messages (a receive on its matched send), on some
+ * step of rank from; reached[from] is set when from has steps. A barrier is correct when
+ * this holds for every pair. SIM_OK, or SIM_NOMEM. */
+int sim_reach(const struct coll_schedule *scheds, int32_t n, int32_t from, bool *reached);
 
 const char *sim_status_name(int st);
 

@@ -1,12 +1,16 @@
 /*
  * test_schedule.c - every algorithm on every collective it claims, run by the simulator for
- * n = 1..64 ranks, counts 0, 1, n-1, n, n+1, 3n+1 and 10000, roots, chunk sizes, in place
- * and out of place, eager and rendezvous links, several orders; results checked against a
- * reference computed here. Also the schedule helpers, the structural promises (scratch
- * bounds, which buffers a rank may touch) and the simulator's own ability to fail.
+ * n = 1..64 ranks (every n up to 24, a sample above where buffers hold n x count), counts 0,
+ * 1, n-1, n, n+1, 3n+1 and a large one, every root, chunk sizes, in place (with each
+ * collective's own overlap of SEND and RECV) and out of place, eager and rendezvous links,
+ * several orders; results checked against a reference computed here. Also the schedule
+ * helpers, the structural promises (scratch bounds, which buffers a rank may touch, message
+ * counts of each pattern, barriers that wait for everyone) and the simulator's own ability
+ * to fail.
  *
- * Divisions: 1 element encoding and the reference, 2 one simulated run, 3 helpers and
- * table, 4 the sweeps, 5 dtype x op, 6 structure, 7 the checker can fail.
+ * Divisions: 1 element encoding and the reference, 2 one simulated run (buffer layouts,
+ * references per collective), 3 helpers and table, 4 the sweeps, 5 dtype x op, 6
+ * structure, 7 the checker can fail.
  *
  * Build: gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Iinclude -Isrc
  *        src/algo/ *.c src/reduce/reduce.c src/core/log.c src/core/status.c tests/sim.c
@@ -296,14 +300,33 @@ static int cfg_fail(const struct run_cfg *c, const char *fmt, ...)
     return 1;
 }
 
+static bool is_rooted(enum coll_coll coll)
+{
+    return coll == COLL_COLL_BROADCAST || coll == COLL_COLL_REDUCE || coll == COLL_COLL_GATHER ||
+           coll == COLL_COLL_SCATTER;
+}
+
+static bool is_reducing(enum coll_coll coll)
+{
+    return coll == COLL_COLL_ALLREDUCE || coll == COLL_COLL_REDUCE ||
+           coll == COLL_COLL_REDUCE_SCATTER;
+}
+
+/* count is per rank: the buffers hold n x count */
+static bool is_per_rank(enum coll_coll coll)
+{
+    return coll == COLL_COLL_ALLGATHER || coll == COLL_COLL_REDUCE_SCATTER ||
+           coll == COLL_COLL_ALLTOALL || coll == COLL_COLL_GATHER || coll == COLL_COLL_SCATTER;
+}
+
 static struct coll_algo_args cfg_args(const struct run_cfg *c, int32_t r)
 {
     struct coll_algo_args a = {
         .coll = c->coll,
         .nranks = c->n,
         .rank = r,
-        .root = c->coll == COLL_COLL_ALLREDUCE ? 0 : c->root,
-        .count = c->count,
+        .root = is_rooted(c->coll) ? c->root : 0,
+        .count = c->coll == COLL_COLL_BARRIER ? 0 : c->count,
         .dtype = c->dtype,
         .elem_size = coll__dtype_size(c->dtype),
         .chunk_count = c->chunk,
@@ -349,12 +372,24 @@ static uint32_t ceil_log2(int32_t n)
     return l;
 }
 
-/* The scratch each algorithm promises: a few chunks, never a multiple of count. */
+static bool is(const struct run_cfg *c, const char *name, enum coll_coll coll)
+{
+    return !strcmp(c->algo->name, name) && c->coll == coll;
+}
+
+/* The scratch each algorithm promises: a few chunks for the pipelined ones; what the
+ * pattern needs (a file header says why) for the others. */
 static size_t scratch_bound(const struct run_cfg *c)
 {
-    size_t ch = COLL_MIN(c->chunk, c->count);
+    const size_t cnt = c->count, ch = COLL_MIN(c->chunk, cnt), un = (size_t)c->n;
     const char *nm = c->algo->name;
 
+    if (c->coll == COLL_COLL_BARRIER)
+        return !strcmp(nm, "dissemination") ? ceil_log2(c->n) + 1 : 2;
+    if (is(c, "ring", COLL_COLL_ALLGATHER) || !strcmp(nm, "vdg"))
+        return 0;
+    if (is(c, "ring", COLL_COLL_REDUCE_SCATTER))
+        return cnt + 4 * ch;
     if (!strcmp(nm, "ring"))
         return 4 * ch;
     if (!strcmp(nm, "chain"))
@@ -362,40 +397,89 @@ static size_t scratch_bound(const struct run_cfg *c)
     if (!strcmp(nm, "tree"))
         return COLL_TREE_SLOTS * 2 * ch;
     if (!strcmp(nm, "dbtree"))
-        return COLL_TREE_SLOTS * 2 * ch;           /* two halves, one child each at the top */
-    return COLL_TREE_SLOTS * ceil_log2(c->n) * ch; /* binomial */
+        return COLL_TREE_SLOTS * 2 * ch; /* two halves, one child each at the top */
+    if (is(c, "binomial", COLL_COLL_GATHER) || is(c, "binomial", COLL_COLL_SCATTER))
+        return un / 2 * cnt;
+    if (!strcmp(nm, "binomial"))
+        return COLL_TREE_SLOTS * ceil_log2(c->n) * ch;
+    if (is(c, "rd", COLL_COLL_ALLREDUCE))
+        return cnt;
+    if (is(c, "rd", COLL_COLL_ALLGATHER))
+        return 0;
+    if (is(c, "rd", COLL_COLL_REDUCE_SCATTER))
+        return 2 * un * cnt;
+    if (is(c, "rabenseifner", COLL_COLL_ALLREDUCE))
+        return cnt;
+    if (is(c, "rabenseifner", COLL_COLL_REDUCE))
+        return 2 * cnt;
+    if (is(c, "bruck", COLL_COLL_ALLGATHER))
+        return un * cnt;
+    if (is(c, "bruck", COLL_COLL_ALLTOALL))
+        return un * cnt + 2 * (un / 2) * cnt;
+    if (!strcmp(nm, "pairwise"))
+        return 2 * cnt;
+    if (is(c, "linear", COLL_COLL_ALLTOALL))
+        return (un - 1) * cnt;
+    if (!strcmp(nm, "linear"))
+        return 0; /* gather, scatter */
+    HARNESS_FAIL("no scratch bound for %s %s", nm, coll__coll_name(c->coll));
 }
 
-/* What one schedule must satisfy whatever the order: the buffers it may touch, scratch. */
-static int check_structure(const struct run_cfg *c, const struct coll_schedule *s, int32_t r)
+/* What one schedule must satisfy whatever the order: the buffers it may touch, scratch,
+ * and the bandwidth that the patterns promise. */
+static int check_structure(const struct run_cfg *c, const struct coll_schedule *s, int32_t r,
+                           const struct sim_layout *l)
 {
-    bool root = r == c->root;
+    const size_t cnt = c->count, un = (size_t)c->n;
     size_t sent = 0, bound = scratch_bound(c);
 
-    if (c->count == 0 && s->nsteps != 0)
+    if (c->coll == COLL_COLL_BARRIER) {
+        if (s->buf_count[COLL_BUF_SEND] || s->buf_count[COLL_BUF_RECV])
+            return cfg_fail(c, "rank %d: a barrier touches user buffers", r);
+        if (c->n == 1 && s->nsteps)
+            return cfg_fail(c, "one rank: a barrier of %u steps", s->nsteps);
+        if (c->n > 1 && !s->nsteps)
+            return cfg_fail(c, "rank %d: an empty barrier", r);
+        for (uint32_t i = 0; i < s->nsteps; i++)
+            if ((s->steps[i].kind == COLL_STEP_SEND && s->steps[i].src.count != 1) ||
+                (s->steps[i].kind == COLL_STEP_RECV && s->steps[i].dst.count != 1))
+                return cfg_fail(c, "rank %d step %u: a barrier message of more than one element", r,
+                                i);
+    } else if (cnt == 0 && s->nsteps != 0) {
         return cfg_fail(c, "rank %d: %u steps for count 0", r, s->nsteps);
-    if (c->coll == COLL_COLL_BROADCAST && !root && s->buf_count[COLL_BUF_SEND] != 0)
-        return cfg_fail(c, "rank %d: a broadcast non-root touches SEND", r);
-    if (c->coll == COLL_COLL_REDUCE && !root && s->buf_count[COLL_BUF_RECV] != 0)
-        return cfg_fail(c, "rank %d: a reduce non-root touches RECV", r);
+    }
+    /* where the call allows NULL the schedule must not touch the buffer */
+    if (s->buf_count[COLL_BUF_SEND] > l->send_count)
+        return cfg_fail(c, "rank %d: touches %zu elements of SEND, which holds %zu", r,
+                        s->buf_count[COLL_BUF_SEND], l->send_count);
+    if (s->buf_count[COLL_BUF_RECV] > l->recv_count)
+        return cfg_fail(c, "rank %d: touches %zu elements of RECV, which holds %zu", r,
+                        s->buf_count[COLL_BUF_RECV], l->recv_count);
     if (s->buf_count[COLL_BUF_SCRATCH] > bound)
         return cfg_fail(c, "rank %d: %zu scratch elements, more than %zu", r,
                         s->buf_count[COLL_BUF_SCRATCH], bound);
-    if (c->n == 1 && c->count > 0 && (s->nsteps != 1 || s->steps[0].kind != COLL_STEP_COPY))
+    if (c->n == 1 && cnt > 0 && c->coll != COLL_COLL_BARRIER &&
+        (s->nsteps != 1 || s->steps[0].kind != COLL_STEP_COPY))
         return cfg_fail(c, "one rank: %u steps, not a single copy", s->nsteps);
     for (uint32_t i = 0; i < s->nsteps; i++)
         if (s->steps[i].kind == COLL_STEP_SEND)
             sent += s->steps[i].src.count;
-    /* bandwidth promises: ring sends 2(n-1) blocks; dbtree ranks are interior in one tree at
-     * most, so an all-reduce sends at most 2 count (3 halves up and down, plus one leaf
-     * half), a broadcast or reduce at most count (2 halves down or 1 up, plus 1 up) */
-    if (!strcmp(c->algo->name, "ring") && c->n > 1 &&
-        sent > 2 * (size_t)(c->n - 1) * ((c->count + (size_t)c->n - 1) / (size_t)c->n))
+    /* bandwidth promises: ring all-reduce sends 2(n-1) blocks; ring all-gather and
+     * reduce-scatter, Bruck all-gather, pairwise and linear all-to-all send every block but
+     * their own once; dbtree ranks are interior in one tree at most, so an all-reduce sends
+     * at most 2 count (3 halves up and down, plus one leaf half), a broadcast or reduce at
+     * most count (2 halves down or 1 up, plus 1 up) */
+    if (is(c, "ring", COLL_COLL_ALLREDUCE) && c->n > 1 &&
+        sent > 2 * (un - 1) * ((cnt + un - 1) / un))
         return cfg_fail(c, "rank %d sends %zu elements", r, sent);
-    if (!strcmp(c->algo->name, "dbtree") && c->coll == COLL_COLL_ALLREDUCE &&
-        sent > 2 * c->count + 2)
+    if ((is(c, "ring", COLL_COLL_ALLGATHER) || is(c, "ring", COLL_COLL_REDUCE_SCATTER) ||
+         is(c, "bruck", COLL_COLL_ALLGATHER) || is(c, "pairwise", COLL_COLL_ALLTOALL) ||
+         is(c, "linear", COLL_COLL_ALLTOALL)) &&
+        sent != (un - 1) * cnt)
+        return cfg_fail(c, "rank %d sends %zu elements, not (n-1) count", r, sent);
+    if (!strcmp(c->algo->name, "dbtree") && c->coll == COLL_COLL_ALLREDUCE && sent > 2 * cnt + 2)
         return cfg_fail(c, "rank %d sends %zu elements, more than 2 count", r, sent);
-    if (!strcmp(c->algo->name, "dbtree") && c->coll != COLL_COLL_ALLREDUCE && sent > c->count + 1)
+    if (!strcmp(c->algo->name, "dbtree") && c->coll != COLL_COLL_ALLREDUCE && sent > cnt + 1)
         return cfg_fail(c, "rank %d sends %zu elements", r, sent);
     return 0;
 }
@@ -403,76 +487,220 @@ static int check_structure(const struct run_cfg *c, const struct coll_schedule *
 /* Does rank r hold the collective's result in RECV? */
 static bool has_result(const struct run_cfg *c, int32_t r)
 {
-    return c->coll != COLL_COLL_REDUCE || r == c->root;
+    switch (c->coll) {
+    case COLL_COLL_REDUCE:
+    case COLL_COLL_GATHER:
+        return r == c->root;
+    case COLL_COLL_BARRIER:
+        return false;
+    default:
+        return true;
+    }
 }
 
-static int check_results(const struct run_cfg *c, void **recv)
+/* Element i of every rank's SEND folded in rank order, and the sum of magnitudes. */
+static void ref_reduced(const struct run_cfg *c, size_t i, double *ref_p, uint64_t *iref_p,
+                        double *sumabs_p)
 {
     const coll_dtype_t dt = c->dtype;
-    const bool fl = dt_is_float(dt);
+    double ref = 0, sumabs = 0, v;
+    uint64_t iref = 0, bits;
 
-    for (size_t i = 0; i < c->count; i++) {
-        double ref = 0, sumabs = 0, v;
-        uint64_t iref = 0, bits;
-
-        /* the reference, folded in rank order */
-        if (c->coll == COLL_COLL_BROADCAST) {
-            gen_input(dt, c->op, c->gen, c->n, c->root, i, c->seed, &ref, &iref);
+    for (int32_t r = 0; r < c->n; r++) {
+        gen_input(dt, c->op, c->gen, c->n, r, i, c->seed, &v, &bits);
+        sumabs += fabs(v);
+        if (r == 0) {
+            ref = v;
+            iref = bits & int_mask(dt);
         } else {
-            for (int32_t r = 0; r < c->n; r++) {
-                gen_input(dt, c->op, c->gen, c->n, r, i, c->seed, &v, &bits);
-                sumabs += fabs(v);
-                if (r == 0) {
-                    ref = v;
-                    iref = bits & int_mask(dt);
-                } else {
-                    ref = float_op(c->op, ref, v);
-                    iref = int_op(dt, c->op, iref, bits);
-                }
-            }
-            if (c->op == COLL_AVG) {
-                ref /= c->n;
-                if (dt_is_signed(dt))
-                    iref = (uint64_t)(sign_extend(dt, iref) / (int64_t)c->n) & int_mask(dt);
-                else
-                    iref = (iref & int_mask(dt)) / (uint64_t)c->n;
-            }
+            ref = float_op(c->op, ref, v);
+            iref = int_op(dt, c->op, iref, bits);
         }
-        for (int32_t r = 0; r < c->n; r++) {
-            double got;
-            uint64_t gbits = 0;
-            if (!has_result(c, r))
-                continue;
-            got = get_elem(dt, recv[r], i, &gbits);
-            if (!fl) {
-                if ((gbits & int_mask(dt)) != (iref & int_mask(dt)))
-                    return cfg_fail(c, "rank %d element %zu: got %#llx, want %#llx", r, i,
-                                    (unsigned long long)(gbits & int_mask(dt)),
-                                    (unsigned long long)(iref & int_mask(dt)));
-            } else {
-                /* exact where the inputs make it exact; otherwise one rounding per fold */
-                double eps = ldexp(1.0, -mant_bits(dt));
-                double tol = c->gen == GEN_FRAC  ? 4 * c->n * eps * (sumabs + fabs(ref))
-                             : c->op == COLL_AVG ? eps * fabs(ref)
-                                                 : 0;
-                if (c->gen == GEN_FRAC && c->op == COLL_PROD)
-                    tol = 4 * c->n * eps * fabs(ref);
-                if (!(fabs(got - ref) <= tol))
-                    return cfg_fail(c, "rank %d element %zu: got %.9g, want %.9g (tol %.3g)", r, i,
-                                    got, ref, tol);
-            }
-        }
+    }
+    if (c->op == COLL_AVG) {
+        ref /= c->n;
+        if (dt_is_signed(dt))
+            iref = (uint64_t)(sign_extend(dt, iref) / (int64_t)c->n) & int_mask(dt);
+        else
+            iref = (iref & int_mask(dt)) / (uint64_t)c->n;
+    }
+    *ref_p = ref;
+    *iref_p = iref;
+    *sumabs_p = sumabs;
+}
+
+/* Compare element e of rank d's RECV with a reduced reference. */
+static int check_reduced(const struct run_cfg *c, const void *recv, int32_t d, size_t e, double ref,
+                         uint64_t iref, double sumabs)
+{
+    const coll_dtype_t dt = c->dtype;
+    uint64_t gbits = 0;
+    double got = get_elem(dt, recv, e, &gbits);
+
+    if (!dt_is_float(dt)) {
+        if ((gbits & int_mask(dt)) != (iref & int_mask(dt)))
+            return cfg_fail(c, "rank %d element %zu: got %#llx, want %#llx", d, e,
+                            (unsigned long long)(gbits & int_mask(dt)),
+                            (unsigned long long)(iref & int_mask(dt)));
+    } else {
+        /* exact where the inputs make it exact; otherwise one rounding per fold */
+        double eps = ldexp(1.0, -mant_bits(dt));
+        double tol = c->gen == GEN_FRAC  ? 4 * c->n * eps * (sumabs + fabs(ref))
+                     : c->op == COLL_AVG ? eps * fabs(ref)
+                                         : 0;
+        if (c->gen == GEN_FRAC && c->op == COLL_PROD)
+            tol = 4 * c->n * eps * fabs(ref);
+        if (!(fabs(got - ref) <= tol))
+            return cfg_fail(c, "rank %d element %zu: got %.9g, want %.9g (tol %.3g)", d, e, got,
+                            ref, tol);
     }
     return 0;
 }
 
-/* Build, check structure, simulate, compare. 0 when everything holds; else fail_msg. */
-static int run_case(const struct run_cfg *c)
+/* Compare element e of rank d's RECV with element i of rank src's SEND, bit for bit. */
+static int check_moved(const struct run_cfg *c, const void *recv, int32_t d, size_t e, int32_t src,
+                       size_t i)
 {
-    const size_t esz = coll__dtype_size(c->dtype), bytes = c->count * esz;
-    struct coll_schedule *s = build_all(c);
+    const size_t esz = coll__dtype_size(c->dtype);
+    uint8_t want[8];
+    double v;
+    uint64_t bits;
+
+    gen_input(c->dtype, c->op, c->gen, c->n, src, i, c->seed, &v, &bits);
+    put_elem(c->dtype, want, 0, v, bits);
+    if (memcmp((const uint8_t *)recv + e * esz, want, esz))
+        return cfg_fail(c, "rank %d element %zu: not element %zu of rank %d's input", d, e, i, src);
+    return 0;
+}
+
+static int check_results(const struct run_cfg *c, void **recv)
+{
+    const size_t cnt = c->count, un = (size_t)c->n, esz = coll__dtype_size(c->dtype);
+    double ref, sumabs;
+    uint64_t iref;
+
+    switch (c->coll) {
+    case COLL_COLL_ALLREDUCE:
+    case COLL_COLL_REDUCE:
+        for (size_t i = 0; i < cnt; i++) {
+            ref_reduced(c, i, &ref, &iref, &sumabs);
+            for (int32_t r = 0; r < c->n; r++)
+                if (has_result(c, r) && check_reduced(c, recv[r], r, i, ref, iref, sumabs))
+                    return 1;
+        }
+        /* every rank ends with the same bits, whatever the order of its folds */
+        for (int32_t r = 1; c->coll == COLL_COLL_ALLREDUCE && r < c->n; r++)
+            if (cnt && memcmp(recv[r], recv[0], cnt * esz))
+                return cfg_fail(c, "ranks 0 and %d hold different all-reduce results", r);
+        return 0;
+    case COLL_COLL_REDUCE_SCATTER:
+        for (int32_t d = 0; d < c->n; d++)
+            for (size_t x = 0; x < cnt; x++) {
+                ref_reduced(c, (size_t)d * cnt + x, &ref, &iref, &sumabs);
+                if (check_reduced(c, recv[d], d, x, ref, iref, sumabs))
+                    return 1;
+            }
+        return 0;
+    case COLL_COLL_BROADCAST:
+        for (int32_t d = 0; d < c->n; d++)
+            for (size_t i = 0; i < cnt; i++)
+                if (check_moved(c, recv[d], d, i, c->root, i))
+                    return 1;
+        return 0;
+    case COLL_COLL_ALLGATHER:
+    case COLL_COLL_GATHER:
+        for (int32_t d = 0; d < c->n; d++)
+            for (size_t j = 0; has_result(c, d) && j < un; j++)
+                for (size_t x = 0; x < cnt; x++)
+                    if (check_moved(c, recv[d], d, j * cnt + x, (int32_t)j, x))
+                        return 1;
+        return 0;
+    case COLL_COLL_ALLTOALL:
+        for (int32_t d = 0; d < c->n; d++)
+            for (size_t j = 0; j < un; j++)
+                for (size_t x = 0; x < cnt; x++)
+                    if (check_moved(c, recv[d], d, j * cnt + x, (int32_t)j, (size_t)d * cnt + x))
+                        return 1;
+        return 0;
+    case COLL_COLL_SCATTER:
+        for (int32_t d = 0; d < c->n; d++)
+            for (size_t x = 0; x < cnt; x++)
+                if (check_moved(c, recv[d], d, x, c->root, (size_t)d * cnt + x))
+                    return 1;
+        return 0;
+    default: /* a barrier moves nothing */
+        return 0;
+    }
+}
+
+/* The user buffers of every rank, laid out as sim_layout_of says, in place (overlapping as
+ * the call defines it) or not: SEND filled with the inputs, the rest of RECV with a
+ * pattern that a result never written shows. */
+struct bufs {
     struct sim_mem *mem;
-    void **sendb, **recvb;
+    void **recv; /* mem[r].recv, for check_results */
+    void **own;  /* two allocations per rank */
+};
+
+static void bufs_setup(const struct run_cfg *c, struct bufs *b)
+{
+    const size_t esz = coll__dtype_size(c->dtype);
+
+    b->mem = calloc((size_t)c->n, sizeof(*b->mem));
+    b->recv = calloc((size_t)c->n, sizeof(*b->recv));
+    b->own = calloc(2 * (size_t)c->n, sizeof(*b->own));
+    ASSERT(b->mem && b->recv && b->own);
+    for (int32_t r = 0; r < c->n; r++) {
+        struct sim_layout l;
+        uint8_t *send = NULL, *recv = NULL;
+
+        sim_layout_of(c->coll, c->n, r, c->root, c->count, &l);
+        if (c->in_place && l.alias && l.send_count && l.recv_count) {
+            /* one allocation covering both, SEND at RECV + send_at */
+            const int64_t lo = COLL_MIN(0, l.send_at),
+                          hi = COLL_MAX(l.send_at + (int64_t)l.send_count, (int64_t)l.recv_count);
+            uint8_t *p = malloc((size_t)(hi - lo) * esz + 1);
+            ASSERT(p);
+            memset(p, 0x5a, (size_t)(hi - lo) * esz);
+            b->own[2 * r] = p;
+            recv = p + (size_t)(-lo) * esz;
+            send = p + (size_t)(l.send_at - lo) * esz;
+        } else {
+            if (l.send_count) {
+                send = b->own[2 * r] = malloc(l.send_count * esz + 1);
+                ASSERT(send);
+            }
+            if (l.recv_count) {
+                recv = b->own[2 * r + 1] = malloc(l.recv_count * esz + 1);
+                ASSERT(recv);
+                memset(recv, 0x5a, l.recv_count * esz);
+            }
+        }
+        for (size_t i = 0; i < l.send_count; i++) {
+            double v;
+            uint64_t bits;
+            gen_input(c->dtype, c->op, c->gen, c->n, r, i, c->seed, &v, &bits);
+            put_elem(c->dtype, send, i, v, bits);
+        }
+        b->mem[r] = (struct sim_mem){send, recv, l.send_count, l.recv_count};
+        b->recv[r] = recv;
+    }
+}
+
+static void bufs_free(const struct run_cfg *c, struct bufs *b)
+{
+    for (int32_t r = 0; r < 2 * c->n; r++)
+        free(b->own[r]);
+    free(b->own);
+    free(b->recv);
+    free(b->mem);
+}
+
+/* Simulate c's schedules s and compare. 0 when everything holds; else fail_msg. *st_p: the
+ * simulator's status. */
+static int simulate(const struct run_cfg *c, const struct coll_schedule *s, int *st_p)
+{
+    struct bufs b;
     struct sim_opts o = {
         .seed = c->seed,
         .rendezvous = c->rendezvous,
@@ -486,61 +714,47 @@ static int run_case(const struct run_cfg *c)
     char err[1024];
     int rc = 0, st;
 
+    bufs_setup(c, &b);
+    st = sim_run(s, c->n, b.mem, &o, NULL, err, sizeof(err));
+    if (st_p)
+        *st_p = st;
+    if (st != SIM_OK)
+        rc = cfg_fail(c, "%s", err);
+    if (!rc)
+        rc = check_results(c, b.recv);
+    bufs_free(c, &b);
+    return rc;
+}
+
+/* Build, check structure (and races), simulate, compare. 0 when everything holds; else
+ * fail_msg. */
+static int run_case(const struct run_cfg *c)
+{
+    struct coll_schedule *s = build_all(c);
+    char err[1024];
+    int rc = 0, st;
+
     if (!s)
         return 1;
-    mem = calloc((size_t)c->n, sizeof(*mem));
-    sendb = calloc((size_t)c->n, sizeof(*sendb));
-    recvb = calloc((size_t)c->n, sizeof(*recvb));
-    ASSERT(mem && sendb && recvb);
     for (int32_t r = 0; r < c->n && !rc; r++) {
-        bool root = r == c->root;
-        /* where the API allows NULL, pass NULL: a touch is then a bounds error */
-        bool want_send = c->coll != COLL_COLL_BROADCAST || root;
-        bool want_recv = c->coll != COLL_COLL_REDUCE || root;
-
-        rc = check_structure(c, &s[r], r);
-        if (!rc && c->races && (st = sim_check_races(&s[r], err, sizeof(err))) != SIM_OK &&
+        struct sim_layout l;
+        sim_layout_of(c->coll, c->n, r, c->root, c->count, &l);
+        rc = check_structure(c, &s[r], r, &l);
+        if (!rc && c->races && (st = sim_check_races_at(&s[r], l.send_at, err, sizeof(err))) &&
             st != SIM_TOO_LARGE)
             rc = cfg_fail(c, "%s", err);
-        if (want_send) {
-            sendb[r] = malloc(bytes + 1);
-            ASSERT(sendb[r]);
-            for (size_t i = 0; i < c->count; i++) {
-                double v;
-                uint64_t bits;
-                gen_input(c->dtype, c->op, c->gen, c->n, r, i, c->seed, &v, &bits);
-                put_elem(c->dtype, sendb[r], i, v, bits);
-            }
-            mem[r].send = sendb[r];
-            mem[r].send_count = c->count;
-        }
-        if (want_recv) {
-            if (c->in_place && want_send) {
-                recvb[r] = sendb[r];
-            } else {
-                recvb[r] = malloc(bytes + 1);
-                ASSERT(recvb[r]);
-                memset(recvb[r], 0x5a, bytes); /* a result never written shows */
-            }
-            mem[r].recv = recvb[r];
-            mem[r].recv_count = c->count;
-        }
     }
-    if (!rc) {
-        st = sim_run(s, c->n, mem, &o, NULL, err, sizeof(err));
-        if (st != SIM_OK)
-            rc = cfg_fail(c, "%s", err);
+    /* a barrier: every rank's schedule waits for a step of every other rank */
+    for (int32_t a = 0; c->coll == COLL_COLL_BARRIER && a < c->n && !rc; a++) {
+        bool *reached = calloc((size_t)c->n, sizeof(*reached));
+        ASSERT(reached && sim_reach(s, c->n, a, reached) == SIM_OK);
+        for (int32_t b = 0; b < c->n && !rc; b++)
+            if (b != a && !reached[b])
+                rc = cfg_fail(c, "rank %d can leave the barrier before rank %d enters", b, a);
+        free(reached);
     }
     if (!rc)
-        rc = check_results(c, recvb);
-    for (int32_t r = 0; r < c->n; r++) {
-        if (recvb[r] != sendb[r])
-            free(recvb[r]);
-        free(sendb[r]);
-    }
-    free(recvb);
-    free(sendb);
-    free(mem);
+        rc = simulate(c, s, NULL);
     free_scheds(s, c->n);
     return rc;
 }
@@ -571,10 +785,18 @@ TEST(table_names_and_lookup)
         for (int j = 0; j < i; j++)
             ASSERT(strcmp(coll__algos[j]->name, a->name) != 0);
     }
-    ASSERT_EQ(count, 5);
+    ASSERT_EQ(count, 12);
     ASSERT(coll__algo_find("nope") == NULL);
     ASSERT(coll__algo_find(NULL) == NULL);
-    ASSERT(algo("ring")->colls == 1u << COLL_COLL_ALLREDUCE);
+    ASSERT(algo("ring")->colls == (1u << COLL_COLL_ALLREDUCE | 1u << COLL_COLL_ALLGATHER |
+                                   1u << COLL_COLL_REDUCE_SCATTER));
+    /* every collective has an algorithm */
+    for (int c = 0; c < COLL_NUM_COLLS; c++) {
+        bool any = c == COLL_COLL_SENDRECV; /* point-to-point: no builder */
+        for (int i = 0; coll__algos[i]; i++)
+            any |= (coll__algos[i]->colls >> c) & 1u;
+        ASSERT_MSG(any, "nothing runs %s", coll__coll_name((enum coll_coll)c));
+    }
     ASSERT(!strcmp(coll__coll_name(COLL_COLL_ALLREDUCE), "allreduce"));
     ASSERT(!strcmp(coll__coll_name(COLL_COLL_BROADCAST), "broadcast"));
     ASSERT(!strcmp(coll__coll_name(COLL_COLL_REDUCE), "reduce"));
@@ -705,24 +927,68 @@ TEST(validate_names_what_is_wrong)
     EXPECT_INVALID(s->rank = 2, "rank 2 of 2");
 }
 
+/* Buffers of n x count elements that overflow size_t are refused, not built. */
+TEST(builders_refuse_overflowing_sizes)
+{
+    static const struct {
+        const char *name;
+        enum coll_coll coll;
+    } cases[] = {
+        {"ring", COLL_COLL_ALLGATHER}, {"rd", COLL_COLL_REDUCE_SCATTER},
+        {"bruck", COLL_COLL_ALLTOALL}, {"pairwise", COLL_COLL_ALLTOALL},
+        {"linear", COLL_COLL_GATHER},  {"binomial", COLL_COLL_SCATTER},
+    };
+    coll__log_level = COLL_LOG_NONE; /* the errors below are expected: keep TAP clean */
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(cases); i++) {
+        struct coll_algo_args a = {.coll = cases[i].coll,
+                                   .nranks = 64,
+                                   .rank = 3,
+                                   .count = SIZE_MAX / 64,
+                                   .dtype = COLL_FLOAT32,
+                                   .elem_size = 4,
+                                   .chunk_count = 1024};
+        struct coll_schedule s;
+        const struct coll_algo *al = algo(cases[i].name);
+
+        coll__sched_init(&s, &a);
+        ASSERT(al->applicable && !al->applicable(&a));
+        ASSERT_EQ(al->build(&a, &s), COLL_INVALID_ARGUMENT);
+        ASSERT_STR_CONTAINS(coll_last_error(NULL), "overflow");
+        ASSERT_EQ(s.nsteps, 0);
+        a.count = 1000;
+        ASSERT(al->applicable(&a));
+        coll__sched_free(&s);
+    }
+}
+
 /* ---- 4 the sweeps -------------------------------------------------------------------- */
 
 static const size_t sweep_chunks[] = {1, 2, 3, 5, 16, 1u << 20};
 #define NCHUNKS COLL_ARRAY_SIZE(sweep_chunks)
 
-/* n = 1..64 x counts {0, 1, n-1, n, n+1, 3n+1} x roots (all for n <= 16, three above, three
- * runs of root 0 for all-reduce); the chunk size, placement, link mode and seed rotate
- * across the cases so that each value meets many others. The race check runs on every
- * schedule. */
-static void sweep(const char *name, enum coll_coll coll)
+/* The n a sweep covers: every n up to 24, then every stride-th (stride 1: all) and the
+ * edges around powers of two, 31..33 and 63..64. */
+static bool n_swept(int32_t n, int32_t stride)
 {
-    const bool rooted = coll != COLL_COLL_ALLREDUCE;
+    return n <= 24 || n % stride == 0 || (n >= 31 && n <= 33) || n >= 63;
+}
+
+/* n = 1..64 x counts {0, 1, n-1, n, n+1, 3n+1} x roots (all for n <= 16, three above,
+ * three runs of root 0 for unrooted collectives); the chunk size, placement, link mode and
+ * seed rotate across the cases so that each value meets many others. The race check runs
+ * on every schedule. A barrier has no count: three runs per n. */
+static void sweep(const char *name, enum coll_coll coll, int32_t stride)
+{
+    const bool rooted = is_rooted(coll);
     unsigned k = 0;
 
     for (int32_t n = 1; n <= 64; n++) {
         const size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 3 * (size_t)n + 1};
+        const size_t ncounts = coll == COLL_COLL_BARRIER ? 1 : COLL_ARRAY_SIZE(counts);
         int32_t roots[16], nroots = 0;
 
+        if (!n_swept(n, stride))
+            continue;
         if (!rooted) /* one root: three variants (chunk, placement, seed) instead */
             for (int v = 0; v < 3; v++)
                 roots[nroots++] = 0;
@@ -734,7 +1000,7 @@ static void sweep(const char *name, enum coll_coll coll)
             roots[nroots++] = n - 1;
             roots[nroots++] = (int32_t)(mix((uint64_t)n) % (uint64_t)n);
         }
-        for (size_t ci = 0; ci < COLL_ARRAY_SIZE(counts); ci++)
+        for (size_t ci = 0; ci < ncounts; ci++)
             for (int32_t ri = 0; ri < nroots; ri++, k++) {
                 struct run_cfg c = {
                     .algo = algo(name),
@@ -742,12 +1008,19 @@ static void sweep(const char *name, enum coll_coll coll)
                     .n = n,
                     .root = roots[ri],
                     .count = counts[ci],
-                    .dtype = COLL_INT32,
+                    .dtype = coll == COLL_COLL_BARRIER ? COLL_UINT8 : COLL_INT32,
                     .op = COLL_SUM,
                     .gen = GEN_WIDE,
                     .seed = mix(k * 7919u + (uint64_t)n),
                 };
                 c.chunk = sweep_chunks[(k + ci) % NCHUNKS];
+                /* n blocks of tiny chunks on many ranks only make the run long: small n
+                 * covers tiny chunks; above n = 12 at most 8 chunks a block, above 24 two
+                 * (sweep_large pipelines many chunks on 33 and 64 ranks) */
+                if (is_per_rank(coll) && n > 12)
+                    c.chunk = COLL_MAX(c.chunk, (c.count + 7) / 8);
+                if (is_per_rank(coll) && n > 24)
+                    c.chunk = COLL_MAX(c.chunk, (c.count + 1) / 2);
                 c.in_place = (k / 3) % 2;
                 c.rendezvous = k % 2;
                 c.races = true;
@@ -757,17 +1030,18 @@ static void sweep(const char *name, enum coll_coll coll)
     fprintf(stderr, "# %s %s: %u cases\n", name, coll__coll_name(coll), k);
 }
 
-/* count 10000 cut into many chunks, for a spread of n, with the race check. */
+/* A large count cut into many chunks, for a spread of n, with the race check: 10000
+ * elements for the collectives on one vector, about 4000 in all for those of n blocks. */
 static void sweep_large(const char *name, enum coll_coll coll)
 {
     static const int32_t ns[] = {2, 3, 7, 16, 33, 64};
-    for (size_t i = 0; i < COLL_ARRAY_SIZE(ns); i++) {
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(ns) && coll != COLL_COLL_BARRIER; i++) {
         struct run_cfg c = {
             .algo = algo(name),
             .coll = coll,
             .n = ns[i],
-            .root = coll == COLL_COLL_ALLREDUCE ? 0 : (int32_t)(mix(i) % (uint64_t)ns[i]),
-            .count = 10000,
+            .root = is_rooted(coll) ? (int32_t)(mix(i) % (uint64_t)ns[i]) : 0,
+            .count = is_per_rank(coll) ? 4000 / (size_t)ns[i] + 37 : 10000,
             .chunk = i % 2 ? 37 : 128,
             .in_place = i % 2 == 0,
             .dtype = COLL_INT32,
@@ -786,17 +1060,17 @@ static void sweep_orders(const char *name, enum coll_coll coll)
 {
     static const int32_t ns[] = {2, 3, 4, 5, 7, 8, 9, 12};
     for (size_t i = 0; i < COLL_ARRAY_SIZE(ns); i++)
-        for (int32_t root = 0; root < (coll == COLL_COLL_ALLREDUCE ? 1 : ns[i]); root++)
+        for (int32_t root = 0; root < (is_rooted(coll) ? ns[i] : 1); root++)
             for (int v = 0; v < 8; v++) {
                 struct run_cfg c = {
                     .algo = algo(name),
                     .coll = coll,
                     .n = ns[i],
                     .root = root,
-                    .count = 3 * (size_t)ns[i] + 2 + (size_t)v,
+                    .count = (is_per_rank(coll) ? 2 : 3 * (size_t)ns[i] + 2) + (size_t)v,
                     .chunk = 1 + (size_t)(v / 2),
                     .in_place = v & 1,
-                    .dtype = COLL_INT32,
+                    .dtype = coll == COLL_COLL_BARRIER ? COLL_UINT8 : COLL_INT32,
                     .op = COLL_SUM,
                     .gen = GEN_WIDE,
                     .seed = mix(((uint64_t)i << 32) ^ ((uint64_t)root << 8) ^ (uint64_t)v),
@@ -807,10 +1081,10 @@ static void sweep_orders(const char *name, enum coll_coll coll)
             }
 }
 
-#define SWEEPS(algoname, collname, coll)                                                           \
+#define SWEEPS(algoname, collname, coll, stride)                                                   \
     TEST(algoname##_##collname##_sweep)                                                            \
     {                                                                                              \
-        sweep(#algoname, coll);                                                                    \
+        sweep(#algoname, coll, stride);                                                            \
     }                                                                                              \
     TEST(algoname##_##collname##_large)                                                            \
     {                                                                                              \
@@ -821,26 +1095,53 @@ static void sweep_orders(const char *name, enum coll_coll coll)
         sweep_orders(#algoname, coll);                                                             \
     }
 
-SWEEPS(ring, allreduce, COLL_COLL_ALLREDUCE)
-SWEEPS(tree, allreduce, COLL_COLL_ALLREDUCE)
-SWEEPS(tree, broadcast, COLL_COLL_BROADCAST)
-SWEEPS(tree, reduce, COLL_COLL_REDUCE)
-SWEEPS(dbtree, allreduce, COLL_COLL_ALLREDUCE)
-SWEEPS(dbtree, broadcast, COLL_COLL_BROADCAST)
-SWEEPS(dbtree, reduce, COLL_COLL_REDUCE)
-SWEEPS(chain, broadcast, COLL_COLL_BROADCAST)
-SWEEPS(chain, reduce, COLL_COLL_REDUCE)
-SWEEPS(binomial, broadcast, COLL_COLL_BROADCAST)
-SWEEPS(binomial, reduce, COLL_COLL_REDUCE)
-SWEEPS(binomial, allreduce, COLL_COLL_ALLREDUCE)
+/* stride: the n above 24 that the sweep samples (1: all), kept where n x count buffers
+ * would make the whole file slow */
+SWEEPS(ring, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(ring, allgather, COLL_COLL_ALLGATHER, 3)
+SWEEPS(ring, reducescatter, COLL_COLL_REDUCE_SCATTER, 3)
+SWEEPS(tree, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(tree, broadcast, COLL_COLL_BROADCAST, 1)
+SWEEPS(tree, reduce, COLL_COLL_REDUCE, 1)
+SWEEPS(dbtree, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(dbtree, broadcast, COLL_COLL_BROADCAST, 1)
+SWEEPS(dbtree, reduce, COLL_COLL_REDUCE, 1)
+SWEEPS(chain, broadcast, COLL_COLL_BROADCAST, 1)
+SWEEPS(chain, reduce, COLL_COLL_REDUCE, 1)
+SWEEPS(binomial, broadcast, COLL_COLL_BROADCAST, 1)
+SWEEPS(binomial, reduce, COLL_COLL_REDUCE, 1)
+SWEEPS(binomial, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(binomial, gather, COLL_COLL_GATHER, 3)
+SWEEPS(binomial, scatter, COLL_COLL_SCATTER, 3)
+SWEEPS(rd, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(rd, allgather, COLL_COLL_ALLGATHER, 3)
+SWEEPS(rd, reducescatter, COLL_COLL_REDUCE_SCATTER, 3)
+SWEEPS(rabenseifner, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(rabenseifner, reduce, COLL_COLL_REDUCE, 1)
+SWEEPS(bruck, allgather, COLL_COLL_ALLGATHER, 3)
+SWEEPS(bruck, alltoall, COLL_COLL_ALLTOALL, 5)
+SWEEPS(pairwise, alltoall, COLL_COLL_ALLTOALL, 5)
+SWEEPS(linear, gather, COLL_COLL_GATHER, 3)
+SWEEPS(linear, scatter, COLL_COLL_SCATTER, 3)
+SWEEPS(linear, alltoall, COLL_COLL_ALLTOALL, 5)
+SWEEPS(linear, barrier, COLL_COLL_BARRIER, 1)
+SWEEPS(vdg, broadcast, COLL_COLL_BROADCAST, 1)
+SWEEPS(dissemination, barrier, COLL_COLL_BARRIER, 1)
 
 TEST(every_claimed_collective_is_swept)
 {
     /* the SWEEPS list above must cover the table: a new pairing needs a sweep */
     static const char *const swept[] = {
-        "ring allreduce",   "tree allreduce",     "tree broadcast",  "tree reduce",
-        "dbtree allreduce", "dbtree broadcast",   "dbtree reduce",   "chain broadcast",
-        "chain reduce",     "binomial broadcast", "binomial reduce", "binomial allreduce",
+        "ring allreduce",   "ring allgather",         "ring reducescatter",
+        "tree allreduce",   "tree broadcast",         "tree reduce",
+        "dbtree allreduce", "dbtree broadcast",       "dbtree reduce",
+        "chain broadcast",  "chain reduce",           "binomial broadcast",
+        "binomial reduce",  "binomial allreduce",     "binomial gather",
+        "binomial scatter", "rd allreduce",           "rd allgather",
+        "rd reducescatter", "rabenseifner allreduce", "rabenseifner reduce",
+        "bruck allgather",  "bruck alltoall",         "pairwise alltoall",
+        "linear gather",    "linear scatter",         "linear alltoall",
+        "linear barrier",   "vdg broadcast",          "dissemination barrier",
     };
     int claimed = 0;
     for (int i = 0; coll__algos[i]; i++)
@@ -861,19 +1162,20 @@ TEST(every_claimed_collective_is_swept)
 
 /* ---- 5 dtype x op -------------------------------------------------------------------- */
 
-/* Every dtype and op at a few (n, count, chunk) points for every pairing. Narrow floats only
- * up to n = 8, where sums of -1/0/1 stay exact in fp8. */
+/* Every dtype and op at a few (n, count, chunk) points for every pairing (every dtype with
+ * one op for the collectives that only move data). Narrow floats only up to n = 8, where
+ * sums of -1/0/1 stay exact in fp8. */
 TEST(dtypes_and_ops)
 {
     static const struct {
         int32_t n;
         size_t count, chunk;
-    } pts[] = {{2, 5, 2}, {3, 7, 2}, {8, 29, 3}, {13, 40, 4}};
+    } pts[] = {{2, 5, 2}, {3, 7, 2}, {6, 11, 3}, {8, 29, 3}, {13, 40, 4}};
     unsigned k = 0;
 
     for (int i = 0; coll__algos[i]; i++)
-        for (int c = 0; c < 3; c++) {
-            if (!(coll__algos[i]->colls & (1u << c)))
+        for (int c = 0; c < COLL_NUM_COLLS; c++) {
+            if (!(coll__algos[i]->colls & (1u << c)) || c == COLL_COLL_BARRIER)
                 continue;
             for (int dt = 0; dt < COLL_NUM_DTYPES; dt++)
                 for (int op = 0; op < COLL_NUM_OPS; op++)
@@ -895,7 +1197,7 @@ TEST(dtypes_and_ops)
                         if (pts[p].n > 8 && coll__dtype_size(cfg.dtype) == 1 &&
                             dt_is_float(cfg.dtype))
                             continue;
-                        if (c == COLL_COLL_BROADCAST && op != COLL_SUM)
+                        if (!is_reducing(cfg.coll) && op != COLL_SUM)
                             continue; /* op-agnostic */
                         RUN_OK(&cfg);
                     }
@@ -908,15 +1210,15 @@ TEST(float_fractions_within_tolerance)
     static const coll_op_t ops[] = {COLL_SUM, COLL_AVG, COLL_PROD, COLL_MAX, COLL_MIN};
     unsigned k = 0;
     for (int i = 0; coll__algos[i]; i++)
-        for (int c = 0; c < 3; c++) {
-            if (!(coll__algos[i]->colls & (1u << c)) || c == COLL_COLL_BROADCAST)
+        for (int c = 0; c < COLL_NUM_COLLS; c++) {
+            if (!(coll__algos[i]->colls & (1u << c)) || !is_reducing((enum coll_coll)c))
                 continue;
             for (int dt = 0; dt < 2; dt++)
                 for (size_t o = 0; o < COLL_ARRAY_SIZE(ops); o++, k++) {
                     struct run_cfg cfg = {
                         .algo = coll__algos[i],
                         .coll = (enum coll_coll)c,
-                        .n = 11,
+                        .n = k % 2 ? 11 : 12,
                         .root = (int32_t)(k % 11),
                         .count = 100,
                         .chunk = 7,
@@ -962,6 +1264,19 @@ TEST(dbtree_interior_in_one_tree_at_most)
         }
 }
 
+/* Messages per rank of a schedule: sends[r], recvs[r]. */
+static void count_messages(const struct coll_schedule *s, int32_t n, uint32_t *sends,
+                           uint32_t *recvs)
+{
+    for (int32_t r = 0; r < n; r++) {
+        sends[r] = recvs[r] = 0;
+        for (uint32_t i = 0; i < s[r].nsteps; i++) {
+            sends[r] += s[r].steps[i].kind == COLL_STEP_SEND;
+            recvs[r] += s[r].steps[i].kind == COLL_STEP_RECV;
+        }
+    }
+}
+
 /* Unchunked schedules have the classic shapes: message counts per rank. */
 TEST(message_counts_match_the_patterns)
 {
@@ -1003,6 +1318,183 @@ TEST(message_counts_match_the_patterns)
     }
 }
 
+/* The same for the other algorithms, n = 1..64, unchunked, every pattern's message count:
+ *   ring all-gather, reduce-scatter       n-1 per rank
+ *   rd (power of two n)                   log2 n per rank (all three collectives)
+ *   rd other n                            extra ranks 1, partners log2 p + 1 (all-reduce)
+ *   rabenseifner all-reduce (2^k, c >= n) 2 log2 n per rank
+ *   rabenseifner reduce (2^k, c >= n)     log2 n + 1 per non-root, log2 n at the root
+ *   bruck all-gather and all-to-all       ceil(log2 n) per rank
+ *   pairwise, linear all-to-all           n-1 per rank
+ *   binomial gather/scatter               the root receives/sends ceil(log2 n) (+1 where a
+ *                                         subtree passes rank n-1), n-1 (+1) in all
+ *   linear gather/scatter                 n-1 at the root, 1 elsewhere
+ *   vdg                                   the root sends ceil(log2 n) + n-1
+ *   dissemination                         ceil(log2 n) per rank
+ *   linear barrier                        n-1 from rank 0, 1 from the others */
+static struct coll_schedule *build_msgs(const char *name, enum coll_coll coll, int32_t n,
+                                        int32_t root, size_t count, uint32_t *sends,
+                                        uint32_t *recvs)
+{
+    struct run_cfg c = {.algo = algo(name),
+                        .coll = coll,
+                        .n = n,
+                        .root = root,
+                        .count = count,
+                        .chunk = 1u << 30,
+                        .dtype = coll == COLL_COLL_BARRIER ? COLL_UINT8 : COLL_INT32};
+    struct coll_schedule *s = build_all(&c);
+    ASSERT_MSG(s, "%s", fail_msg);
+    count_messages(s, n, sends, recvs);
+    return s;
+}
+
+TEST(message_counts_of_the_other_patterns)
+{
+    uint32_t sends[64], recvs[64];
+
+    for (int32_t n = 1; n <= 64; n++) {
+        const uint32_t l = ceil_log2(n), un = (uint32_t)n;
+        const bool pow2 = (n & (n - 1)) == 0;
+        const int32_t root = (int32_t)(mix((uint64_t)n) % (uint64_t)n);
+        int32_t p = 1;
+        struct coll_schedule *s;
+        uint32_t total;
+
+        while (p * 2 <= n)
+            p *= 2;
+#define EACH(expr)                                                                                 \
+    for (int32_t r = 0; r < n; r++)                                                                \
+    ASSERT_MSG(expr, "n=%d rank %d: %u sends, %u receives (%s)", n, r, sends[r], recvs[r], #expr)
+#define BUILD(name, coll, cnt) (s = build_msgs(name, coll, n, root, cnt, sends, recvs))
+#define DONE() free_scheds(s, n)
+        if (n > 1) {
+            BUILD("ring", COLL_COLL_ALLGATHER, 5);
+            EACH(sends[r] == un - 1 && recvs[r] == un - 1);
+            DONE();
+            BUILD("ring", COLL_COLL_REDUCE_SCATTER, 5);
+            EACH(sends[r] == un - 1 && recvs[r] == un - 1);
+            DONE();
+            BUILD("pairwise", COLL_COLL_ALLTOALL, 3);
+            EACH(sends[r] == un - 1 && recvs[r] == un - 1);
+            DONE();
+            BUILD("linear", COLL_COLL_ALLTOALL, 3);
+            EACH(sends[r] == un - 1 && recvs[r] == un - 1);
+            DONE();
+        }
+        BUILD("bruck", COLL_COLL_ALLGATHER, 3);
+        EACH(sends[r] == l && recvs[r] == l);
+        DONE();
+        BUILD("bruck", COLL_COLL_ALLTOALL, 3);
+        EACH(sends[r] == l && recvs[r] == l);
+        DONE();
+        BUILD("dissemination", COLL_COLL_BARRIER, 0);
+        EACH(sends[r] == l && recvs[r] == l);
+        DONE();
+        BUILD("linear", COLL_COLL_BARRIER, 0);
+        EACH(sends[r] == (r == 0 ? un - 1 : 1) && recvs[r] == (r == 0 ? un - 1 : 1));
+        DONE();
+        BUILD("linear", COLL_COLL_GATHER, 3);
+        EACH(sends[r] == (r == root ? 0 : 1) && recvs[r] == (r == root ? un - 1 : 0));
+        DONE();
+        BUILD("linear", COLL_COLL_SCATTER, 3);
+        EACH(sends[r] == (r == root ? un - 1 : 0) && recvs[r] == (r == root ? 0 : 1));
+        DONE();
+        BUILD("binomial", COLL_COLL_GATHER, 3);
+        total = 0;
+        EACH((total += sends[r], r != root || (recvs[r] >= l && recvs[r] <= l + 1)));
+        ASSERT(total >= un - 1 && total <= un);
+        DONE();
+        BUILD("binomial", COLL_COLL_SCATTER, 3);
+        total = 0;
+        EACH((total += sends[r], r != root || (sends[r] >= l && sends[r] <= l + 1)));
+        ASSERT(total >= un - 1 && total <= un);
+        DONE();
+        if (n > 1) {
+            BUILD("vdg", COLL_COLL_BROADCAST, 7 * (size_t)n);
+            EACH(r != root || sends[r] == l + un - 1);
+            DONE();
+        }
+        for (int k = 0; k < 3 && n > 1; k++) {
+            static const enum coll_coll rdc[] = {COLL_COLL_ALLREDUCE, COLL_COLL_ALLGATHER,
+                                                 COLL_COLL_REDUCE_SCATTER};
+            BUILD("rd", rdc[k], 5);
+            if (pow2)
+                EACH(sends[r] == l && recvs[r] == l);
+            else if (rdc[k] == COLL_COLL_ALLREDUCE)
+                EACH(sends[r] == (r >= p ? 1 : r < n - p ? ceil_log2(p) + 1 : ceil_log2(p)));
+            DONE();
+        }
+        if (pow2 && n > 1) {
+            BUILD("rabenseifner", COLL_COLL_ALLREDUCE, 3 * (size_t)n);
+            EACH(sends[r] == 2 * l && recvs[r] == 2 * l);
+            DONE();
+            BUILD("rabenseifner", COLL_COLL_REDUCE, 3 * (size_t)n);
+            /* halving: l each way; the gather: v receives in the rounds below its lowest
+             * set bit (the root in all l), sends in that bit's round */
+            EACH(sends[r] == (r == root ? l : l + 1) &&
+                 recvs[r] ==
+                     l + (r == root ? l : (uint32_t)__builtin_ctz((unsigned)((r - root + n) % n))));
+            DONE();
+        }
+#undef EACH
+#undef BUILD
+#undef DONE
+    }
+}
+
+/* A barrier: no rank's schedule can finish before every other rank has started: some step
+ * of every rank depends (through messages) on some step of every other rank. */
+static void check_barrier(const char *name, int32_t n, void (*mutate)(struct coll_schedule *),
+                          int *broken_pairs_p)
+{
+    struct run_cfg c = {
+        .algo = algo(name), .coll = COLL_COLL_BARRIER, .n = n, .chunk = 1, .dtype = COLL_UINT8};
+    struct coll_schedule *s = build_all(&c);
+    bool reached[64];
+    int broken = 0;
+
+    ASSERT_MSG(s, "%s", fail_msg);
+    if (mutate)
+        mutate(s);
+    for (int32_t a = 0; a < n; a++) {
+        ASSERT_EQ(sim_reach(s, n, a, reached), SIM_OK);
+        for (int32_t b = 0; b < n; b++)
+            broken += b != a && !reached[b];
+    }
+    free_scheds(s, n);
+    *broken_pairs_p = broken;
+}
+
+TEST(barriers_wait_for_every_rank)
+{
+    static const char *const names[] = {"dissemination", "linear"};
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(names); i++)
+        for (int32_t n = 1; n <= 64; n++) {
+            int broken;
+            check_barrier(names[i], n, NULL, &broken);
+            ASSERT_MSG(broken == 0, "%s n=%d: %d pairs (a, b) where b can finish before a starts",
+                       names[i], n, broken);
+        }
+}
+
+/* A dissemination barrier whose rounds do not wait for the previous round's message on
+ * rank 0 lets some rank out early; sim_reach says so. */
+static void unchain_rank0(struct coll_schedule *s)
+{
+    for (uint32_t i = 0; i < s[0].nsteps; i++)
+        s[0].steps[i].ndeps = 0;
+}
+
+TEST(barrier_check_catches_a_broken_barrier)
+{
+    int broken;
+    check_barrier("dissemination", 8, unchain_rank0, &broken);
+    fprintf(stderr, "# dissemination without its dependencies on rank 0: %d broken pairs\n",
+            broken);
+    ASSERT(broken > 0);
+}
+
 /* ---- 7 the checker can fail ---------------------------------------------------------- */
 
 /* Remove step i from s: later steps shift down, dependencies on it disappear. */
@@ -1021,7 +1513,8 @@ static void remove_step(struct coll_schedule *s, uint32_t i)
 }
 
 /* Run c's schedules after mutate(s) through the simulator for seeds; returns how many of
- * the runs fail (a simulator error or a wrong result), with the last status in *st_p. */
+ * the runs fail (a simulator error or a wrong result), with the last simulator status in
+ * *st_p and the last failure in err. */
 static int broken_runs(const struct run_cfg *base, void (*mutate)(struct coll_schedule *),
                        int seeds, int *st_p, char *err, size_t errlen)
 {
@@ -1029,53 +1522,19 @@ static int broken_runs(const struct run_cfg *base, void (*mutate)(struct coll_sc
     *st_p = SIM_OK;
     for (int k = 0; k < seeds; k++) {
         struct run_cfg c = *base;
-        struct coll_schedule *s = build_all(&c);
-        struct sim_mem *mem = calloc((size_t)c.n, sizeof(*mem));
-        void **bufs = calloc((size_t)c.n * 2, sizeof(void *));
-        struct sim_opts o = {.seed = (uint64_t)k,
-                             .rendezvous = c.rendezvous,
-                             .lazy = k % 3,
-                             .dtype = c.dtype,
-                             .op = c.op,
-                             .coll = c.coll,
-                             .root = c.root,
-                             .count = c.count};
-        int st;
+        struct coll_schedule *s;
+        int st = SIM_OK;
 
-        ASSERT(s && mem && bufs);
-        mutate(s);
         c.seed = (uint64_t)k;
-        for (int32_t r = 0; r < c.n; r++) {
-            bufs[2 * r] = calloc(c.count + 1, coll__dtype_size(c.dtype));
-            bufs[2 * r + 1] =
-                c.in_place ? bufs[2 * r] : calloc(c.count + 1, coll__dtype_size(c.dtype));
-            for (size_t i = 0; i < c.count; i++) {
-                double v;
-                uint64_t bits;
-                gen_input(c.dtype, c.op, c.gen, c.n, r, i, c.seed, &v, &bits);
-                put_elem(c.dtype, bufs[2 * r], i, v, bits);
-            }
-            mem[r] = (struct sim_mem){bufs[2 * r], bufs[2 * r + 1], c.count, c.count};
-        }
-        st = sim_run(s, c.n, mem, &o, NULL, err, errlen);
-        if (st != SIM_OK) {
-            *st_p = st;
+        s = build_all(&c);
+        ASSERT(s);
+        mutate(s);
+        if (simulate(&c, s, &st)) {
             failures++;
-        } else {
-            void **recv = calloc((size_t)c.n, sizeof(void *));
-            ASSERT(recv);
-            for (int32_t r = 0; r < c.n; r++)
-                recv[r] = bufs[2 * r + 1];
-            failures += check_results(&c, recv) != 0;
-            free(recv);
+            snprintf(err, errlen, "%s", fail_msg);
+            if (st != SIM_OK)
+                *st_p = st;
         }
-        for (int32_t r = 0; r < c.n; r++) {
-            if (bufs[2 * r + 1] != bufs[2 * r])
-                free(bufs[2 * r + 1]);
-            free(bufs[2 * r]);
-        }
-        free(bufs);
-        free(mem);
         free_scheds(s, c.n);
     }
     return failures;
@@ -1376,6 +1835,87 @@ TEST(avg_divides_on_result_ranks_only)
     c.algo = algo("ring");
     c.coll = COLL_COLL_ALLREDUCE;
     RUN_OK(&c);
+}
+
+/* All-gather in place puts rank r's SEND at RECV[r count]: a schedule that receives there
+ * before sending SEND is wrong in place only, and only the race check that knows the
+ * offset says so. */
+TEST(checker_catches_in_place_violation_at_an_offset)
+{
+    struct coll_algo_args a = {.coll = COLL_COLL_ALLGATHER,
+                               .nranks = 2,
+                               .rank = 1,
+                               .count = 4,
+                               .dtype = COLL_INT32,
+                               .elem_size = 4,
+                               .chunk_count = 4};
+    struct coll_schedule s;
+    struct sim_layout l;
+    char err[512];
+    uint32_t rv;
+
+    sim_layout_of(COLL_COLL_ALLGATHER, 2, 1, 0, 4, &l);
+    ASSERT(l.alias && l.send_at == 4 && l.send_count == 4 && l.recv_count == 8);
+    sim_layout_of(COLL_COLL_REDUCE_SCATTER, 3, 2, 0, 5, &l);
+    ASSERT(l.alias && l.send_at == -10 && l.send_count == 15 && l.recv_count == 5);
+    sim_layout_of(COLL_COLL_GATHER, 3, 1, 0, 5, &l);
+    ASSERT(!l.alias && l.send_count == 5 && l.recv_count == 0);
+    sim_layout_of(COLL_COLL_SCATTER, 3, 2, 2, 5, &l);
+    ASSERT(l.alias && l.send_at == -10 && l.send_count == 15 && l.recv_count == 5);
+    /* rank 1: receive block 1 (its own place: SEND in place), then send SEND */
+    coll__sched_init(&s, &a);
+    ASSERT_EQ(coll__sched_recv(&s, 0, coll__slice(COLL_BUF_RECV, 4, 4), 0, NULL, &rv), 0);
+    ASSERT_EQ(coll__sched_send(&s, 0, coll__slice(COLL_BUF_SEND, 0, 4), 1, &rv, NULL), 0);
+    ASSERT_EQ(coll__sched_validate(&s), COLL_SUCCESS);
+    ASSERT_EQ(sim_check_races_at(&s, 0, err, sizeof(err)), SIM_OK); /* all-reduce's view */
+    ASSERT_EQ(sim_check_races_at(&s, 4, err, sizeof(err)), SIM_RACE);
+    ASSERT_STR_CONTAINS(err, "wrong in place");
+    /* unordered, it is a plain race at that offset */
+    s.steps[1].ndeps = 0;
+    ASSERT_EQ(sim_check_races_at(&s, 4, err, sizeof(err)), SIM_RACE);
+    ASSERT_STR_CONTAINS(err, "no dependency orders them");
+    coll__sched_free(&s);
+}
+
+/* Rank 1's pairwise all-to-all copies out of scratch lose their wait for the send of the
+ * same block: harmless out of place, wrong in place. */
+static void drop_copy_after_send(struct coll_schedule *s)
+{
+    for (uint32_t i = 0; i < s[1].nsteps; i++)
+        if (s[1].steps[i].kind == COLL_STEP_COPY && s[1].steps[i].src.buf == COLL_BUF_SCRATCH)
+            s[1].steps[i].ndeps = 1; /* keeps the receive */
+}
+
+TEST(checker_catches_missing_in_place_dependency)
+{
+    struct run_cfg c = {.algo = algo("pairwise"),
+                        .coll = COLL_COLL_ALLTOALL,
+                        .n = 4,
+                        .count = 6,
+                        .chunk = 6,
+                        .dtype = COLL_INT32,
+                        .op = COLL_SUM,
+                        .gen = GEN_WIDE};
+    struct coll_schedule *s = build_all(&c);
+    char err[2048];
+    int st, bad, races = 0;
+
+    ASSERT(s);
+    drop_copy_after_send(s);
+    for (int32_t r = 0; r < c.n; r++) {
+        int rs = sim_check_races_at(&s[r], 0, err, sizeof(err));
+        if (rs == SIM_RACE)
+            fprintf(stderr, "# %s\n", err);
+        races += rs == SIM_RACE;
+    }
+    ASSERT_EQ(races, 1);
+    free_scheds(s, c.n);
+    ASSERT_EQ(broken_runs(&c, drop_copy_after_send, 20, &st, err, sizeof(err)), 0);
+    c.in_place = true;
+    bad = broken_runs(&c, drop_copy_after_send, 40, &st, err, sizeof(err));
+    fprintf(stderr, "# in place: %d of 40 orders fail (last simulator status: %s)\n", bad,
+            sim_status_name(st));
+    ASSERT(bad > 0);
 }
 
 int main(int argc, char **argv)

@@ -1,6 +1,7 @@
 /*
  * binomial.c - binomial-tree broadcast, reduce and all-reduce (reduce to rank 0, then
- * broadcast from it), for small messages: ceil(log2 n) rounds, the fewest possible.
+ * broadcast from it), for small messages: ceil(log2 n) rounds, the fewest possible. The
+ * entry also runs gather and scatter on the same tree (gather_scatter.c).
  *
  * Ranks are numbered relative to the root, v = rank - root mod n. v's parent is v with its
  * lowest set bit cleared; its children are v + 2^j for every 2^j below that bit. n = 8:
@@ -29,6 +30,13 @@
 
 COLL_INTERNAL extern const struct coll_algo coll__algo_binomial;
 
+/* Gather and scatter buffers hold n x count elements. */
+static bool binomial_applicable(const struct coll_algo_args *a)
+{
+    return (a->coll != COLL_COLL_GATHER && a->coll != COLL_COLL_SCATTER) ||
+           coll__algo_sizes_fit(a, 1);
+}
+
 static coll_status_t binomial_build(const struct coll_algo_args *a, struct coll_schedule *s)
 {
     struct coll_tree_part part;
@@ -39,6 +47,15 @@ static coll_status_t binomial_build(const struct coll_algo_args *a, struct coll_
 
     if (st != COLL_SUCCESS)
         return st;
+    if (a->coll == COLL_COLL_GATHER || a->coll == COLL_COLL_SCATTER) {
+        if (!binomial_applicable(a))
+            return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                               "binomial %s: %zu elements on %d ranks overflow the buffers' size",
+                               coll__coll_name(a->coll), a->count, a->nranks);
+        /* gather_scatter.c */
+        return a->coll == COLL_COLL_GATHER ? coll__binomial_gather_build(a, s)
+                                           : coll__binomial_scatter_build(a, s);
+    }
     if (a->count == 0)
         return COLL_SUCCESS;
     if (a->nranks == 1) /* the result is this rank's own data */
@@ -60,8 +77,9 @@ static coll_status_t binomial_build(const struct coll_algo_args *a, struct coll_
 
 COLL_INTERNAL const struct coll_algo coll__algo_binomial = {
     .name = "binomial",
-    .desc = "binomial tree, log2 n rounds: latency-optimal broadcast/reduce for small messages",
-    .colls = 1u << COLL_COLL_BROADCAST | 1u << COLL_COLL_REDUCE | 1u << COLL_COLL_ALLREDUCE,
-    .applicable = NULL,
+    .desc = "binomial tree, log2 n rounds: latency-optimal broadcast/reduce/gather/scatter",
+    .colls = 1u << COLL_COLL_BROADCAST | 1u << COLL_COLL_REDUCE | 1u << COLL_COLL_ALLREDUCE |
+             1u << COLL_COLL_GATHER | 1u << COLL_COLL_SCATTER,
+    .applicable = binomial_applicable,
     .build = binomial_build,
 };

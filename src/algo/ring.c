@@ -1,6 +1,8 @@
 /*
  * ring.c - ring all-reduce: a reduce-scatter then an all-gather around the ring, pipelined
- * in chunks. Bandwidth-optimal: every rank sends and receives 2(n-1)/n of the data.
+ * in chunks. Bandwidth-optimal: every rank sends and receives 2(n-1)/n of the data. The
+ * "ring" entry also runs all-gather (allgather.c) and reduce-scatter (reduce_scatter.c), the
+ * two halves on their own, with NCCL's buffers.
  *
  * The count elements form n blocks (sizes differ by at most one; with count < n some are
  * empty and move nothing). Rank r sends to r+1 and receives from r-1 only. n = 4, rank 0:
@@ -157,19 +159,36 @@ out_free:
     return st;
 }
 
+/* All-gather and reduce-scatter buffers hold n x count elements. */
+static bool ring_applicable(const struct coll_algo_args *a)
+{
+    return a->coll == COLL_COLL_ALLREDUCE || coll__algo_sizes_fit(a, 1);
+}
+
 static coll_status_t ring_build(const struct coll_algo_args *a, struct coll_schedule *s)
 {
     coll_status_t st = coll__algo_check(&coll__algo_ring, a);
 
     if (st != COLL_SUCCESS)
         return st;
-    return ring_allreduce(a, s);
+    if (!ring_applicable(a))
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "ring %s: %zu elements on %d ranks overflow the buffers' size",
+                           coll__coll_name(a->coll), a->count, a->nranks);
+    switch (a->coll) {
+    case COLL_COLL_ALLGATHER:
+        return coll__ring_allgather_build(a, s); /* allgather.c */
+    case COLL_COLL_REDUCE_SCATTER:
+        return coll__ring_reduce_scatter_build(a, s); /* reduce_scatter.c */
+    default:
+        return ring_allreduce(a, s);
+    }
 }
 
 COLL_INTERNAL const struct coll_algo coll__algo_ring = {
     .name = "ring",
-    .desc = "reduce-scatter then all-gather around a ring, chunked: bandwidth-optimal",
-    .colls = 1u << COLL_COLL_ALLREDUCE,
-    .applicable = NULL,
+    .desc = "around a ring in chunks, every byte once per link: bandwidth-optimal",
+    .colls = 1u << COLL_COLL_ALLREDUCE | 1u << COLL_COLL_ALLGATHER | 1u << COLL_COLL_REDUCE_SCATTER,
+    .applicable = ring_applicable,
     .build = ring_build,
 };

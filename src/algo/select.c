@@ -1,26 +1,39 @@
 /*
- * select.c - which algorithm runs a collective.
+ * select.c - which algorithm (and chunk size) runs a collective.
  *
  * COLL_ALGO forces one, for every collective ("ring") or per collective
  * ("allreduce=ring,broadcast=binomial"); a name forced for every collective that cannot run
- * one of them (ring has no broadcast) leaves that collective to the default choice. Until the
- * cost model lands, the default is a size threshold (COLL_TREE_THRESHOLD): trees below it
- * (latency: ~log n messages), ring and chain above (bandwidth: each byte crosses each link
- * about once). Each new decision is logged at INFO with its reason.
+ * one of them (ring has no gather) leaves that collective to the model. Otherwise, with
+ * COLL_SELECT=cost (the default), every applicable algorithm is priced at a few chunk sizes
+ * by the alpha-beta-gamma model of src/algo/cost.c, with this machine's parameters from the
+ * calibration file (collbench --calibrate) or the built-in defaults, and the cheapest wins.
+ * COLL_SELECT=threshold is the plain rule: trees below COLL_TREE_THRESHOLD, ring and chain
+ * above. Decisions are made once per request shape (the plan cache keeps them) and logged at
+ * INFO with the estimates of the alternatives.
  */
 #include "../core/exec.h"
+#include "cost.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static const char *default_small[COLL_NUM_COLLS] = {
-    [COLL_COLL_ALLREDUCE] = "tree", [COLL_COLL_BROADCAST] = "binomial",
-    [COLL_COLL_REDUCE] = "binomial",
+    [COLL_COLL_ALLREDUCE] = "tree",     [COLL_COLL_BROADCAST] = "binomial",
+    [COLL_COLL_REDUCE] = "binomial",    [COLL_COLL_ALLGATHER] = "rd",
+    [COLL_COLL_REDUCE_SCATTER] = "rd",  [COLL_COLL_ALLTOALL] = "bruck",
+    [COLL_COLL_GATHER] = "binomial",    [COLL_COLL_SCATTER] = "binomial",
+    [COLL_COLL_BARRIER] = "dissemination",
 };
 static const char *default_large[COLL_NUM_COLLS] = {
-    [COLL_COLL_ALLREDUCE] = "ring", [COLL_COLL_BROADCAST] = "chain",
-    [COLL_COLL_REDUCE] = "chain",
+    [COLL_COLL_ALLREDUCE] = "ring",     [COLL_COLL_BROADCAST] = "chain",
+    [COLL_COLL_REDUCE] = "chain",       [COLL_COLL_ALLGATHER] = "ring",
+    [COLL_COLL_REDUCE_SCATTER] = "ring", [COLL_COLL_ALLTOALL] = "pairwise",
+    [COLL_COLL_GATHER] = "binomial",    [COLL_COLL_SCATTER] = "binomial",
+    [COLL_COLL_BARRIER] = "dissemination",
 };
 
 static bool coll_from_name(const char *name, size_t len, enum coll_coll *c_p)
@@ -80,7 +93,7 @@ static bool forced_for(const char *spec, enum coll_coll c, char *name, size_t n,
     return found;
 }
 
-coll_status_t coll__select_check_config(struct coll_comm *comm)
+static coll_status_t select_check_config(struct coll_comm *comm)
 {
     char buf[256], *save = NULL, *tok, names[512];
 
@@ -115,48 +128,142 @@ static bool usable(const struct coll_algo *algo, const struct coll_algo_args *a)
     return algo && (algo->colls & (1u << a->coll)) && (!algo->applicable || algo->applicable(a));
 }
 
-coll_status_t coll__select(struct coll_comm *comm, const struct coll_algo_args *a,
-                           const struct coll_algo **algo_p, const char **why_p)
+coll_status_t coll__select_init(struct coll_comm *comm)
+{
+    char path[600];
+    const char *file = comm->cfg.calib_file;
+    coll_status_t st;
+
+    COLL_CHECK_GOTO(select_check_config(comm), st, out);
+    if (strcmp(comm->cfg.select, "cost") && strcmp(comm->cfg.select, "threshold"))
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "COLL_SELECT='%s' is neither 'cost' nor 'threshold'", comm->cfg.select);
+    comm->cost = malloc(sizeof(*comm->cost));
+    if (!comm->cost)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the cost model");
+    coll__cost_params_default(comm->cost);
+    if (!file[0]) {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && *xdg)
+            snprintf(path, sizeof(path), "%s/coll/calib.txt", xdg);
+        else if (home && *home)
+            snprintf(path, sizeof(path), "%s/.cache/coll/calib.txt", home);
+        else
+            path[0] = '\0';
+        if (!path[0] || access(path, R_OK) != 0)
+            return COLL_SUCCESS; /* no calibration yet: the defaults */
+        file = path;
+    }
+    st = coll__cost_params_load(comm->cost, file);
+    if (st != COLL_SUCCESS) {
+        if (comm->cfg.calib_file[0]) /* asked for by name: an error */
+            return coll__error(comm, st, "COLL_CALIB_FILE='%s': %s", file,
+                               coll_last_error(NULL));
+        COLL_WARN(COLL_SUB_ALGO, "ignoring calibration file '%s' (%s): using defaults", file,
+                  coll_last_error(NULL));
+        coll__cost_params_default(comm->cost);
+        return COLL_SUCCESS;
+    }
+    COLL_INFO(COLL_SUB_ALGO, "cost model calibrated from '%s'", file);
+    return COLL_SUCCESS;
+out:
+    return st;
+}
+
+void coll__select_fini(struct coll_comm *comm)
+{
+    free(comm->cost);
+    comm->cost = NULL;
+}
+
+static const struct coll_algo *by_threshold(struct coll_comm *comm,
+                                            const struct coll_algo_args *a, const char **why_p)
 {
     size_t bytes = a->count * a->elem_size;
+    bool small = (int64_t)bytes < comm->cfg.tree_threshold;
+    const char *def = small ? default_small[a->coll] : default_large[a->coll];
+    const struct coll_algo *algo = def ? coll__algo_find(def) : NULL;
+
+    *why_p = small ? "below COLL_TREE_THRESHOLD" : "at or above COLL_TREE_THRESHOLD";
+    if (usable(algo, a))
+        return algo;
+    for (int i = 0; coll__algos[i]; i++)
+        if (usable(coll__algos[i], a)) {
+            *why_p = "first applicable";
+            return coll__algos[i];
+        }
+    return NULL;
+}
+
+/* Price the candidates; pick the cheapest. Falls back to the threshold rule on a model
+ * failure (logged), so a gap in the model never stops a collective. */
+static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_args *a,
+                                       char *why, size_t whylen)
+{
+    static const size_t chunks[] = {32u << 10, 128u << 10, 512u << 10};
+    struct coll_cost_result res[48];
+    struct coll_cost_query q = {
+        .coll = a->coll,
+        .nranks = a->nranks,
+        .root = a->root,
+        .count = a->count,
+        .dtype = a->dtype,
+    };
+    size_t forced = a->chunk_count * a->elem_size, nres = 0, o;
+    coll_status_t st;
+    const char *tw;
+    const struct coll_algo *algo;
+
+    q.chunk_bytes = comm->cfg.chunk_forced ? &forced : chunks;
+    q.nchunk_bytes = comm->cfg.chunk_forced ? 1 : COLL_ARRAY_SIZE(chunks);
+    st = coll__cost_rank_algos(comm->cost, NULL, &q, res, COLL_ARRAY_SIZE(res), &nres);
+    if (st != COLL_SUCCESS || nres == 0) {
+        COLL_WARN(COLL_SUB_ALGO, "cost model could not price %s on %d ranks (%s): using the "
+                  "size threshold", coll__coll_name(a->coll), a->nranks,
+                  st != COLL_SUCCESS ? coll_last_error(NULL) : "no applicable algorithm");
+        algo = by_threshold(comm, a, &tw);
+        snprintf(why, whylen, "%s", tw);
+        return algo;
+    }
+    a->chunk_count = res[0].chunk_count;
+    o = (size_t)snprintf(why, whylen, "cost model: est %.1f us", res[0].seconds * 1e6);
+    for (size_t i = 1; i < nres && i < 6 && o < whylen; i++)
+        o += (size_t)snprintf(why + o, whylen - o, "%s %s %.1f us", i == 1 ? ";" : ",",
+                              res[i].algo->name, res[i].seconds * 1e6);
+    return res[0].algo;
+}
+
+coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *a,
+                           const struct coll_algo **algo_p, char *why, size_t whylen)
+{
     const struct coll_algo *algo = NULL;
-    const char *why = "";
+    const char *tw = "";
     char name[64];
     bool explicit_ = false;
 
     if (comm->cfg.algo[0] && forced_for(comm->cfg.algo, a->coll, name, sizeof(name), &explicit_)) {
         algo = coll__algo_find(name);
         if (usable(algo, a)) {
-            why = "forced by COLL_ALGO";
-        } else if (explicit_) {
+            snprintf(why, whylen, "forced by COLL_ALGO");
+            *algo_p = algo;
+            return COLL_SUCCESS;
+        }
+        if (explicit_)
             return coll__error(comm, COLL_INVALID_ARGUMENT,
                                "COLL_ALGO forces '%s' for %s, which cannot run %zu elements on "
                                "%d ranks",
                                name, coll__coll_name(a->coll), a->count, a->nranks);
-        } else {
-            algo = NULL; /* e.g. ring for broadcast: fall back to the default */
-        }
+        algo = NULL; /* e.g. ring for gather: the model decides */
     }
-    if (!algo) {
-        const char *def = (int64_t)bytes < comm->cfg.tree_threshold ? default_small[a->coll]
-                                                                    : default_large[a->coll];
-        algo = def ? coll__algo_find(def) : NULL;
-        why = (int64_t)bytes < comm->cfg.tree_threshold ? "below COLL_TREE_THRESHOLD"
-                                                         : "at or above COLL_TREE_THRESHOLD";
-        if (!usable(algo, a)) {
-            algo = NULL;
-            for (int i = 0; coll__algos[i]; i++)
-                if (usable(coll__algos[i], a)) {
-                    algo = coll__algos[i];
-                    why = "first applicable";
-                    break;
-                }
-        }
+    if (comm->cost && !strcmp(comm->cfg.select, "cost") && a->nranks > 1) {
+        algo = by_cost(comm, a, why, whylen);
+    } else {
+        algo = by_threshold(comm, a, &tw);
+        snprintf(why, whylen, "%s", tw);
     }
     if (!algo)
         return coll__error(comm, COLL_INTERNAL_ERROR, "no algorithm can run %s on %d ranks",
                            coll__coll_name(a->coll), a->nranks);
     *algo_p = algo;
-    *why_p = why;
     return COLL_SUCCESS;
 }

@@ -107,6 +107,7 @@ static void comm_free(struct coll_comm *comm)
     if (comm->wakefd >= 0)
         close(comm->wakefd);
     coll__plan_cache_free(comm);
+    coll__select_fini(comm);
     free(comm->peers);
     free(comm->chans);
     free(comm->scratch);
@@ -171,7 +172,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     atomic_store(&comm->failed, COLL_SUCCESS);
 
     COLL_CHECK_GOTO(coll__config_load(comm, &comm->cfg), st, out_free);
-    COLL_CHECK_GOTO(coll__select_check_config(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__select_init(comm), st, out_free);
     COLL_CHECK_GOTO(pick_transport(comm), st, out_free);
     COLL_CHECK_GOTO(coll__plan_cache_init(comm), st, out_free);
     comm->chans = calloc((size_t)nranks, sizeof(*comm->chans));

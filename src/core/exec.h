@@ -96,11 +96,13 @@ COLL_INTERNAL coll_status_t coll__plan_p2p(struct coll_comm *comm, uint8_t kind,
 COLL_INTERNAL coll_status_t coll__plan_cache_init(struct coll_comm *comm);
 COLL_INTERNAL void coll__plan_cache_free(struct coll_comm *comm);
 
-/* select.c */
-COLL_INTERNAL coll_status_t coll__select_check_config(struct coll_comm *comm);
-COLL_INTERNAL coll_status_t coll__select(struct coll_comm *comm,
-                                         const struct coll_algo_args *args,
-                                         const struct coll_algo **algo_p,
-                                         const char **why_p);
+/* select.c: load the cost model's parameters (COLL_CALIB_FILE) and check COLL_ALGO; free. */
+COLL_INTERNAL coll_status_t coll__select_init(struct coll_comm *comm);
+COLL_INTERNAL void coll__select_fini(struct coll_comm *comm);
+/* Choose the algorithm (and, unless COLL_CHUNK_BYTES is set, the chunk size: args is
+ * updated) for args; why receives the reason and the alternatives' estimates. */
+COLL_INTERNAL coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *args,
+                                         const struct coll_algo **algo_p, char *why,
+                                         size_t whylen);
 
 #endif /* COLL_EXEC_H */

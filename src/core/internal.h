@@ -34,7 +34,10 @@ struct coll_config {
     char transport[32];     /* COLL_TRANSPORT: "" (best) or a transport's name */
     char socket_ifname[64]; /* COLL_SOCKET_IFNAME: prefix list, "^" excludes, "=" exact */
     int64_t chunk_bytes;    /* COLL_CHUNK_BYTES: pipelining unit of the schedules */
-    int64_t tree_threshold; /* COLL_TREE_THRESHOLD: all-reduce bytes below which tree wins */
+    int64_t tree_threshold; /* COLL_TREE_THRESHOLD: used by COLL_SELECT=threshold */
+    char select[16];        /* COLL_SELECT: "cost" (the model) or "threshold" */
+    char calib_file[512];   /* COLL_CALIB_FILE: alpha/beta/gamma calibration */
+    bool chunk_forced;      /* COLL_CHUNK_BYTES came from the environment */
     int64_t nsocks;         /* COLL_NSOCKS: TCP sockets per peer (reserved for striping) */
     int64_t spin_us;        /* COLL_SPIN_US: how long a wait polls before it sleeps */
     int64_t progress_delay_us; /* COLL_PROGRESS_DELAY_US: before the thread takes an op */
@@ -193,6 +196,7 @@ struct coll_comm {
 
     /* caches */
     struct coll_sched_cache *sched_cache;
+    struct coll_cost_params *cost;    /* the selector's model of this machine */
 
     /* last error text (coll_last_error); errlock because abort can come from any thread */
     pthread_mutex_t errlock;

@@ -41,10 +41,19 @@ const struct coll_param coll__params[] = {
      COLL_PARAM_STRING, CFG(socket_ifname), 0, 0},
     {"COLL_CHUNK_BYTES", "128K", "pipelining unit of ring, chain and tree schedules",
      COLL_PARAM_SIZE, CFG(chunk_bytes), 64, (int64_t)1 << 30},
+    {"COLL_SELECT", "cost",
+     "how algorithms are chosen: cost (price every applicable algorithm and chunk size with the "
+     "calibrated alpha-beta-gamma model) or threshold (trees below COLL_TREE_THRESHOLD, ring and "
+     "chain above)",
+     COLL_PARAM_STRING, CFG(select), 0, 0},
     {"COLL_TREE_THRESHOLD", "64K",
-     "all-reduce, broadcast and reduce below this many bytes use tree algorithms, ring/chain "
-     "above (until the cost model decides)",
+     "with COLL_SELECT=threshold: all-reduce, broadcast and reduce below this many bytes use "
+     "tree algorithms, ring/chain above",
      COLL_PARAM_SIZE, CFG(tree_threshold), 0, INT64_MAX},
+    {"COLL_CALIB_FILE", "",
+     "calibration file written by collbench --calibrate; empty = $XDG_CACHE_HOME/coll/calib.txt "
+     "(or ~/.cache/coll/calib.txt) when it exists, else built-in defaults",
+     COLL_PARAM_STRING, CFG(calib_file), 0, 0},
     {"COLL_NSOCKS", "1", "TCP sockets per peer", COLL_PARAM_INT, CFG(nsocks), 1, 64},
     {"COLL_SPIN_US", "50",
      "how long a waiting call polls before it sleeps in the kernel (microseconds)", COLL_PARAM_INT,
@@ -133,6 +142,8 @@ coll_status_t coll__config_load(struct coll_comm *comm, struct coll_config *cfg)
                                "%s=%" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]",
                                p->name, v, p->min, p->max);
         memcpy(field, &v, sizeof(v));
+        if (env && *env && p->offset == offsetof(struct coll_config, chunk_bytes))
+            cfg->chunk_forced = true;
         if (env && *env)
             COLL_INFO(COLL_SUB_ENV, "%s set by environment to %s", p->name, env);
     }

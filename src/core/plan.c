@@ -11,8 +11,8 @@
 #define PLAN_CACHE_SIZE 32
 
 struct plan_ent {
+    struct coll_algo_args key; /* the request, before selection chose algorithm and chunk */
     struct coll_plan *plan;
-    const struct coll_algo *algo;
     uint64_t last_use;
 };
 
@@ -85,9 +85,10 @@ static coll_status_t plan_build(struct coll_comm *comm, const struct coll_algo *
         goto out_free;
     }
     COLL_CHECK_GOTO(plan_derive(comm, p), st, out_free);
-    COLL_INFO(COLL_SUB_ALGO, "rank %d: %s %zu bytes n=%d: %s (%s), %u steps", comm->rank,
-              coll__coll_name(args->coll), args->count * args->elem_size, args->nranks,
-              algo->name, why, p->sched.nsteps);
+    COLL_INFO(COLL_SUB_ALGO, "rank %d: %s %zu bytes n=%d: %s, chunk %zu B, %u steps (%s)",
+              comm->rank, coll__coll_name(args->coll), args->count * args->elem_size,
+              args->nranks, algo->name, args->chunk_count * args->elem_size, p->sched.nsteps,
+              why);
     *plan_p = p;
     return COLL_SUCCESS;
 
@@ -106,16 +107,17 @@ coll_status_t coll__plan_get(struct coll_comm *comm, const struct coll_algo_args
                              struct coll_plan **plan_p)
 {
     struct coll_sched_cache *c = cache_get(comm);
+    struct coll_algo_args sel = *args;
     const struct coll_algo *algo;
-    const char *why;
+    char why[512];
     struct coll_plan *p = NULL;
     coll_status_t st;
     int victim = 0;
 
-    COLL_CHECK_GOTO(coll__select(comm, args, &algo, &why), st, out);
+    /* Keyed by the request, so that a hit costs no pricing. */
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < c->n; i++) {
-        if (c->ents[i].algo == algo && args_equal(&c->ents[i].plan->args, args)) {
+        if (args_equal(&c->ents[i].key, args)) {
             c->ents[i].last_use = ++c->tick;
             p = c->ents[i].plan;
             atomic_fetch_add(&p->refs, 1);
@@ -126,7 +128,8 @@ coll_status_t coll__plan_get(struct coll_comm *comm, const struct coll_algo_args
     }
     pthread_mutex_unlock(&c->lock);
 
-    COLL_CHECK_GOTO(plan_build(comm, algo, why, args, &p), st, out);
+    COLL_CHECK_GOTO(coll__select(comm, &sel, &algo, why, sizeof(why)), st, out);
+    COLL_CHECK_GOTO(plan_build(comm, algo, why, &sel, &p), st, out);
     pthread_mutex_lock(&c->lock);
     if (c->n < PLAN_CACHE_SIZE) {
         victim = c->n++;
@@ -136,8 +139,8 @@ coll_status_t coll__plan_get(struct coll_comm *comm, const struct coll_algo_args
                 victim = i;
         coll__plan_put(c->ents[victim].plan);
     }
+    c->ents[victim].key = *args;
     c->ents[victim].plan = p;
-    c->ents[victim].algo = algo;
     c->ents[victim].last_use = ++c->tick;
     atomic_fetch_add(&p->refs, 1); /* one for the cache, one for the caller */
     pthread_mutex_unlock(&c->lock);

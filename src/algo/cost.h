@@ -1,0 +1,145 @@
+/*
+ * cost.h - the alpha-beta-gamma cost model: what a schedule costs on a machine.
+ *
+ * A message of b bytes over a link costs alpha + b beta (alpha: seconds per message, beta:
+ * seconds per byte, per link class); a reduction costs gamma b (seconds per byte of output,
+ * per dtype); a local copy costs copy b. The model does not add these up along a formula:
+ * coll__cost_predict builds every rank's schedule and runs them against each other on a
+ * simulated machine (the rules are in cost.c's header), so pipelining, chunk size, port
+ * contention and the critical path across ranks are priced, not guessed.
+ *
+ * Parameters come with defaults for one host (TCP loopback, shared memory) and can be
+ * calibrated by measurement (`collbench --calibrate`) into a text file:
+ *
+ *   # coll cost model: seconds per message (alpha), per byte (beta, gamma, copy)
+ *   tcp.alpha 1.1e-05
+ *   tcp.beta 4e-10
+ *   gamma.float 2.0e-10     # dtype names as coll__dtype_name writes them
+ *   copy 1e-10
+ *
+ * Keys: <link>.alpha, <link>.beta (link: tcp, shm, ib, cuda), gamma.<dtype>, copy. Keys not
+ * in the file keep their defaults; unknown keys are ignored with an INFO note; anything else
+ * that is not `key value` (value a finite number >= 0) rejects the file, naming the line.
+ *
+ *   struct coll_cost_params p;
+ *   struct coll_cost_result res[16];
+ *   size_t nres;
+ *   struct coll_cost_query q = {.coll = COLL_COLL_ALLREDUCE, .nranks = 8, .count = 1 << 20,
+ *                               .dtype = COLL_FLOAT32};
+ *   coll__cost_params_default(&p);
+ *   st = coll__cost_rank_algos(&p, NULL, &q, res, 16, &nres);  // res[0] is the cheapest
+ *
+ * Everything here is a pure function of its arguments: no cache, no global state, any thread.
+ */
+#ifndef COLL_COST_H
+#define COLL_COST_H
+
+#include "schedule.h"
+
+enum coll_link {
+    COLL_LINK_TCP = 0, /* sockets, loopback or network */
+    COLL_LINK_SHM,     /* shared memory on one host */
+    COLL_LINK_IB,      /* InfiniBand verbs */
+    COLL_LINK_CUDA,    /* CUDA IPC between GPUs of one host */
+    COLL_NUM_LINKS
+};
+COLL_INTERNAL const char *coll__link_name(enum coll_link l); /* "tcp", "shm", "ib", "cuda" */
+
+struct coll_link_cost {
+    double alpha; /* seconds per message */
+    double beta;  /* seconds per byte */
+};
+
+struct coll_cost_params {
+    struct coll_link_cost link[COLL_NUM_LINKS];
+    double gamma[COLL_NUM_DTYPES]; /* seconds per byte of reduction output, per dtype */
+    double copy;                   /* seconds per byte of a local copy */
+};
+
+/* The built-in defaults: rough figures for one x86 host (TCP loopback alpha 10 us, 2.5 GB/s;
+ * shm 1 us, 8 GB/s; fp32 reduction 5 GB/s of output); IB and CUDA are placeholders until
+ * calibrated. */
+COLL_INTERNAL void coll__cost_params_default(struct coll_cost_params *p);
+
+/* Read a calibration file over the defaults into *p. Outputs only on success: a missing or
+ * unreadable file is COLL_SYSTEM_ERROR naming the path, a malformed line
+ * COLL_INVALID_ARGUMENT naming the path and the line number. */
+COLL_INTERNAL coll_status_t coll__cost_params_load(struct coll_cost_params *p, const char *path);
+/* As load, from text in memory; name is what messages call it ("COLL_COST_FILE", a path). */
+COLL_INTERNAL coll_status_t coll__cost_params_parse(struct coll_cost_params *p, const char *text,
+                                                    const char *name);
+/* Write every key of p to path (through a temporary file renamed over it, so a reader never
+ * sees half a file). Values are written so that load gives back exactly the same doubles. */
+COLL_INTERNAL coll_status_t coll__cost_params_save(const struct coll_cost_params *p,
+                                                   const char *path);
+
+/* Which link class carries messages from rank src to rank dst. */
+typedef enum coll_link (*coll_cost_link_fn)(void *arg, int32_t src, int32_t dst);
+struct coll_cost_links {
+    coll_cost_link_fn link_of; /* NULL: every pair uses link */
+    void *arg;
+    enum coll_link link;
+};
+/* NULL wherever a links pointer is taken means every pair is TCP. */
+static inline struct coll_cost_links coll__cost_links_all(enum coll_link l)
+{
+    struct coll_cost_links links = {NULL, NULL, l};
+    return links;
+}
+
+/* Run the schedules of all n ranks (scheds[r] is rank r's, built for n ranks) on the
+ * simulated machine. *time_p: when the last step of any rank completes, in seconds from a
+ * common start; finish_p (NULL, or n entries): when each rank's last step completes (0 for a
+ * rank without steps). Schedules that fail coll__sched_validate, do not match (a send
+ * without its receive, counts that differ) or deadlock are COLL_INTERNAL_ERROR with a
+ * message naming the rank and step. */
+COLL_INTERNAL coll_status_t coll__cost_simulate(const struct coll_cost_params *p,
+                                                const struct coll_cost_links *links,
+                                                const struct coll_schedule *scheds, int32_t n,
+                                                double *time_p, double *finish_p);
+
+/* Build algo's schedule for every rank of tmpl (tmpl->rank is ignored) and simulate them, as
+ * coll__cost_simulate. COLL_INVALID_ARGUMENT when algo cannot run tmpl. Schedules are built
+ * one rank at a time and freed as they are taken in; nothing is kept. */
+COLL_INTERNAL coll_status_t coll__cost_predict(const struct coll_cost_params *p,
+                                               const struct coll_cost_links *links,
+                                               const struct coll_algo *algo,
+                                               const struct coll_algo_args *tmpl, double *time_p,
+                                               double *finish_p);
+
+/* What to rank: one collective call. */
+struct coll_cost_query {
+    enum coll_coll coll;
+    int32_t nranks, root;
+    size_t count; /* NCCL's count for the collective, in elements */
+    coll_dtype_t dtype;
+    /* Chunk sizes to try, in bytes (each rounded down to whole elements, at least one, at
+     * most count); NULL: COLL_COST_DEFAULT_CHUNKS. Sizes that give the same chunk_count are
+     * priced once. */
+    const size_t *chunk_bytes;
+    size_t nchunk_bytes;
+    bool every_chunk; /* one row per (algorithm, chunk size); false: per algorithm, best chunk */
+};
+#define COLL_COST_DEFAULT_CHUNKS                                                                   \
+    {                                                                                              \
+        32u << 10, 64u << 10, 128u << 10, 256u << 10, 512u << 10, 1u << 20                         \
+    }
+
+struct coll_cost_result {
+    const struct coll_algo *algo;
+    size_t chunk_count; /* elements */
+    size_t chunk_bytes; /* chunk_count x element size */
+    double seconds;     /* predicted time of the whole collective */
+};
+
+/* Price every algorithm of coll__algos[] that can run q (its colls and applicable()) at
+ * every chunk size, and write the cheapest rows into results (at most cap), sorted by
+ * predicted time (ties: table order, then chunk_bytes order); *nresults_p is how many. This is
+ * what the selector, `collbench --explain` and collviz print. */
+COLL_INTERNAL coll_status_t coll__cost_rank_algos(const struct coll_cost_params *p,
+                                                  const struct coll_cost_links *links,
+                                                  const struct coll_cost_query *q,
+                                                  struct coll_cost_result *results, size_t cap,
+                                                  size_t *nresults_p);
+
+#endif /* COLL_COST_H */

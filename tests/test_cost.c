@@ -1,0 +1,826 @@
+/*
+ * test_cost.c - the cost model: hand-computed prices that must come out exactly (one
+ * message, ports and CPU serializing, ring all-reduce, chain broadcast pipelining), the
+ * large-scale shape under the defaults (tree vs ring, chunking has an optimum), the ranking
+ * helper, the calibration file, and the errors (unmatched, mismatched and deadlocked
+ * schedules, malformed files).
+ *
+ * Divisions: 1 helpers, 2 exact prices, 3 shape under the defaults, 4 ranking, 5 the
+ * calibration file, 6 errors.
+ *
+ * Exact cases use dyadic parameters (alpha 2^-16 s, beta 2^-31 s/B, gamma 2^-32 s/B, copy
+ * 2^-34 s/B) and power-of-two byte counts, so every sum the simulation forms is exact in
+ * double precision and may be compared with ==.
+ *
+ * Build: gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Iinclude -Isrc
+ *        src/algo/ *.c src/reduce/reduce.c src/core/log.c src/core/status.c
+ *        tests/test_cost.c -o test_cost -lpthread -lm
+ */
+#include "harness.h"
+
+#include "algo/cost.h"
+
+/* ---- 1 helpers ----------------------------------------------------------------------- */
+
+#define ASSERT_DEQ(a, b)                                                                           \
+    do {                                                                                           \
+        double harness_x_ = (a), harness_y_ = (b);                                                 \
+        if (!(harness_x_ == harness_y_))                                                           \
+            HARNESS_FAIL("%s == %s: %.17g != %.17g", #a, #b, harness_x_, harness_y_);              \
+    } while (0)
+
+#define ASSERT_OK(expr)                                                                            \
+    do {                                                                                           \
+        coll_status_t harness_st_ = (expr);                                                        \
+        if (harness_st_ != COLL_SUCCESS)                                                           \
+            HARNESS_FAIL("%s: status %d: %s", #expr, (int)harness_st_, coll_last_error(NULL));     \
+    } while (0)
+
+static const double A = 1.0 / 65536, B = 1.0 / 2147483648.0, G = 1.0 / 4294967296.0,
+                    CP = 1.0 / 17179869184.0;
+
+/* Dyadic parameters: every link class alike, every dtype alike. */
+static struct coll_cost_params dyadic(void)
+{
+    struct coll_cost_params p;
+
+    coll__cost_params_default(&p);
+    for (int l = 0; l < COLL_NUM_LINKS; l++) {
+        p.link[l].alpha = A;
+        p.link[l].beta = B;
+    }
+    for (int d = 0; d < COLL_NUM_DTYPES; d++)
+        p.gamma[d] = G;
+    p.copy = CP;
+    return p;
+}
+
+static struct coll_algo_args args(enum coll_coll coll, int32_t n, int32_t root, size_t count,
+                                  size_t chunk_count)
+{
+    struct coll_algo_args a = {
+        .coll = coll,
+        .nranks = n,
+        .rank = 0,
+        .root = root,
+        .count = count,
+        .dtype = COLL_FLOAT32,
+        .elem_size = 4,
+        .chunk_count = chunk_count,
+    };
+    return a;
+}
+
+static double predict(const struct coll_cost_params *p, const char *algo, enum coll_coll coll,
+                      int32_t n, size_t count, size_t chunk_count)
+{
+    struct coll_algo_args a = args(coll, n, 0, count, chunk_count);
+    const struct coll_algo *al = coll__algo_find(algo);
+    double t = -1;
+
+    ASSERT_MSG(al != NULL, "no algorithm '%s'", algo);
+    ASSERT_OK(coll__cost_predict(p, NULL, al, &a, &t, NULL));
+    return t;
+}
+
+/* n empty float32 schedules, to be filled by hand. */
+static void scheds_init(struct coll_schedule *s, int32_t n)
+{
+    for (int32_t r = 0; r < n; r++) {
+        struct coll_algo_args a = args(COLL_COLL_ALLREDUCE, n, 0, 0, 1);
+        a.rank = r;
+        coll__sched_init(&s[r], &a);
+    }
+}
+
+static void scheds_free(struct coll_schedule *s, int32_t n)
+{
+    for (int32_t r = 0; r < n; r++)
+        coll__sched_free(&s[r]);
+}
+
+static uint32_t send_(struct coll_schedule *s, int32_t peer, size_t count, uint32_t ndeps,
+                      const uint32_t *deps)
+{
+    uint32_t idx;
+    ASSERT_OK(coll__sched_send(s, peer, coll__slice(COLL_BUF_SEND, 0, count), ndeps, deps, &idx));
+    return idx;
+}
+
+static uint32_t recv_(struct coll_schedule *s, int32_t peer, size_t count, uint32_t ndeps,
+                      const uint32_t *deps)
+{
+    uint32_t idx;
+    ASSERT_OK(coll__sched_recv(s, peer, coll__slice(COLL_BUF_RECV, 0, count), ndeps, deps, &idx));
+    return idx;
+}
+
+static uint32_t copy_(struct coll_schedule *s, size_t count)
+{
+    uint32_t idx;
+    ASSERT_OK(coll__sched_copy(s, coll__slice(COLL_BUF_SCRATCH, 0, count),
+                               coll__slice(COLL_BUF_SEND, 0, count), 0, NULL, &idx));
+    return idx;
+}
+
+static double simulate(const struct coll_cost_params *p, const struct coll_cost_links *links,
+                       struct coll_schedule *s, int32_t n, double *finish)
+{
+    double t = -1;
+    ASSERT_OK(coll__cost_simulate(p, links, s, n, &t, finish));
+    return t;
+}
+
+/* ---- 2 exact prices ------------------------------------------------------------------ */
+
+TEST(one_message_costs_alpha_plus_m_beta)
+{
+    struct coll_cost_params p;
+    struct coll_schedule s[2];
+    double finish[2], t;
+    const size_t count = 1000; /* 4000 bytes */
+
+    coll__cost_params_default(&p);
+    scheds_init(s, 2);
+    send_(&s[0], 1, count, 0, NULL);
+    recv_(&s[1], 0, count, 0, NULL);
+    t = simulate(&p, NULL, s, 2, finish);
+    ASSERT_DEQ(t, p.link[COLL_LINK_TCP].alpha + 4000.0 * p.link[COLL_LINK_TCP].beta);
+    /* rendezvous: the send completes with its receive */
+    ASSERT_DEQ(finish[0], t);
+    ASSERT_DEQ(finish[1], t);
+    /* a single class other than TCP */
+    struct coll_cost_links shm = coll__cost_links_all(COLL_LINK_SHM);
+    t = simulate(&p, &shm, s, 2, NULL);
+    ASSERT_DEQ(t, p.link[COLL_LINK_SHM].alpha + 4000.0 * p.link[COLL_LINK_SHM].beta);
+    scheds_free(s, 2);
+}
+
+TEST(sends_of_one_rank_serialize_receives_too)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[3];
+    const size_t count = 256; /* 1 KiB */
+    const double msg = A + 1024 * B;
+
+    /* rank 0 sends to 1 and 2 at once: its send port carries one after the other */
+    scheds_init(s, 3);
+    send_(&s[0], 1, count, 0, NULL);
+    send_(&s[0], 2, count, 0, NULL);
+    recv_(&s[1], 0, count, 0, NULL);
+    recv_(&s[2], 0, count, 0, NULL);
+    ASSERT_DEQ(simulate(&p, NULL, s, 3, NULL), 2 * msg);
+    scheds_free(s, 3);
+
+    /* 1 and 2 send to 0 at once: its receive port takes one after the other */
+    scheds_init(s, 3);
+    recv_(&s[0], 1, count, 0, NULL);
+    recv_(&s[0], 2, count, 0, NULL);
+    send_(&s[1], 0, count, 0, NULL);
+    send_(&s[2], 0, count, 0, NULL);
+    ASSERT_DEQ(simulate(&p, NULL, s, 3, NULL), 2 * msg);
+    scheds_free(s, 3);
+
+    /* a ring exchange: every rank sends and receives at once, in one message time */
+    scheds_init(s, 3);
+    for (int32_t r = 0; r < 3; r++) {
+        send_(&s[r], (r + 1) % 3, count, 0, NULL);
+        recv_(&s[r], (r + 2) % 3, count, 0, NULL);
+    }
+    ASSERT_DEQ(simulate(&p, NULL, s, 3, NULL), msg);
+    scheds_free(s, 3);
+}
+
+static enum coll_link rank0_to_1_is_shm(void *arg, int32_t src, int32_t dst)
+{
+    (void)arg;
+    return (src == 0 && dst == 1) || (src == 1 && dst == 0) ? COLL_LINK_SHM : COLL_LINK_TCP;
+}
+
+TEST(ports_of_different_link_classes_run_at_once)
+{
+    struct coll_cost_params p;
+    struct coll_cost_links links = {rank0_to_1_is_shm, NULL, COLL_LINK_TCP};
+    struct coll_schedule s[3];
+    const double bytes = 1 << 20;
+    double tcp, shm;
+
+    coll__cost_params_default(&p);
+    tcp = p.link[COLL_LINK_TCP].alpha + bytes * p.link[COLL_LINK_TCP].beta;
+    shm = p.link[COLL_LINK_SHM].alpha + bytes * p.link[COLL_LINK_SHM].beta;
+    scheds_init(s, 3);
+    send_(&s[0], 1, 1 << 18, 0, NULL);
+    send_(&s[0], 2, 1 << 18, 0, NULL);
+    recv_(&s[1], 0, 1 << 18, 0, NULL);
+    recv_(&s[2], 0, 1 << 18, 0, NULL);
+    ASSERT_DEQ(simulate(&p, &links, s, 3, NULL), COLL_MAX(tcp, shm));
+    ASSERT_DEQ(simulate(&p, NULL, s, 3, NULL), tcp + tcp);
+    scheds_free(s, 3);
+}
+
+TEST(local_steps_share_the_cpu)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[1];
+    double finish[1];
+
+    scheds_init(s, 1);
+    ASSERT_OK(coll__sched_reduce(&s[0], coll__slice(COLL_BUF_RECV, 0, 1024),
+                                 coll__slice(COLL_BUF_SEND, 0, 1024),
+                                 coll__slice(COLL_BUF_SCRATCH, 0, 1024), 0, NULL, NULL));
+    ASSERT_OK(coll__sched_reduce(&s[0], coll__slice(COLL_BUF_RECV, 1024, 1024),
+                                 coll__slice(COLL_BUF_SEND, 1024, 1024),
+                                 coll__slice(COLL_BUF_SCRATCH, 1024, 1024), 0, NULL, NULL));
+    copy_(&s[0], 512);
+    ASSERT_DEQ(simulate(&p, NULL, s, 1, finish), 2 * 4096 * G + 2048 * CP);
+    ASSERT_DEQ(finish[0], 2 * 4096 * G + 2048 * CP);
+    scheds_free(s, 1);
+
+    /* gamma is per dtype */
+    p.gamma[COLL_FLOAT32] = 2 * G;
+    scheds_init(s, 1);
+    ASSERT_OK(coll__sched_reduce(&s[0], coll__slice(COLL_BUF_RECV, 0, 1024),
+                                 coll__slice(COLL_BUF_SEND, 0, 1024),
+                                 coll__slice(COLL_BUF_SCRATCH, 0, 1024), 0, NULL, NULL));
+    ASSERT_DEQ(simulate(&p, NULL, s, 1, NULL), 2 * 4096 * G);
+    scheds_free(s, 1);
+}
+
+TEST(a_late_receive_holds_the_message_back)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+    double finish[2], late = 65536 * 4 * CP; /* the copy that the receive waits for */
+    uint32_t c;
+
+    scheds_init(s, 2);
+    send_(&s[0], 1, 256, 0, NULL);
+    c = copy_(&s[1], 65536);
+    recv_(&s[1], 0, 256, 1, &c);
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, finish), late + A + 1024 * B);
+    ASSERT_DEQ(finish[0], late + A + 1024 * B);
+    scheds_free(s, 2);
+}
+
+TEST(ring_allreduce_unchunked_matches_the_formula)
+{
+    struct coll_cost_params p = dyadic();
+
+    for (int32_t n = 2; n <= 8; n++) {
+        const size_t count = (size_t)n * 1024; /* m = n * 4 KiB, m/n = 4 KiB */
+        const double per = 4096;
+        double t = predict(&p, "ring", COLL_COLL_ALLREDUCE, n, count, count);
+        double want = 2 * (n - 1) * (A + per * B) + (n - 1) * per * G;
+
+        ASSERT_MSG(t == want, "n=%d: %.17g != 2(n-1)(alpha + m/n beta) + (n-1) m/n gamma = %.17g",
+                   n, t, want);
+    }
+}
+
+TEST(ring_allreduce_chunked_hides_the_reductions)
+{
+    /* C chunks per block, a chunk's reduction shorter than its message: once chunk 0 of a
+     * ring step is reduced the next step's chunk 0 is ready before the send port is free,
+     * so the port never idles and the time is its work alone, 2(n-1)C messages: gamma is
+     * hidden entirely; the 2(n-1)(C-1) extra alphas are what chunking pays for it. */
+    struct coll_cost_params p = dyadic();
+
+    for (int32_t n = 2; n <= 6; n++)
+        for (size_t C = 2; C <= 8; C *= 2) {
+            const size_t chunk = 256; /* 1 KiB */
+            double t = predict(&p, "ring", COLL_COLL_ALLREDUCE, n, (size_t)n * C * chunk, chunk);
+            double want = 2 * (n - 1) * (double)C * (A + 1024 * B);
+
+            ASSERT_MSG(t == want, "n=%d C=%zu: %.17g != 2(n-1)C(alpha + chunk beta) = %.17g", n, C,
+                       t, want);
+        }
+}
+
+TEST(chain_broadcast_pipelines_exactly)
+{
+    struct coll_cost_params p = dyadic();
+
+    for (int32_t n = 2; n <= 8; n++)
+        for (size_t k = 1; k <= 8; k++) {
+            const size_t chunk = 512; /* 2 KiB */
+            const double stage = A + 2048 * B;
+            double t;
+
+            /* copy 0: exactly (n - 2 + k) message times */
+            p.copy = 0;
+            t = predict(&p, "chain", COLL_COLL_BROADCAST, n, k * chunk, chunk);
+            ASSERT_MSG(t == (n - 2 + (double)k) * stage, "n=%d k=%zu: %.17g != %.17g", n, k, t,
+                       (n - 2 + (double)k) * stage);
+            /* the root copies SEND to RECV chunk by chunk first: one chunk copy is exposed */
+            p.copy = CP;
+            t = predict(&p, "chain", COLL_COLL_BROADCAST, n, k * chunk, chunk);
+            ASSERT_MSG(t == (n - 2 + (double)k) * stage + 2048 * CP, "n=%d k=%zu: %.17g", n, k, t);
+        }
+}
+
+TEST(finish_times_follow_the_chain)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_algo_args a = args(COLL_COLL_BROADCAST, 6, 2, 4 * 512, 512);
+    double finish[6], t;
+
+    /* A rank is done when its last send is received (rendezvous), which is before the next
+     * rank forwards it; the last two ranks finish with the same message. */
+    ASSERT_OK(coll__cost_predict(&p, NULL, coll__algo_find("chain"), &a, &t, finish));
+    for (int32_t i = 1; i < 5; i++) {
+        int32_t r = (2 + i) % 6, prev = (2 + i - 1) % 6;
+        ASSERT_MSG(finish[r] > finish[prev], "rank %d finishes at %g, before rank %d (%g)", r,
+                   finish[r], prev, finish[prev]);
+    }
+    ASSERT_DEQ(finish[0], finish[1]);
+    ASSERT_DEQ(t, finish[1]); /* the last rank of the chain from root 2 */
+}
+
+TEST(one_rank_and_empty_calls)
+{
+    struct coll_cost_params p = dyadic();
+
+    ASSERT_DEQ(predict(&p, "ring", COLL_COLL_ALLREDUCE, 1, 1000, 1000), 4000 * CP);
+    ASSERT_DEQ(predict(&p, "ring", COLL_COLL_ALLREDUCE, 4, 0, 1), 0);
+    ASSERT_DEQ(predict(&p, "tree", COLL_COLL_BROADCAST, 5, 0, 1), 0);
+}
+
+/* ---- 3 shape under the defaults ------------------------------------------------------ */
+
+TEST(tree_wins_small_ring_wins_large_n8)
+{
+    struct coll_cost_params p;
+    double ring, tree;
+
+    coll__cost_params_default(&p);
+    ring = predict(&p, "ring", COLL_COLL_ALLREDUCE, 8, 2, 2);
+    tree = predict(&p, "tree", COLL_COLL_ALLREDUCE, 8, 2, 2);
+    printf("# 8 B, n=8: ring %.1f us, tree %.1f us\n", ring * 1e6, tree * 1e6);
+    ASSERT_MSG(tree < ring, "8 B: tree %g s, ring %g s", tree, ring);
+
+    /* 64 MiB in 256 KiB chunks */
+    ring = predict(&p, "ring", COLL_COLL_ALLREDUCE, 8, 16u << 20, 64u << 10);
+    tree = predict(&p, "tree", COLL_COLL_ALLREDUCE, 8, 16u << 20, 64u << 10);
+    printf("# 64 MiB, n=8: ring %.2f ms, tree %.2f ms\n", ring * 1e3, tree * 1e3);
+    ASSERT_MSG(ring < tree, "64 MiB: ring %g s, tree %g s", ring, tree);
+    /* ring moves 2(n-1)/n m per rank: the bandwidth bound it cannot beat */
+    ASSERT(ring >= 2.0 * 7 / 8 * (64 << 20) * p.link[COLL_LINK_TCP].beta);
+}
+
+TEST(more_chunks_help_up_to_a_point)
+{
+    struct coll_cost_params p;
+    const size_t count = 1u << 18;                 /* 1 MiB */
+    const size_t chunks[] = {1, 8, 32}, tiny = 16; /* 64-byte chunks: 16384 of them */
+    double t[4];
+
+    coll__cost_params_default(&p);
+    for (int i = 0; i < 3; i++)
+        t[i] = predict(&p, "chain", COLL_COLL_BROADCAST, 8, count, count / chunks[i]);
+    t[3] = predict(&p, "chain", COLL_COLL_BROADCAST, 8, count, tiny);
+    printf("# chain broadcast 1 MiB n=8: C=1 %.0f us, C=8 %.0f us, C=32 %.0f us, C=16384 %.0f "
+           "us\n",
+           t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, t[3] * 1e6);
+    ASSERT(t[1] < t[0]);
+    ASSERT(t[2] < t[1]);
+    ASSERT(t[3] > t[2]); /* alpha per chunk takes over */
+
+    /* ring all-reduce: chunks only hide the reductions behind the transfers, so a few per
+     * block pay (4 MiB, n = 4: 8 chunks of 128 KiB) and many small ones (2 KiB) lose */
+    t[0] = predict(&p, "ring", COLL_COLL_ALLREDUCE, 4, 4 * count, count);
+    t[1] = predict(&p, "ring", COLL_COLL_ALLREDUCE, 4, 4 * count, count / 8);
+    t[2] = predict(&p, "ring", COLL_COLL_ALLREDUCE, 4, 4 * count, 512);
+    printf("# ring all-reduce 4 MiB n=4: C=1 %.0f us, C=8 %.0f us, C=512 %.0f us\n", t[0] * 1e6,
+           t[1] * 1e6, t[2] * 1e6);
+    ASSERT(t[1] < t[0]);
+    ASSERT(t[2] > t[0]);
+}
+
+TEST(ring_n64_many_chunks_is_priced)
+{
+    /* 1.3 M steps: ring all-reduce, n = 64, 64 chunks of 4 KiB per block. The send port of
+     * every rank is busy for 2(n-1) x 64 messages; little else shows. */
+    struct coll_cost_params p;
+    const int32_t n = 64;
+    const size_t chunk = 1024, count = (size_t)n * 64 * chunk;
+    double t, port;
+
+    coll__cost_params_default(&p);
+    t = predict(&p, "ring", COLL_COLL_ALLREDUCE, n, count, chunk);
+    port = 2.0 * (n - 1) * 64 * (p.link[COLL_LINK_TCP].alpha + 4096.0 * p.link[COLL_LINK_TCP].beta);
+    printf("# ring n=64 16 MiB in 4 KiB chunks: %.3f ms (send-port bound %.3f ms)\n", t * 1e3,
+           port * 1e3);
+    ASSERT(t >= port * (1 - 1e-12)); /* t is a sum of 8064 terms, port one product */
+    ASSERT(t < port * 1.01);
+}
+
+TEST(every_algorithm_of_the_table_is_priced)
+{
+    /* whatever builders coll__algos[] holds, their schedules match up, never deadlock on
+     * the simulated machine, and cost at least one message when anything moves */
+    struct coll_cost_params p;
+    const int32_t ns[] = {1, 2, 3, 5, 8};
+    const size_t chunks[] = {1, 64, 100000};
+    double finish[8];
+    int priced = 0;
+
+    coll__cost_params_default(&p);
+    for (int c = 0; c < COLL_NUM_COLLS; c++)
+        for (int i = 0; coll__algos[i]; i++) {
+            const struct coll_algo *al = coll__algos[i];
+            if (!(al->colls & (1u << c)))
+                continue;
+            for (size_t ni = 0; ni < COLL_ARRAY_SIZE(ns); ni++) {
+                const int32_t n = ns[ni];
+                const size_t counts[] = {0, 1, (size_t)n + 1, 257};
+                for (size_t ci = 0; ci < COLL_ARRAY_SIZE(counts); ci++)
+                    for (size_t ki = 0; ki < COLL_ARRAY_SIZE(chunks); ki++)
+                        for (int32_t root = 0; root<n; root += n> 1 ? n - 1 : 1) {
+                            struct coll_algo_args a =
+                                args((enum coll_coll)c, n, root, counts[ci], chunks[ki]);
+                            double t = -1, last = 0;
+                            coll_status_t st;
+
+                            if (al->applicable && !al->applicable(&a))
+                                continue;
+                            st = coll__cost_predict(&p, NULL, al, &a, &t, finish);
+                            ASSERT_MSG(st == COLL_SUCCESS, "%s %s n=%d count=%zu chunk=%zu: %s",
+                                       al->name, coll__coll_name(a.coll), n, a.count, a.chunk_count,
+                                       coll_last_error(NULL));
+                            for (int32_t r = 0; r < n; r++)
+                                last = COLL_MAX(last, finish[r]);
+                            ASSERT_DEQ(last, t);
+                            if (n > 1 && a.count > 0)
+                                ASSERT_MSG(t >= p.link[COLL_LINK_TCP].alpha,
+                                           "%s %s n=%d count=%zu: %g s", al->name,
+                                           coll__coll_name(a.coll), n, a.count, t);
+                            priced++;
+                        }
+            }
+        }
+    printf("# %d (algorithm, collective, n, count, chunk, root) cases priced\n", priced);
+    ASSERT(priced > 100);
+}
+
+static enum coll_link two_hosts(void *arg, int32_t src, int32_t dst)
+{
+    int32_t per_host = *(const int32_t *)arg;
+    return src / per_host == dst / per_host ? COLL_LINK_SHM : COLL_LINK_TCP;
+}
+
+TEST(link_callback_prices_mixed_machines)
+{
+    struct coll_cost_params p;
+    int32_t per_host = 4;
+    struct coll_cost_links mixed = {two_hosts, &per_host, COLL_LINK_TCP};
+    struct coll_cost_links shm = coll__cost_links_all(COLL_LINK_SHM);
+    struct coll_algo_args a = args(COLL_COLL_ALLREDUCE, 8, 0, 1u << 20, 1u << 14);
+    const struct coll_algo *ring = coll__algo_find("ring");
+    double t_tcp, t_shm, t_mixed;
+
+    coll__cost_params_default(&p);
+    ASSERT_OK(coll__cost_predict(&p, NULL, ring, &a, &t_tcp, NULL));
+    ASSERT_OK(coll__cost_predict(&p, &shm, ring, &a, &t_shm, NULL));
+    ASSERT_OK(coll__cost_predict(&p, &mixed, ring, &a, &t_mixed, NULL));
+    ASSERT(t_shm < t_mixed);
+    ASSERT(t_mixed <= t_tcp);
+}
+
+/* ---- 4 ranking ----------------------------------------------------------------------- */
+
+TEST(rank_algos_sorts_every_applicable_algorithm)
+{
+    struct coll_cost_params p;
+    struct coll_cost_result res[64], few[2], all[256];
+    struct coll_cost_query q = {.coll = COLL_COLL_ALLREDUCE,
+                                .nranks = 8,
+                                .root = 0,
+                                .count = 1u << 18,
+                                .dtype = COLL_FLOAT32};
+    size_t nres, nfew, nall, expect = 0;
+
+    coll__cost_params_default(&p);
+    for (int i = 0; coll__algos[i]; i++)
+        if ((coll__algos[i]->colls & (1u << COLL_COLL_ALLREDUCE)) &&
+            (!coll__algos[i]->applicable ||
+             coll__algos[i]->applicable(&(struct coll_algo_args){.coll = q.coll,
+                                                                 .nranks = q.nranks,
+                                                                 .count = q.count,
+                                                                 .dtype = q.dtype,
+                                                                 .elem_size = 4,
+                                                                 .chunk_count = 8192})))
+            expect++;
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, res, 64, &nres));
+    ASSERT_EQ(nres, expect);
+    ASSERT(nres >= 3); /* ring, tree, binomial at least */
+    for (size_t i = 0; i < nres; i++) {
+        ASSERT(res[i].algo->colls & (1u << COLL_COLL_ALLREDUCE));
+        ASSERT(res[i].seconds > 0);
+        ASSERT_EQ(res[i].chunk_bytes, res[i].chunk_count * 4);
+        ASSERT(res[i].chunk_bytes >= 32u << 10 && res[i].chunk_bytes <= 1u << 20);
+        if (i)
+            ASSERT(res[i - 1].seconds <= res[i].seconds);
+        for (size_t j = 0; j < i; j++)
+            ASSERT(res[j].algo != res[i].algo);
+        /* the row is what predict says for that chunk */
+        struct coll_algo_args a = args(q.coll, 8, 0, q.count, res[i].chunk_count);
+        double t;
+        ASSERT_OK(coll__cost_predict(&p, NULL, res[i].algo, &a, &t, NULL));
+        ASSERT_DEQ(t, res[i].seconds);
+    }
+    printf("# allreduce 1 MiB n=8:");
+    for (size_t i = 0; i < nres; i++)
+        printf(" %s/%zuK %.0f us", res[i].algo->name, res[i].chunk_bytes >> 10,
+               res[i].seconds * 1e6);
+    printf("\n");
+
+    /* a short results array keeps the best rows */
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, few, 2, &nfew));
+    ASSERT_EQ(nfew, 2);
+    ASSERT(few[0].algo == res[0].algo && few[1].algo == res[1].algo);
+    ASSERT_DEQ(few[1].seconds, res[1].seconds);
+
+    /* every chunk: one row per (algorithm, chunk size), the best of each as above */
+    q.every_chunk = true;
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, all, 256, &nall));
+    ASSERT_EQ(nall, nres * 6);
+    ASSERT(all[0].algo == res[0].algo);
+    ASSERT_DEQ(all[0].seconds, res[0].seconds);
+}
+
+/* The position of algorithm name in res, or n when it is absent. */
+static size_t rank_of(const struct coll_cost_result *res, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(res[i].algo->name, name))
+            return i;
+    return n;
+}
+
+TEST(rank_algos_small_and_large)
+{
+    struct coll_cost_params p;
+    struct coll_cost_result res[16];
+    const size_t chunk[] = {256u << 10};
+    struct coll_cost_query q = {.coll = COLL_COLL_ALLREDUCE,
+                                .nranks = 8,
+                                .count = 2,
+                                .dtype = COLL_FLOAT32,
+                                .chunk_bytes = chunk,
+                                .nchunk_bytes = 1};
+    size_t nres;
+
+    coll__cost_params_default(&p);
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, res, 16, &nres));
+    ASSERT(nres >= 2);
+    ASSERT_MSG(strcmp(res[0].algo->name, "ring") != 0, "8 B: ring ranked first");
+    ASSERT_EQ(res[0].chunk_count, 2); /* clamped to the count */
+
+    q.count = 16u << 20;
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, res, 16, &nres));
+    ASSERT_MSG(rank_of(res, nres, "ring") < rank_of(res, nres, "tree"),
+               "64 MiB: tree ranked above ring");
+    /* broadcast has no ring: only the algorithms that run it appear */
+    q.coll = COLL_COLL_BROADCAST;
+    q.count = 1024;
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, res, 16, &nres));
+    ASSERT(nres >= 1);
+    for (size_t i = 0; i < nres; i++)
+        ASSERT(res[i].algo->colls & (1u << COLL_COLL_BROADCAST));
+}
+
+/* ---- 5 the calibration file ---------------------------------------------------------- */
+
+static char *temp_path(void)
+{
+    static char path[256];
+    const char *dir = getenv("TMPDIR");
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/coll_cost_XXXXXX", dir && *dir ? dir : "/tmp");
+    fd = mkstemp(path);
+    ASSERT_MSG(fd >= 0, "mkstemp failed");
+    close(fd);
+    return path;
+}
+
+static bool params_equal(const struct coll_cost_params *a, const struct coll_cost_params *b)
+{
+    for (int l = 0; l < COLL_NUM_LINKS; l++)
+        if (a->link[l].alpha != b->link[l].alpha || a->link[l].beta != b->link[l].beta)
+            return false;
+    for (int d = 0; d < COLL_NUM_DTYPES; d++)
+        if (a->gamma[d] != b->gamma[d])
+            return false;
+    return a->copy == b->copy;
+}
+
+TEST(calibration_file_round_trip)
+{
+    struct coll_cost_params p, q;
+    char *path = temp_path(), text[4096];
+    FILE *f;
+    size_t n;
+
+    coll__cost_params_default(&p);
+    p.link[COLL_LINK_TCP].alpha = 1.1e-05;
+    p.link[COLL_LINK_SHM].beta = 1 / 7.123456789e9; /* needs all 17 digits */
+    p.link[COLL_LINK_IB].alpha = 0;
+    p.gamma[COLL_BFLOAT16] = 3.3e-10;
+    p.copy = 0.1;
+    ASSERT_OK(coll__cost_params_save(&p, path));
+    memset(&q, 0, sizeof(q));
+    ASSERT_OK(coll__cost_params_load(&q, path));
+    ASSERT(params_equal(&p, &q));
+
+    f = fopen(path, "r");
+    ASSERT(f != NULL);
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ASSERT_STR_CONTAINS(text, "\ntcp.alpha 1.1e-05\n");
+    ASSERT_STR_CONTAINS(text, "\ngamma.float ");
+    ASSERT_STR_CONTAINS(text, "\ncopy 0.1\n");
+    unlink(path);
+}
+
+TEST(calibration_file_syntax)
+{
+    struct coll_cost_params p, d;
+
+    coll__cost_params_default(&d);
+    ASSERT_OK(coll__cost_params_parse(&p,
+                                      "# measured by hand\n"
+                                      "\n"
+                                      "   tcp.alpha   2.5e-05   # trailing comment\n"
+                                      "shm.beta\t1e-10\r\n"
+                                      "gamma.float 2.0e-10\n"
+                                      "gamma.half 0\n"
+                                      "copy 4e-11", /* no final newline */
+                                      "test"));
+    ASSERT_DEQ(p.link[COLL_LINK_TCP].alpha, 2.5e-05);
+    ASSERT_DEQ(p.link[COLL_LINK_SHM].beta, 1e-10);
+    ASSERT_DEQ(p.gamma[COLL_FLOAT32], 2.0e-10);
+    ASSERT_DEQ(p.gamma[COLL_FLOAT16], 0);
+    ASSERT_DEQ(p.copy, 4e-11);
+    /* keys not given keep the defaults */
+    ASSERT_DEQ(p.link[COLL_LINK_TCP].beta, d.link[COLL_LINK_TCP].beta);
+    ASSERT_DEQ(p.gamma[COLL_FLOAT64], d.gamma[COLL_FLOAT64]);
+
+    /* unknown keys are a note, not an error */
+    ASSERT_OK(coll__cost_params_parse(&p,
+                                      "nvlink.alpha 1e-6\ngamma.float128 1\ntcp.gamma 1\n"
+                                      "tcp.alpha 3e-5\n",
+                                      "test"));
+    ASSERT_DEQ(p.link[COLL_LINK_TCP].alpha, 3e-5);
+    ASSERT_DEQ(p.link[COLL_LINK_TCP].beta, d.link[COLL_LINK_TCP].beta);
+}
+
+static void expect_malformed(const char *text, const char *where)
+{
+    struct coll_cost_params p, before;
+
+    coll__cost_params_default(&p);
+    p.copy = 123; /* outputs only on success */
+    before = p;
+    ASSERT_EQ(coll__cost_params_parse(&p, text, "calib.txt"), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "'calib.txt'");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), where);
+    ASSERT(params_equal(&p, &before));
+}
+
+TEST(malformed_calibration_file_is_rejected_with_its_line)
+{
+    expect_malformed("tcp.alpha\n", "line 1:");
+    expect_malformed("tcp.alpha 1e-5\n# fine\n\ntcp.beta 1e-9 extra\n", "line 4:");
+    expect_malformed("tcp.alpha 1e-5\nshm.alpha abc\n", "line 2:");
+    expect_malformed("\n\ntcp.alpha -1e-6\n", "line 3:");
+    expect_malformed("tcp.alpha nan\n", "line 1:");
+    expect_malformed("tcp.alpha inf\n", "line 1:");
+    expect_malformed("tcp.alpha 1e999\n", "line 1:");
+    expect_malformed("tcp.alpha 1e-5x\n", "line 1:");
+    expect_malformed("a b c\n", "line 1:");
+    /* a malformed line is an error even when its key is unknown */
+    expect_malformed("ok.key 1\nfuture.key\n", "line 2:");
+
+    /* the same through a file */
+    char *path = temp_path();
+    FILE *f = fopen(path, "w");
+    struct coll_cost_params p;
+    ASSERT(f != NULL);
+    fputs("# calibration\ntcp.alpha 1e-5\ntcp.beta twelve\n", f);
+    fclose(f);
+    ASSERT_EQ(coll__cost_params_load(&p, path), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), path);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "line 3:");
+    unlink(path);
+}
+
+TEST(missing_calibration_file)
+{
+    struct coll_cost_params p;
+
+    ASSERT_EQ(coll__cost_params_load(&p, "/nonexistent/coll/cost.txt"), COLL_SYSTEM_ERROR);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "/nonexistent/coll/cost.txt");
+    ASSERT_EQ(coll__cost_params_save(&p, "/nonexistent/coll/cost.txt"), COLL_SYSTEM_ERROR);
+}
+
+/* ---- 6 errors ------------------------------------------------------------------------ */
+
+TEST(unmatched_and_mismatched_schedules_are_errors)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+    double t = 42;
+
+    /* a send nobody receives */
+    scheds_init(s, 2);
+    send_(&s[0], 1, 8, 0, NULL);
+    send_(&s[0], 1, 8, 0, NULL);
+    recv_(&s[1], 0, 8, 0, NULL);
+    ASSERT_EQ(coll__cost_simulate(&p, NULL, s, 2, &t, NULL), COLL_INTERNAL_ERROR);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "receives only 1");
+    ASSERT_DEQ(t, 42); /* outputs only on success */
+    scheds_free(s, 2);
+
+    /* a receive nobody sends */
+    scheds_init(s, 2);
+    recv_(&s[1], 0, 8, 0, NULL);
+    ASSERT_EQ(coll__cost_simulate(&p, NULL, s, 2, &t, NULL), COLL_INTERNAL_ERROR);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "rank 1 step 0");
+    scheds_free(s, 2);
+
+    /* counts that differ */
+    scheds_init(s, 2);
+    send_(&s[0], 1, 8, 0, NULL);
+    recv_(&s[1], 0, 9, 0, NULL);
+    ASSERT_EQ(coll__cost_simulate(&p, NULL, s, 2, &t, NULL), COLL_INTERNAL_ERROR);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "takes 9");
+    scheds_free(s, 2);
+}
+
+TEST(deadlocked_schedules_are_errors)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+    double t = 42;
+
+    /* each rank sends only after receiving: nothing can start */
+    scheds_init(s, 2);
+    for (int32_t r = 0; r < 2; r++) {
+        uint32_t rv = recv_(&s[r], 1 - r, 8, 0, NULL);
+        send_(&s[r], 1 - r, 8, 1, &rv);
+    }
+    ASSERT_EQ(coll__cost_simulate(&p, NULL, s, 2, &t, NULL), COLL_INTERNAL_ERROR);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "deadlock");
+    ASSERT_DEQ(t, 42);
+    scheds_free(s, 2);
+}
+
+TEST(messages_of_a_channel_keep_their_order)
+{
+    /* rank 0's first send waits for a copy, its second is ready at once, and rank 1 has
+     * posted both receives: the second message still goes after the first (FIFO links;
+     * the k-th send pairs with the k-th receive). */
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+    uint32_t c;
+
+    scheds_init(s, 2);
+    c = copy_(&s[0], 8);
+    send_(&s[0], 1, 8, 1, &c);
+    send_(&s[0], 1, 8, 0, NULL);
+    recv_(&s[1], 0, 8, 0, NULL);
+    ASSERT_OK(coll__sched_recv(&s[1], 0, coll__slice(COLL_BUF_RECV, 8, 8), 0, NULL, NULL));
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, NULL), 8 * 4 * CP + 2 * (A + 32 * B));
+    scheds_free(s, 2);
+}
+
+TEST(invalid_arguments)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_algo_args a = args(COLL_COLL_BROADCAST, 4, 0, 100, 10);
+    struct coll_cost_links bad = {NULL, NULL, (enum coll_link)7};
+    struct coll_schedule s[2];
+    double t;
+
+    ASSERT_EQ(coll__cost_predict(&p, NULL, coll__algo_find("ring"), &a, &t, NULL),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "ring cannot run broadcast");
+    a.nranks = 0;
+    ASSERT_EQ(coll__cost_predict(&p, NULL, coll__algo_find("chain"), &a, &t, NULL),
+              COLL_INVALID_ARGUMENT);
+    scheds_init(s, 2);
+    send_(&s[0], 1, 8, 0, NULL);
+    recv_(&s[1], 0, 8, 0, NULL);
+    ASSERT_EQ(coll__cost_simulate(&p, &bad, s, 2, &t, NULL), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "link class 7");
+    /* a schedule handed in for the wrong rank */
+    ASSERT_EQ(coll__cost_simulate(&p, NULL, s, 1, &t, NULL), COLL_INTERNAL_ERROR);
+    scheds_free(s, 2);
+}
+
+int main(int argc, char **argv)
+{
+    return harness_main(argc, argv);
+}
