@@ -6,7 +6,9 @@
 #include "harness.h"
 
 #include "coll.h"
+#include "algo/cost.h"
 #include "core/bootstrap.h"
+#include "core/exec.h"
 
 #include <stdint.h>
 
@@ -233,6 +235,67 @@ TEST(bad_config_is_an_error)
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "tcp");
     unsetenv("COLL_TRANSPORT");
     ASSERT(comm == NULL);
+}
+
+/* The selector prices algorithms with the model: latency-bound sizes get a log-n algorithm,
+ * bandwidth-bound ones a bandwidth-optimal one, and the calibration moves the choice. */
+TEST(selector_follows_the_model)
+{
+    struct coll_comm c;
+    struct coll_cost_params p;
+    const struct coll_algo *algo = NULL;
+    char why[512];
+    struct coll_algo_args a = {.coll = COLL_COLL_ALLREDUCE, .nranks = 8, .rank = 0,
+                               .dtype = COLL_FLOAT32, .elem_size = 4, .chunk_count = 32768};
+
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.errlock, NULL);
+    c.nranks = 8;
+    strcpy(c.cfg.select, "cost");
+    c.cfg.chunk_bytes = 128 << 10;
+    coll__cost_params_default(&p);
+    c.cost = &p;
+    a.count = 2;
+    ASSERT_EQ(coll__select(&c, &a, &algo, why, sizeof(why)), COLL_SUCCESS);
+    ASSERT_MSG(strcmp(algo->name, "ring") && strcmp(algo->name, "chain"), "8 B: %s (%s)",
+               algo->name, why);
+    ASSERT_STR_CONTAINS(why, "cost model");
+    a.count = 16 << 20;
+    ASSERT_EQ(coll__select(&c, &a, &algo, why, sizeof(why)), COLL_SUCCESS);
+    ASSERT_MSG(!strcmp(algo->name, "ring") || !strcmp(algo->name, "rabenseifner"),
+               "64 MiB: %s (%s)", algo->name, why);
+    /* messages that cost a second each: the fewest messages win even at 64 MiB */
+    p.link[COLL_LINK_TCP].alpha = 1.0;
+    a.chunk_count = 32768;
+    ASSERT_EQ(coll__select(&c, &a, &algo, why, sizeof(why)), COLL_SUCCESS);
+    ASSERT_MSG(strcmp(algo->name, "ring"), "alpha = 1 s still picked ring (%s)", why);
+    /* COLL_ALGO wins over the model */
+    strcpy(c.cfg.algo, "allreduce=tree");
+    ASSERT_EQ(coll__select(&c, &a, &algo, why, sizeof(why)), COLL_SUCCESS);
+    ASSERT(!strcmp(algo->name, "tree"));
+}
+
+TEST(calibration_file_errors)
+{
+    coll_unique_id_t id;
+    coll_comm_t *comm = NULL;
+    char path[] = "/tmp/coll-calib-XXXXXX";
+    int fd = mkstemp(path);
+
+    ASSERT(fd >= 0);
+    ASSERT(write(fd, "tcp.alpha banana\n", 17) == 17);
+    close(fd);
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    setenv("COLL_CALIB_FILE", path, 1);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_CALIB_FILE");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "line 1");
+    unlink(path);
+    unsetenv("COLL_CALIB_FILE");
+    setenv("COLL_SELECT", "magic", 1);
+    ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_SELECT");
+    unsetenv("COLL_SELECT");
 }
 
 int main(int argc, char **argv)
