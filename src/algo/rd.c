@@ -258,6 +258,7 @@ static coll_status_t rd_reduce_scatter(const struct coll_algo_args *a, struct co
         const int32_t q = r ^ m, mid = lo + m;
         const uint8_t srcbuf = have_acc ? COLL_BUF_SCRATCH : COLL_BUF_SEND;
         int32_t keep[2][2], give[2][2];
+        struct coll_slice t[2];
         size_t toff = tmp0;
         uint32_t rv[2] = {COLL_NO_STEP, COLL_NO_STEP};
 
@@ -275,31 +276,27 @@ static coll_status_t rd_reduce_scatter(const struct coll_algo_args *a, struct co
                 (st = coll__sched_send(s, q, blocks(srcbuf, 0, give[k], c), last.n, last.d, &sd)) !=
                     COLL_SUCCESS)
                 return st;
-        /* tmp is free once the reduces of the last round have read it */
+        /* the kept ranges arrive one after the other in tmp, which is free once the
+         * reduces of the last round have read it */
         for (int k = 0; k < 2; k++) {
-            struct coll_slice t = blocks(COLL_BUF_SCRATCH, toff, keep[k], c);
-            if (keep[k][1] == keep[k][0])
-                continue;
-            t.off = toff;
-            toff += t.count;
-            if ((st = coll__sched_recv(s, q, t, last.n, last.d, &rv[k])) != COLL_SUCCESS)
+            t[k] = coll__slice(COLL_BUF_SCRATCH, toff, (size_t)(keep[k][1] - keep[k][0]) * c);
+            toff += t[k].count;
+            if (t[k].count &&
+                (st = coll__sched_recv(s, q, t[k], last.n, last.d, &rv[k])) != COLL_SUCCESS)
                 return st;
         }
         coll__deps_clear(&next);
-        toff = tmp0;
         for (int k = 0; k < 2; k++) {
-            struct coll_slice t = blocks(COLL_BUF_SCRATCH, 0, keep[k], c), dst;
             struct coll_deps ds = last;
-            if (keep[k][1] == keep[k][0])
+            struct coll_slice dst;
+            if (!t[k].count)
                 continue;
-            t.off = toff;
-            toff += t.count;
             /* the last round's block r is the result: straight into RECV (in place the
              * same memory as SEND's block r, exactly) */
             dst = m == 1 && k == 0 ? coll__slice(COLL_BUF_RECV, 0, c)
                                    : blocks(COLL_BUF_SCRATCH, 0, keep[k], c);
             coll__deps_add(&ds, rv[k]);
-            st = coll__sched_reduce(s, dst, blocks(srcbuf, 0, keep[k], c), t, ds.n, ds.d, &idx);
+            st = coll__sched_reduce(s, dst, blocks(srcbuf, 0, keep[k], c), t[k], ds.n, ds.d, &idx);
             if (st != COLL_SUCCESS)
                 return st;
             coll__deps_add(&next, idx);

@@ -174,6 +174,19 @@ COLL_INTERNAL coll_status_t coll__tree_build(struct coll_schedule *s,
 
 /* ---- Shared by the builders of the other collectives (appended; nothing above changed) -- */
 
+/* Buffers of the other collectives (NCCL's; count is per rank for all but barrier):
+ *   allgather      SEND count, RECV n count; in place SEND == RECV + r count
+ *   reducescatter  SEND n count, RECV count; in place RECV == SEND + r count
+ *   alltoall       SEND, RECV n count each; in place SEND == RECV
+ *   gather         SEND count, RECV n count on the root only; in place (root) SEND == RECV +
+ *                  root count
+ *   scatter        SEND n count on the root only, RECV count; in place (root) RECV == SEND +
+ *                  root count
+ *   barrier        no user buffers; one-element messages of SCRATCH (run as uint8)
+ * The in-place rule above holds with that offset: a builder never reads an element of SEND
+ * after writing the element of RECV that is the same memory in place. Builders cannot tell
+ * whether a call is in place, so their schedules are right both ways. */
+
 /* "No step": an absent dependency. coll__deps_add ignores it. */
 #define COLL_NO_STEP UINT32_MAX
 

@@ -62,6 +62,13 @@ const struct coll_param coll__params[] = {
      "how long a non-blocking operation nobody waits for stays with its caller before the "
      "progress thread drives it (microseconds)",
      COLL_PARAM_INT, CFG(progress_delay_us), 0, 10000000},
+    {"COLL_CUDA_DISABLE", "0",
+     "1: never load libcudart; every buffer is then host memory (do not pass device buffers); "
+     "read once per process",
+     COLL_PARAM_INT, NOCFG, 0, 1},
+    {"COLL_CUDA_LIBRARY", "",
+     "libcudart to dlopen; empty = libcudart.so.13, then libcudart.so; read once per process",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
     {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
      COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30},
 };

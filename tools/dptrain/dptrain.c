@@ -1,0 +1,1003 @@
+/*
+ * dptrain - a thin data-parallel trainer on coll's public API: an MLP on Fashion-MNIST (or a
+ * synthetic dataset), trained as PyTorch's DistributedDataParallel trains.
+ *
+ *   collrun -n 4 dptrain [--data DIR | --synthetic N] [--sizes 784,256,128,10]
+ *       [--optim sgd|adamw] [--lr X] [--batch B] [--accum K] [--epochs E | --steps S] ...
+ *
+ * (dptrain --help lists every option.) Without collrun it runs as one process.
+ *
+ * What makes it data-parallel:
+ *   - rank 0 initializes the weights and broadcasts them, so every replica starts equal;
+ *   - the sampler shuffles with a seed all ranks share, and each rank takes its slice of
+ *     every global batch (data.h);
+ *   - each rank scales its gradient by 1 / (global batch), so the SUM all-reduce yields the
+ *     global mean exactly, even when the batch does not divide evenly among the ranks;
+ *   - gradients go in buckets of whole layers (--bucket-mb, 25 MB by default as DDP's); the
+ *     backward pass runs last layer first and launches a bucket's coll_iallreduce as soon as
+ *     its lowest layer is done, then goes on computing the layers below while it travels;
+ *     all buckets are waited for before the optimizer step;
+ *   - with --accum K only every K-th micro-batch's backward launches all-reduces; the others
+ *     just accumulate locally (DDP's no_sync()).
+ * Since every replica applies the same averaged gradient, the replicas stay equal, and the
+ * run matches one process on the same global batch up to float summation order.
+ *
+ * Divisions: options; timing and the comm wrappers; buckets; evaluation; checkpoints and
+ * weights files; plotting; the training loop; main.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <coll.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "ckpt.h"
+#include "data.h"
+#include "mlp.h"
+
+#define EXIT_USAGE 2
+#define ERRLEN 512
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+/* ---------------------------------------------------------------------------------------
+ * Options.
+ */
+struct opts {
+    const char *data_dir;
+    int synthetic;        /* samples of synthetic data; 0: load data_dir */
+    const char *sizes;
+    enum optim_kind optim;
+    double lr, momentum, weight_decay, beta1, beta2, eps;
+    int batch;            /* global micro-batch, summed over ranks */
+    int accum;            /* micro-batches per optimizer step */
+    int epochs;
+    long steps;           /* optimizer steps to run; 0: epochs * steps per epoch */
+    uint64_t seed;
+    double bucket_mb;
+    const char *ckpt;     /* checkpoint path */
+    long ckpt_every;      /* in optimizer steps; 0: only at the end (when ckpt is set) */
+    const char *resume;
+    const char *plot;     /* PNG prefix */
+    long log_every, eval_every;
+    const char *dump_weights, *check_weights;
+    double tol;
+    bool cosine;          /* lr follows a half cosine from lr to 0 over the run's steps */
+    int diloco;           /* H: inner steps between outer syncs; 0: DDP */
+    int fragments;        /* P: Streaming DiLoCo fragments (1: plain DiLoCo) */
+    double outer_lr, outer_momentum;
+    bool lr_set, wd_set;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: [collrun -n N] dptrain [options]\n"
+        "data:\n"
+        "  --data DIR         Fashion-MNIST IDX files, .gz or not (default " DEFAULT_DATA ")\n"
+        "  --synthetic N      N deterministic synthetic samples instead (tests)\n"
+        "model and optimizer:\n"
+        "  --sizes L0,L1,..   layer sizes, inputs first (default 784,256,128,10)\n"
+        "  --optim sgd|adamw  (default sgd: momentum 0.9)\n"
+        "  --lr X             learning rate (default 0.05 sgd, 0.001 adamw)\n"
+        "  --cosine           decay lr along a half cosine to 0 at the last step\n"
+        "  --momentum X       SGD momentum (default 0.9)\n"
+        "  --wd X             weight decay (default 0 sgd, 0.01 adamw, decoupled)\n"
+        "  --beta1 X --beta2 X --eps X   AdamW (default 0.9 0.999 1e-8)\n"
+        "schedule:\n"
+        "  --batch B          global micro-batch over all ranks (default 128)\n"
+        "  --accum K          micro-batches per step; all-reduce on the last only (default 1)\n"
+        "  --epochs E         (default 1)\n"
+        "  --steps S          stop after S optimizer steps instead\n"
+        "  --seed S           weights and shuffling (default 1)\n"
+        "  --bucket-mb X      gradient bucket size in MB (default 25)\n"
+        "DiLoCo (instead of DDP):\n"
+        "  --diloco H         H local inner steps per worker, then an outer Nesterov step on "
+        "the\n"
+        "                     averaged parameter deltas (use with --optim adamw)\n"
+        "  --fragments P      Streaming DiLoCo: P fragments of layers synced on a staggered "
+        "schedule\n"
+        "  --outer-lr X --outer-momentum X   outer Nesterov SGD (default 0.7 0.9)\n"
+        "checkpoints:\n"
+        "  --ckpt PATH        rank 0 writes PATH atomically every --ckpt-every steps and at "
+        "the end\n"
+        "  --ckpt-every N     (default 0: at the end only)\n"
+        "  --resume PATH      start from a checkpoint (same sizes, optimizer, ranks)\n"
+        "output:\n"
+        "  --log-every N      print loss every N steps (default 0: per epoch)\n"
+        "  --eval-every N     test accuracy every N steps (default 0: per epoch)\n"
+        "  --plot PREFIX      PREFIX-accuracy.png and PREFIX-time.png (gnuplot)\n"
+        "  --dump-weights F   write the final parameters (raw floats) to F\n"
+        "  --check-weights F  compare the final parameters with F; exit 1 beyond --tol\n"
+        "  --tol X            relative tolerance of --check-weights (default 1e-5)\n");
+}
+
+static int parse_num(const char *name, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "dptrain: bad value '%s' for --%s: want a number in [%g, %g]\n", s,
+                name, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"data", 1, 0, 'D'},        {"synthetic", 1, 0, 'S'},  {"sizes", 1, 0, 'z'},
+        {"optim", 1, 0, 'o'},       {"lr", 1, 0, 'l'},         {"momentum", 1, 0, 'm'},
+        {"wd", 1, 0, 'w'},          {"beta1", 1, 0, '1'},      {"beta2", 1, 0, '2'},
+        {"eps", 1, 0, 'E'},         {"batch", 1, 0, 'b'},      {"accum", 1, 0, 'a'},
+        {"epochs", 1, 0, 'e'},      {"steps", 1, 0, 's'},      {"seed", 1, 0, 'r'},
+        {"bucket-mb", 1, 0, 'B'},   {"ckpt", 1, 0, 'c'},       {"ckpt-every", 1, 0, 'C'},
+        {"resume", 1, 0, 'R'},      {"plot", 1, 0, 'p'},       {"log-every", 1, 0, 'L'},
+        {"eval-every", 1, 0, 'V'},  {"dump-weights", 1, 0, 'd'},
+        {"check-weights", 1, 0, 'k'}, {"tol", 1, 0, 't'},      {"help", 0, 0, 'h'},
+        {"cosine", 0, 0, 'K'},      {"diloco", 1, 0, 'H'},     {"fragments", 1, 0, 'P'},
+        {"outer-lr", 1, 0, 'O'},    {"outer-momentum", 1, 0, 'M'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    double v;
+
+    *o = (struct opts){
+        .data_dir = DEFAULT_DATA, .sizes = "784,256,128,10", .optim = OPTIM_SGD,
+        .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .batch = 128, .accum = 1,
+        .epochs = 1, .seed = 1, .bucket_mb = 25.0, .tol = 1e-5, .fragments = 1,
+        .outer_lr = 0.7, .outer_momentum = 0.9,
+    };
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int st = 0;
+        switch (c) {
+        case 'D': o->data_dir = optarg; break;
+        case 'S': st = parse_num("synthetic", optarg, 1, 1e7, &v); o->synthetic = (int)v; break;
+        case 'z': o->sizes = optarg; break;
+        case 'o':
+            if (strcmp(optarg, "sgd") == 0)
+                o->optim = OPTIM_SGD;
+            else if (strcmp(optarg, "adamw") == 0)
+                o->optim = OPTIM_ADAMW;
+            else {
+                fprintf(stderr, "dptrain: unknown optimizer '%s': want sgd or adamw\n", optarg);
+                st = -1;
+            }
+            break;
+        case 'l': st = parse_num("lr", optarg, 0, 1e3, &o->lr); o->lr_set = true; break;
+        case 'm': st = parse_num("momentum", optarg, 0, 1, &o->momentum); break;
+        case 'w': st = parse_num("wd", optarg, 0, 1e3, &o->weight_decay); o->wd_set = true;
+            break;
+        case '1': st = parse_num("beta1", optarg, 0, 1, &o->beta1); break;
+        case '2': st = parse_num("beta2", optarg, 0, 1, &o->beta2); break;
+        case 'E': st = parse_num("eps", optarg, 0, 1, &o->eps); break;
+        case 'b': st = parse_num("batch", optarg, 1, 1 << 20, &v); o->batch = (int)v; break;
+        case 'a': st = parse_num("accum", optarg, 1, 1 << 16, &v); o->accum = (int)v; break;
+        case 'e': st = parse_num("epochs", optarg, 1, 1e6, &v); o->epochs = (int)v; break;
+        case 's': st = parse_num("steps", optarg, 1, 1e12, &v); o->steps = (long)v; break;
+        case 'r': st = parse_num("seed", optarg, 0, 1e18, &v); o->seed = (uint64_t)v; break;
+        case 'B': st = parse_num("bucket-mb", optarg, 1e-6, 1e6, &o->bucket_mb); break;
+        case 'c': o->ckpt = optarg; break;
+        case 'C': st = parse_num("ckpt-every", optarg, 0, 1e12, &v); o->ckpt_every = (long)v;
+            break;
+        case 'R': o->resume = optarg; break;
+        case 'p': o->plot = optarg; break;
+        case 'L': st = parse_num("log-every", optarg, 0, 1e12, &v); o->log_every = (long)v;
+            break;
+        case 'V': st = parse_num("eval-every", optarg, 0, 1e12, &v); o->eval_every = (long)v;
+            break;
+        case 'd': o->dump_weights = optarg; break;
+        case 'k': o->check_weights = optarg; break;
+        case 't': st = parse_num("tol", optarg, 0, 1, &o->tol); break;
+        case 'K': o->cosine = true; break;
+        case 'H': st = parse_num("diloco", optarg, 1, 1e9, &v); o->diloco = (int)v; break;
+        case 'P': st = parse_num("fragments", optarg, 1, MLP_MAX_LAYERS, &v);
+            o->fragments = (int)v;
+            break;
+        case 'O': st = parse_num("outer-lr", optarg, 0, 1e3, &o->outer_lr); break;
+        case 'M': st = parse_num("outer-momentum", optarg, 0, 1, &o->outer_momentum); break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+        if (st != 0)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dptrain: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (o->diloco && (o->ckpt || o->resume)) {
+        fprintf(stderr, "dptrain: checkpoints do not hold DiLoCo's outer state yet: "
+                "--diloco cannot be combined with --ckpt or --resume\n");
+        return -1;
+    }
+    if (o->fragments > 1 && !o->diloco) {
+        fprintf(stderr, "dptrain: --fragments needs --diloco H\n");
+        return -1;
+    }
+    if (!o->lr_set)
+        o->lr = o->optim == OPTIM_ADAMW ? 1e-3 : 0.05;
+    if (!o->wd_set)
+        o->weight_decay = o->optim == OPTIM_ADAMW ? 0.01 : 0.0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Timing and the comm wrappers. comm is NULL when dptrain runs alone: the collectives then
+ * reduce over one rank, which is the identity.
+ */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct run {
+    coll_comm_t *comm;
+    int rank, nranks;
+    /* This step's and the whole run's communication accounting. */
+    double comm_s, wait_s;         /* inside launching/blocking coll calls; inside coll_wait */
+    double payload_bytes;          /* bytes handed to all-reduces and broadcasts */
+    double sent_bytes;             /* estimate of bytes this rank put on the wire */
+};
+
+static void die_coll(struct run *r, coll_status_t st, const char *what)
+{
+    fprintf(stderr, "dptrain: rank %d: %s failed: %s: %s\n", r->rank, what,
+            coll_status_string(st), coll_last_error(r->comm));
+    exit(1);
+}
+
+/* Bytes a rank sends in a bandwidth-optimal all-reduce (ring: reduce-scatter, then
+ * all-gather) of bytes: 2 (n - 1) / n of them. An estimate: coll may pick another schedule
+ * for small messages. */
+static double allreduce_sent(const struct run *r, double bytes)
+{
+    return 2.0 * (r->nranks - 1) / r->nranks * bytes;
+}
+
+static void allreduce_doubles(struct run *r, double *buf, int n)
+{
+    coll_status_t st;
+    double t0 = now_s();
+
+    if (!r->comm)
+        return;
+    st = coll_allreduce(buf, buf, (size_t)n, COLL_FLOAT64, COLL_SUM, r->comm);
+    if (st != COLL_SUCCESS)
+        die_coll(r, st, "coll_allreduce");
+    r->comm_s += now_s() - t0;
+    r->payload_bytes += n * sizeof(double);
+    r->sent_bytes += allreduce_sent(r, n * sizeof(double));
+}
+
+static void broadcast_floats(struct run *r, float *buf, size_t n)
+{
+    coll_status_t st;
+    double t0 = now_s();
+
+    if (!r->comm)
+        return;
+    st = coll_broadcast(buf, buf, n, COLL_FLOAT32, 0, r->comm);
+    if (st != COLL_SUCCESS)
+        die_coll(r, st, "coll_broadcast");
+    r->comm_s += now_s() - t0;
+    r->payload_bytes += n * sizeof(float);
+    /* A pipelined broadcast has every rank but the last forward the whole buffer; root
+     * sends it once. Estimate: (n - 1) / n of a copy per rank on average. */
+    r->sent_bytes += (double)(r->nranks - 1) / r->nranks * n * sizeof(float);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Buckets: contiguous runs of whole layers, filled from the last layer down until each
+ * holds at least bucket_bytes (so one bucket is launched per few layers, not per tensor).
+ */
+struct bucket {
+    int lo, hi;        /* layers lo..hi */
+    size_t off, count; /* floats of m->grads */
+    coll_request_t *req;
+};
+
+struct ddp {
+    struct run *run;
+    struct mlp *m;
+    struct bucket b[MLP_MAX_LAYERS];
+    int nbuckets;
+    int bucket_of_lo[MLP_MAX_LAYERS]; /* bucket whose lowest layer is l, or -1 */
+    bool sync;                        /* this micro-batch launches all-reduces */
+};
+
+static void ddp_make_buckets(struct ddp *d, double bucket_mb)
+{
+    struct mlp *m = d->m;
+    double cap = bucket_mb * 1e6;
+    int hi = m->nlayers - 1;
+
+    d->nbuckets = 0;
+    for (int l = 0; l < m->nlayers; l++)
+        d->bucket_of_lo[l] = -1;
+    while (hi >= 0) {
+        int lo = hi;
+        double bytes = (double)(m->off[hi + 1] - m->off[hi]) * sizeof(float);
+        while (lo > 0 && bytes < cap) {
+            lo--;
+            bytes += (double)(m->off[lo + 1] - m->off[lo]) * sizeof(float);
+        }
+        d->b[d->nbuckets] = (struct bucket){
+            .lo = lo, .hi = hi, .off = m->off[lo], .count = m->off[hi + 1] - m->off[lo],
+        };
+        d->bucket_of_lo[lo] = d->nbuckets++;
+        hi = lo - 1;
+    }
+}
+
+/* mlp_backward's callback: layer l's gradient is final; launch its bucket if l completes it. */
+static void ddp_layer_done(int l, void *arg)
+{
+    struct ddp *d = arg;
+    struct run *r = d->run;
+    int k = d->bucket_of_lo[l];
+    struct bucket *b;
+    coll_status_t st;
+    double t0;
+
+    if (!d->sync || k < 0 || !r->comm)
+        return;
+    b = &d->b[k];
+    t0 = now_s();
+    st = coll_iallreduce(d->m->grads + b->off, d->m->grads + b->off, b->count, COLL_FLOAT32,
+                         COLL_SUM, r->comm, &b->req);
+    if (st != COLL_SUCCESS)
+        die_coll(r, st, "coll_iallreduce");
+    r->comm_s += now_s() - t0;
+    r->payload_bytes += b->count * sizeof(float);
+    r->sent_bytes += allreduce_sent(r, b->count * sizeof(float));
+}
+
+static void ddp_wait_all(struct ddp *d)
+{
+    struct run *r = d->run;
+
+    for (int k = 0; k < d->nbuckets; k++) {
+        coll_status_t st;
+        double t0;
+
+        if (!d->b[k].req)
+            continue;
+        t0 = now_s();
+        st = coll_wait(d->b[k].req);
+        d->b[k].req = NULL;
+        if (st != COLL_SUCCESS)
+            die_coll(r, st, "coll_wait (gradient all-reduce)");
+        r->wait_s += now_s() - t0;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * DiLoCo (Douillard et al. 2023) and Streaming DiLoCo (2025). Workers train alone for H
+ * inner steps (their own optimizer, no gradient all-reduce), then average how far they
+ * moved from the last global parameters, the "outer gradient" delta = global - local, and
+ * take an outer SGD step with Nesterov momentum on it; everyone restarts from the result.
+ * Streaming splits the layers into P fragments and syncs fragment p at inner steps t with
+ * t mod H = p H / P, so the traffic of one full sync is spread over the H steps instead of
+ * arriving at once. Here each sync is a blocking all-reduce (no overlap with inner steps).
+ */
+struct diloco {
+    float *global;   /* the parameters as of each fragment's last outer step */
+    float *momentum; /* outer Nesterov buffer */
+    float *delta;
+    int nfrag;
+    size_t frag_off[MLP_MAX_LAYERS + 1]; /* fragment f is [frag_off[f], frag_off[f + 1]) */
+    int shift[MLP_MAX_LAYERS];           /* inner step mod H at which fragment f syncs */
+    long syncs;                          /* fragment syncs done (a full sync counts P) */
+};
+
+static int diloco_init(struct diloco *dl, const struct mlp *m, const struct opts *o,
+                       char *err, size_t errlen)
+{
+    int nfrag = o->fragments < m->nlayers ? o->fragments : m->nlayers;
+
+    dl->global = malloc(m->nparams * sizeof(float));
+    dl->momentum = calloc(m->nparams, sizeof(float));
+    dl->delta = malloc(m->nparams * sizeof(float));
+    if (!dl->global || !dl->momentum || !dl->delta) {
+        snprintf(err, errlen, "out of memory for DiLoCo's outer state");
+        return -1;
+    }
+    memcpy(dl->global, m->params, m->nparams * sizeof(float));
+    /* Fragments of whole, consecutive layers, as even in count as the layers allow. */
+    dl->nfrag = nfrag;
+    for (int f = 0; f <= nfrag; f++)
+        dl->frag_off[f] = m->off[(long)m->nlayers * f / nfrag];
+    for (int f = 0; f < nfrag; f++)
+        dl->shift[f] = (int)((long)o->diloco * f / nfrag);
+    return 0;
+}
+
+static void diloco_free(struct diloco *dl)
+{
+    free(dl->global);
+    free(dl->momentum);
+    free(dl->delta);
+}
+
+/* Outer step on fragment f after inner step t (1-based), when its turn has come or force. */
+static void diloco_maybe_sync(struct diloco *dl, struct run *r, struct mlp *m,
+                              const struct opts *o, long t, bool force)
+{
+    for (int f = 0; f < dl->nfrag; f++) {
+        size_t a = dl->frag_off[f], b = dl->frag_off[f + 1], n = b - a;
+        float lr = (float)o->outer_lr, mu = (float)o->outer_momentum;
+        coll_status_t st;
+
+        if (!force && t % o->diloco != dl->shift[f])
+            continue;
+        dl->syncs++;
+        for (size_t i = a; i < b; i++)
+            dl->delta[i] = dl->global[i] - m->params[i];
+        if (r->comm) {
+            double t0 = now_s();
+            st = coll_allreduce(dl->delta + a, dl->delta + a, n, COLL_FLOAT32, COLL_AVG,
+                                r->comm);
+            if (st != COLL_SUCCESS)
+                die_coll(r, st, "coll_allreduce (DiLoCo outer gradient)");
+            r->comm_s += now_s() - t0;
+            r->payload_bytes += n * sizeof(float);
+            r->sent_bytes += allreduce_sent(r, n * sizeof(float));
+        }
+        for (size_t i = a; i < b; i++) {
+            dl->momentum[i] = mu * dl->momentum[i] + dl->delta[i];
+            dl->global[i] -= lr * (dl->delta[i] + mu * dl->momentum[i]); /* Nesterov */
+            m->params[i] = dl->global[i];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Evaluation: each rank scores its share of the test set; the counts are summed.
+ */
+static void gather_batch(const struct dataset *ds, const uint32_t *idx, int n, float *x,
+                         uint8_t *y)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t s = idx[i];
+        memcpy(x + (size_t)i * ds->dim, ds->x + (size_t)s * ds->dim, ds->dim * sizeof(float));
+        y[i] = ds->y[s];
+    }
+}
+
+static void evaluate(struct run *r, struct mlp *m, const struct dataset *test, float *x,
+                     uint8_t *y, double *acc_p, double *loss_p)
+{
+    int begin, end;
+    double t[3] = {0, 0, 0}; /* correct, samples, loss sum */
+
+    sampler_slice(test->n, r->rank, r->nranks, &begin, &end);
+    for (int i = begin; i < end; i += m->cap) {
+        int n = end - i < m->cap ? end - i : m->cap;
+        long correct = 0;
+        memcpy(x, test->x + (size_t)i * test->dim, (size_t)n * test->dim * sizeof(float));
+        memcpy(y, test->y + i, (size_t)n);
+        t[2] += mlp_forward(m, x, y, n, &correct);
+        t[0] += (double)correct;
+        t[1] += n;
+    }
+    allreduce_doubles(r, t, 3);
+    *acc_p = t[1] > 0 ? t[0] / t[1] : 0.0;
+    *loss_p = t[1] > 0 ? t[2] / t[1] : 0.0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Checkpoints and weights files.
+ */
+static void fill_header(struct ckpt_header *h, const struct mlp *m, const struct opts *o,
+                        const struct run *r, const struct optim *opt, uint64_t step,
+                        uint64_t rng_state)
+{
+    memset(h, 0, sizeof(*h));
+    memcpy(h->magic, CKPT_MAGIC, 8);
+    h->version = CKPT_VERSION;
+    h->nlayers = (uint32_t)m->nlayers;
+    for (int l = 0; l <= m->nlayers; l++)
+        h->sizes[l] = (uint32_t)m->sizes[l];
+    h->optim = (uint32_t)o->optim;
+    h->world_size = (uint32_t)r->nranks;
+    h->batch = (uint32_t)o->batch;
+    h->accum = (uint32_t)o->accum;
+    h->step = step;
+    h->optim_t = opt->t;
+    h->seed = o->seed;
+    h->rng_state = rng_state;
+    h->nparams = m->nparams;
+}
+
+static int dump_weights(const char *path, const struct mlp *m)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(m->params, sizeof(float), m->nparams, f) != m->nparams) {
+        fprintf(stderr, "dptrain: cannot write weights to '%s': %s\n", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "dptrain: cannot write weights to '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns 0 when every parameter is within tol * max(1, |reference|) of the reference. */
+static int check_weights(const char *path, const struct mlp *m, double tol)
+{
+    FILE *f = fopen(path, "rb");
+    float *ref;
+    double worst = 0.0;
+    size_t worst_i = 0;
+
+    if (!f) {
+        fprintf(stderr, "dptrain: cannot open reference weights '%s': %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    ref = malloc(m->nparams * sizeof(float) + 1);
+    if (!ref || fread(ref, sizeof(float), m->nparams, f) != m->nparams ||
+        fgetc(f) != EOF) {
+        fprintf(stderr, "dptrain: reference weights '%s' do not hold exactly %zu floats\n",
+                path, m->nparams);
+        free(ref);
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    for (size_t i = 0; i < m->nparams; i++) {
+        double a = fabs((double)ref[i]);
+        double d = fabs((double)m->params[i] - ref[i]) / (a > 1.0 ? a : 1.0);
+        if (!(d <= worst)) { /* NaN counts as worst */
+            worst = isnan(d) ? INFINITY : d;
+            worst_i = i;
+        }
+    }
+    free(ref);
+    printf("check-weights: max relative difference %.3g (parameter %zu), tolerance %.3g: %s\n",
+           worst, worst_i, tol, worst <= tol ? "match" : "MISMATCH");
+    return worst <= tol ? 0 : 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Plotting: the data go to PREFIX-steps.dat (every step), PREFIX-time.dat (window means) and
+ * PREFIX-eval.dat, which gnuplot reads.
+ */
+struct history {
+    size_t n, cap;
+    double *step_compute, *step_comm, *step_wait, *step_loss;
+    size_t neval, evcap;
+    double *eval_step, *eval_acc;
+};
+
+/* Appends one row to ncols parallel arrays of n rows, growing them all together. */
+static void hist_push(size_t n, size_t *cap, size_t ncols, double *vals[], const double add[])
+{
+    if (n == *cap) {
+        *cap = *cap ? *cap * 2 : 1024;
+        for (size_t c = 0; c < ncols; c++) {
+            double *p = realloc(vals[c], *cap * sizeof(double));
+            if (!p) {
+                fprintf(stderr, "dptrain: out of memory for step history\n");
+                exit(1);
+            }
+            vals[c] = p;
+        }
+    }
+    for (size_t c = 0; c < ncols; c++)
+        vals[c][n] = add[c];
+}
+
+static void hist_step(struct history *h, double compute, double comm, double wait, double loss)
+{
+    double *cols[4] = {h->step_compute, h->step_comm, h->step_wait, h->step_loss};
+    double add[4] = {compute, comm, wait, loss};
+    hist_push(h->n, &h->cap, 4, cols, add);
+    h->step_compute = cols[0];
+    h->step_comm = cols[1];
+    h->step_wait = cols[2];
+    h->step_loss = cols[3];
+    h->n++;
+}
+
+static void hist_eval(struct history *h, double step, double acc)
+{
+    double *cols[2] = {h->eval_step, h->eval_acc};
+    double add[2] = {step, acc};
+    hist_push(h->neval, &h->evcap, 2, cols, add);
+    h->eval_step = cols[0];
+    h->eval_acc = cols[1];
+    h->neval++;
+}
+
+static int write_plots(const char *prefix, const struct history *h, long first_step, int nranks)
+{
+    char path[4096];
+    FILE *f;
+    int st;
+
+    snprintf(path, sizeof(path), "%s-steps.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        goto out_file;
+    fprintf(f, "# step compute_ms comm_ms wait_ms loss\n");
+    for (size_t i = 0; i < h->n; i++)
+        fprintf(f, "%ld %.4f %.4f %.4f %.6f\n", first_step + (long)i + 1,
+                h->step_compute[i] * 1e3, h->step_comm[i] * 1e3, h->step_wait[i] * 1e3,
+                h->step_loss[i]);
+    fclose(f);
+    /* Per-step times are noisy (a shared machine): the plot shows means over about 200
+     * windows. */
+    snprintf(path, sizeof(path), "%s-time.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        goto out_file;
+    fprintf(f, "# step compute_ms comm_ms wait_ms (means over %zu steps)\n",
+            h->n / 200 + 1);
+    for (size_t i = 0, w = h->n / 200 + 1; i < h->n; i += w) {
+        double c = 0, m = 0, wt = 0;
+        size_t k;
+        for (k = i; k < i + w && k < h->n; k++) {
+            c += h->step_compute[k];
+            m += h->step_comm[k];
+            wt += h->step_wait[k];
+        }
+        k -= i;
+        fprintf(f, "%ld %.4f %.4f %.4f\n", first_step + (long)i + 1, c / k * 1e3, m / k * 1e3,
+                wt / k * 1e3);
+    }
+    fclose(f);
+    snprintf(path, sizeof(path), "%s-eval.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        goto out_file;
+    fprintf(f, "# step test_accuracy\n");
+    for (size_t i = 0; i < h->neval; i++)
+        fprintf(f, "%.0f %.6f\n", h->eval_step[i], h->eval_acc[i]);
+    fclose(f);
+
+    f = popen("gnuplot", "w");
+    if (!f) {
+        fprintf(stderr, "dptrain: cannot run gnuplot: %s\n", strerror(errno));
+        return -1;
+    }
+    fprintf(f,
+            "set terminal pngcairo size 900,500\n"
+            "set grid\n"
+            "set output '%1$s-accuracy.png'\n"
+            "set title 'test accuracy, %2$d rank(s)'\n"
+            "set xlabel 'optimizer step'\nset ylabel 'accuracy'\n"
+            "plot '%1$s-eval.dat' using 1:2 with linespoints title 'test accuracy'\n"
+            "set output '%1$s-time.png'\n"
+            "set title 'time per step (window means), %2$d rank(s)'\n"
+            "set ylabel 'ms'\nset style fill solid 0.8 noborder\n"
+            "plot '%1$s-time.dat' using 1:($2+$3+$4) with filledcurves x1 title 'wait', "
+            "'' using 1:($2+$3) with filledcurves x1 title 'communication (in coll calls)', "
+            "'' using 1:2 with filledcurves x1 title 'compute'\n",
+            prefix, nranks);
+    st = pclose(f);
+    if (st != 0) {
+        fprintf(stderr, "dptrain: gnuplot failed (status %d)\n", st);
+        return -1;
+    }
+    return 0;
+
+out_file:
+    fprintf(stderr, "dptrain: cannot write '%s': %s\n", path, strerror(errno));
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The training loop and main.
+ */
+int main(int argc, char **argv)
+{
+    struct opts o;
+    struct run r = {.rank = 0, .nranks = 1};
+    struct mlp m = {0};
+    struct optim opt = {0};
+    struct dataset train = {0}, test = {0};
+    struct ddp d = {0};
+    struct history hist = {0};
+    struct diloco dl = {0};
+    struct dp_rng rng;
+    char err[ERRLEN];
+    uint32_t *perm = NULL;
+    float *xb = NULL;
+    uint8_t *yb = NULL;
+    long steps_per_epoch, total_steps, start_step = 0;
+    int perm_epoch = -1, ret = 1;
+    double tot_compute = 0, tot_comm = 0, tot_wait = 0, run_t0, epoch_t0, epoch_time_sum = 0;
+    int epochs_timed = 0;
+    double acc = 0, test_loss = 0;
+    coll_status_t st;
+
+    if (parse_opts(argc, argv, &o) != 0)
+        return EXIT_USAGE;
+    if (mlp_parse_sizes(&m, o.sizes, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dptrain: %s\n", err);
+        return EXIT_USAGE;
+    }
+
+    if (getenv("COLL_UNIQUE_ID")) {
+        st = coll_comm_init_env(&r.comm);
+        if (st != COLL_SUCCESS) {
+            fprintf(stderr, "dptrain: coll_comm_init_env failed: %s: %s\n",
+                    coll_status_string(st), coll_last_error(NULL));
+            return 1;
+        }
+        coll_comm_rank(r.comm, &r.rank);
+        coll_comm_size(r.comm, &r.nranks);
+    }
+    if (o.batch < r.nranks) {
+        fprintf(stderr, "dptrain: --batch %d is smaller than the %d ranks: every rank needs a "
+                "sample per micro-batch\n", o.batch, r.nranks);
+        ret = EXIT_USAGE;
+        goto out_comm;
+    }
+
+    /* Data: every rank holds the whole set and reads only its slices (it is small). */
+    if (o.synthetic) {
+        if (dataset_synthetic(&train, o.synthetic, m.sizes[0], m.sizes[m.nlayers], o.seed,
+                              err, sizeof(err)) != 0 ||
+            dataset_synthetic(&test, o.synthetic / 4 + 1, m.sizes[0], m.sizes[m.nlayers],
+                              o.seed + 0x7e57, err, sizeof(err)) != 0)
+            goto out_err;
+    } else if (dataset_load_idx(&train, o.data_dir, 0, m.sizes[0], m.sizes[m.nlayers], err,
+                                sizeof(err)) != 0 ||
+               dataset_load_idx(&test, o.data_dir, 1, m.sizes[0], m.sizes[m.nlayers], err,
+                                sizeof(err)) != 0) {
+        goto out_err;
+    }
+    steps_per_epoch = train.n / ((long)o.batch * o.accum);
+    if (steps_per_epoch < 1) {
+        snprintf(err, sizeof(err), "the training set (%d samples) is smaller than one step "
+                 "(batch %d x accum %d)", train.n, o.batch, o.accum);
+        goto out_err;
+    }
+    total_steps = o.steps ? o.steps : steps_per_epoch * o.epochs;
+
+    /* The micro-batch buffer holds a rank's slice, or an evaluation chunk. */
+    if (mlp_init(&m, o.batch / r.nranks + 1 > 256 ? o.batch / r.nranks + 1 : 256, err,
+                 sizeof(err)) != 0)
+        goto out_err;
+    opt = (struct optim){
+        .kind = o.optim, .lr = o.lr, .momentum = o.momentum, .beta1 = o.beta1,
+        .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+    };
+    if (optim_init(&opt, m.nparams, err, sizeof(err)) != 0)
+        goto out_err;
+    perm = malloc((size_t)train.n * sizeof(*perm));
+    xb = malloc((size_t)m.cap * m.sizes[0] * sizeof(float));
+    yb = malloc((size_t)m.cap);
+    if (!perm || !xb || !yb) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto out_err;
+    }
+
+    dp_rng_seed(&rng, o.seed);
+    if (o.resume) {
+        /* Every rank reads the file (it is on a shared or local filesystem) and checks it,
+         * so a rank with a bad copy fails loudly instead of diverging. */
+        struct ckpt_header want, got;
+        fill_header(&want, &m, &o, &r, &opt, 0, 0);
+        if (ckpt_read(o.resume, &want, &got, m.params, opt.m, opt.v, err, sizeof(err)) != 0)
+            goto out_err;
+        start_step = (long)got.step;
+        if (start_step >= total_steps) {
+            snprintf(err, sizeof(err), "checkpoint '%s' is at step %ld: nothing left to do "
+                     "for a run of %ld steps (raise --steps or --epochs)", o.resume,
+                     start_step, total_steps);
+            goto out_err;
+        }
+        opt.t = got.optim_t;
+        rng.s = got.rng_state;
+        if (got.seed != o.seed || got.batch != (uint32_t)o.batch ||
+            got.accum != (uint32_t)o.accum)
+            if (r.rank == 0)
+                fprintf(stderr, "dptrain: note: checkpoint had seed %llu batch %u accum %u; "
+                        "continuing with this run's settings\n",
+                        (unsigned long long)got.seed, got.batch, got.accum);
+    } else {
+        if (r.rank == 0)
+            mlp_init_weights(&m, dp_rng_next(&rng));
+        else
+            dp_rng_next(&rng); /* keep every rank's generator in the same state */
+        broadcast_floats(&r, m.params, m.nparams);
+    }
+
+    d = (struct ddp){.run = &r, .m = &m};
+    ddp_make_buckets(&d, o.bucket_mb);
+    if (o.diloco && diloco_init(&dl, &m, &o, err, sizeof(err)) != 0)
+        goto out_err;
+    if (r.rank == 0) {
+        printf("dptrain: %d rank(s), model %s (%zu parameters, %.2f MB), %s lr %g, global "
+               "batch %d x accum %d, %ld steps/epoch, %d bucket(s) of <= %g MB, %s\n",
+               r.nranks, o.sizes, m.nparams, m.nparams * 4 / 1e6,
+               o.optim == OPTIM_ADAMW ? "adamw" : "sgd", o.lr, o.batch, o.accum,
+               steps_per_epoch, d.nbuckets, o.bucket_mb,
+               o.synthetic ? "synthetic data" : o.data_dir);
+        if (o.diloco)
+            printf("dptrain: DiLoCo: %d inner steps per sync, %d fragment(s), outer Nesterov "
+                   "lr %g momentum %g (no gradient all-reduce)\n", o.diloco, dl.nfrag,
+                   o.outer_lr, o.outer_momentum);
+        if (start_step)
+            printf("dptrain: resumed from '%s' at step %ld\n", o.resume, start_step);
+        fflush(stdout);
+    }
+
+    r.comm_s = r.wait_s = 0; /* the run's accounting starts with its steps */
+    run_t0 = epoch_t0 = now_s();
+    double epoch_loss = 0, epoch_samples = 0;
+    for (long step = start_step; step < total_steps; step++) {
+        int epoch = (int)(step / steps_per_epoch);
+        long pos = step % steps_per_epoch;
+        double t0 = now_s(), comm0 = r.comm_s, wait0 = r.wait_s, loss = 0;
+        int begin, end;
+        float scale = 1.0f / ((float)o.batch * o.accum);
+
+        if (epoch != perm_epoch) {
+            sampler_permute(perm, train.n, o.seed, epoch);
+            perm_epoch = epoch;
+        }
+        memset(m.grads, 0, m.nparams * sizeof(float));
+        sampler_slice(o.batch, r.rank, r.nranks, &begin, &end);
+        if (o.diloco) /* workers step alone: the mean over their own samples */
+            scale = 1.0f / ((float)(end - begin) * o.accum);
+        for (int a = 0; a < o.accum; a++) {
+            long first = (pos * o.accum + a) * (long)o.batch;
+            long correct = 0;
+            int n = end - begin;
+
+            gather_batch(&train, perm + first + begin, n, xb, yb);
+            loss += mlp_forward(&m, xb, yb, n, &correct);
+            d.sync = a == o.accum - 1 && !o.diloco;
+            mlp_backward(&m, yb, n, scale, ddp_layer_done, &d);
+        }
+        ddp_wait_all(&d);
+        if (o.cosine) /* a function of the step alone, so a resumed run follows it too */
+            opt.lr = o.lr * 0.5 * (1.0 + cos(M_PI * (double)step / (double)total_steps));
+        optim_step(&opt, m.params, m.grads, m.nparams);
+        if (o.diloco) /* the last step syncs everything, so all replicas end equal */
+            diloco_maybe_sync(&dl, &r, &m, &o, step + 1, step + 1 == total_steps);
+
+        double comm = r.comm_s - comm0, wait = r.wait_s - wait0;
+        double compute = now_s() - t0 - comm - wait;
+        tot_compute += compute;
+        tot_comm += comm;
+        tot_wait += wait;
+        epoch_loss += loss;
+        epoch_samples += end - begin;
+        if (r.rank == 0)
+            hist_step(&hist, compute, comm, wait, loss / ((end - begin) * (double)o.accum));
+
+        bool last = step + 1 == total_steps;
+        bool epoch_end = (step + 1) % steps_per_epoch == 0;
+        if ((o.log_every && (step + 1) % o.log_every == 0) || (!o.log_every && epoch_end)) {
+            double t[2] = {epoch_loss, epoch_samples};
+            allreduce_doubles(&r, t, 2);
+            if (r.rank == 0)
+                printf("step %ld epoch %d: train loss %.4f (mean since last report); step "
+                       "compute %.2f ms, comm %.2f ms, wait %.2f ms\n", step + 1, epoch,
+                       t[0] / t[1], compute * 1e3, comm * 1e3, wait * 1e3);
+            epoch_loss = epoch_samples = 0;
+        }
+        if (epoch_end) {
+            double dt = now_s() - epoch_t0;
+            epoch_time_sum += dt;
+            epochs_timed++;
+            if (r.rank == 0)
+                printf("epoch %d done in %.2f s\n", epoch, dt);
+        }
+        if ((o.eval_every && (step + 1) % o.eval_every == 0) ||
+            (!o.eval_every && epoch_end) || last) {
+            evaluate(&r, &m, &test, xb, yb, &acc, &test_loss);
+            if (r.rank == 0) {
+                printf("step %ld: test accuracy %.4f, test loss %.4f\n", step + 1, acc,
+                       test_loss);
+                hist_eval(&hist, (double)(step + 1), acc);
+            }
+        }
+        if (o.ckpt && r.rank == 0 &&
+            ((o.ckpt_every && (step + 1) % o.ckpt_every == 0) || last)) {
+            struct ckpt_header h;
+            fill_header(&h, &m, &o, &r, &opt, (uint64_t)(step + 1), rng.s);
+            if (ckpt_write(o.ckpt, &h, m.params, opt.m, opt.v, err, sizeof(err)) != 0)
+                goto out_err;
+        }
+        fflush(stdout);
+        if (epoch_end)
+            epoch_t0 = now_s(); /* evaluation and checkpoints are not the epoch's time */
+    }
+
+    /* Every replica must hold the same parameters now (DDP: always; DiLoCo: after the
+     * final sync). Bitwise: the max and min of a fingerprint over the ranks must agree. */
+    {
+        double cs = mlp_checksum(&m), mm[2] = {cs, -cs};
+        coll_status_t cst;
+        if (r.comm) {
+            cst = coll_allreduce(mm, mm, 2, COLL_FLOAT64, COLL_MAX, r.comm);
+            if (cst != COLL_SUCCESS)
+                die_coll(&r, cst, "coll_allreduce (replica check)");
+        }
+        if (mm[0] != -mm[1]) {
+            snprintf(err, sizeof(err), "replicas differ at the end: parameter checksums range "
+                     "from %.17g to %.17g", -mm[1], mm[0]);
+            goto out_err;
+        }
+        if (r.rank == 0)
+            printf("replicas: all %d hold identical parameters\n", r.nranks);
+    }
+    if (r.rank == 0) {
+        long steps = total_steps - start_step;
+        double wall = now_s() - run_t0;
+        printf("summary: %ld steps in %.2f s; per step: compute %.3f ms, communication %.3f "
+               "ms (inside coll calls), waiting %.3f ms (coll_wait)\n", steps, wall,
+               steps ? tot_compute / steps * 1e3 : 0, steps ? tot_comm / steps * 1e3 : 0,
+               steps ? tot_wait / steps * 1e3 : 0);
+        printf("summary: all-reduce/broadcast payload %.1f MB, estimated bytes sent by rank 0 "
+               "%.1f MB (ring: 2(n-1)/n of the payload)\n", r.payload_bytes / 1e6,
+               r.sent_bytes / 1e6);
+        if (epochs_timed)
+            printf("summary: %.3f s per epoch (mean of %d), final test accuracy %.4f\n",
+                   epoch_time_sum / epochs_timed, epochs_timed, acc);
+        else
+            printf("summary: final test accuracy %.4f\n", acc);
+        if (o.diloco)
+            printf("summary: DiLoCo: %ld fragment syncs of %d fragment(s)\n", dl.syncs,
+                   dl.nfrag);
+        printf("weights: step %ld norm %.9g checksum %.9g\n", total_steps, mlp_norm(&m),
+               mlp_checksum(&m));
+        fflush(stdout);
+        if (o.plot && write_plots(o.plot, &hist, start_step, r.nranks) != 0)
+            goto out_free;
+        if (o.dump_weights && dump_weights(o.dump_weights, &m) != 0)
+            goto out_free;
+        if (o.check_weights) {
+            ret = check_weights(o.check_weights, &m, o.tol);
+            goto out_free;
+        }
+    }
+    ret = 0;
+    goto out_free;
+
+out_err:
+    fprintf(stderr, "dptrain: rank %d: %s\n", r.rank, err);
+    ret = 1;
+out_free:
+    free(hist.step_compute);
+    free(hist.step_comm);
+    free(hist.step_wait);
+    free(hist.step_loss);
+    free(hist.eval_step);
+    free(hist.eval_acc);
+    diloco_free(&dl);
+    free(perm);
+    free(xb);
+    free(yb);
+    optim_free(&opt);
+    mlp_free(&m);
+    dataset_free(&train);
+    dataset_free(&test);
+out_comm:
+    coll_comm_destroy(r.comm);
+    return ret;
+}
