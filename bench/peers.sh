@@ -6,9 +6,10 @@
 #
 # Uses ../shared/peers (installs the peers from Debian packages with its setup.sh, builds
 # their drivers, runs every library per NP with the same sizes and timing rules). coll runs
-# as `collrun -n NP collbench COLL -c 1 -z 1 -T BUDGET`: blocking back-to-back calls, the
-# slowest rank's average, verified, like the peers' driver. Knobs: REPS (default 2), LIBS,
-# COLLS, BUDGET, MAXBYTES (as run_all.sh), OUT_DIR (default /tmp/coll-peers).
+# as `collrun -n NP collbench COLL -c 1 -z 1 -a 3 --time-budget BUDGET`: blocking
+# back-to-back calls, the slowest rank's average (-a 3), verified, like the peers' driver.
+# Knobs: REPS (default 2), LIBS, COLLS, BUDGET, MAXBYTES (as run_all.sh), OUT_DIR (default
+# /tmp/coll-peers).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -21,7 +22,8 @@ export REPS=${REPS:-2}
 export LIBS=${LIBS:-"coll ompi-tcp ompi-shm gloo"}
 export COLLS=${COLLS:-"allreduce bcast reduce"}
 export BUDGET=${BUDGET:-0.2}
-export COLL_CMD="$root/build/collrun -n {np} $root/build/collbench {coll} -c 1 -z 1 -T $BUDGET"
+export COLL_CMD="$root/build/collrun -n {np} $root/build/collbench {coll} -c 1 -z 1 -a 3 \
+--time-budget $BUDGET"
 
 "$peers/setup.sh" >/dev/null
 [ -x build/collbench ] || { meson setup build >/dev/null; }

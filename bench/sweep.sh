@@ -9,7 +9,7 @@ coll=${2:-allreduce}
 out=${OUT:-docs/results}
 mkdir -p "$out"
 txt="$out/sweep-$coll-np$np.txt"
-build/collrun -n "$np" build/collbench "$coll" -b 8 -e 64M -f 2 -c 1 -T 0.2 | tee "$txt"
+build/collrun -n "$np" build/collbench "$coll" -b 8 -e 64M -f 2 -c 1 --time-budget 0.2 | tee "$txt"
 if command -v gnuplot >/dev/null; then
     data=$(mktemp)
     awk '$1 ~ /^[0-9]+$/ { print $1, $6, $8 }' "$txt" >"$data"

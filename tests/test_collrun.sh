@@ -328,11 +328,12 @@ if [ -n "$COLLBENCH" ]; then
     bench_usage "unknown dtype" allreduce -d float7
     bench_usage "unknown op" allreduce -o xor
     bench_usage "negative root" reduce -r -1
-    bench_usage "-c 2" allreduce -c 2
+    bench_usage "-c -1 (checked calls)" allreduce -c -1
     bench_usage "-z 7" allreduce -z 7
     bench_usage "-n 0" allreduce -n 0
     bench_usage "-w -1" allreduce -w -1
-    bench_usage "-T 0" allreduce -T 0
+    bench_usage "-T -1 (timeout seconds)" allreduce -T -1
+    bench_usage "--time-budget 0" allreduce --time-budget 0
     bench_usage "flag without value" allreduce -b
     bench_usage "stray argument" allreduce extra
     # root is checked against the number of ranks; standalone collbench is one rank.
