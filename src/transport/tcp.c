@@ -1,34 +1,60 @@
 /*
- * tcp.c - the TCP transport: one non-blocking socket per pair of ranks, driven by the
- * engine's epoll, authenticated by a handshake, carrying framed messages that land
- * straight in the posted receive buffers.
+ * tcp.c - the TCP transport: between each pair of ranks a link of one or more non-blocking
+ * sockets (COLL_NSOCKS), driven by the engine's epoll, authenticated by a handshake, carrying
+ * framed messages that land straight in the posted receive buffers.
  *
- * Divisions: 1 wire format, 2 state, 3 small helpers, 4 failure, 5 sending, 6 receiving,
- * 7 connector handshake, 8 acceptor handshake, listener and timer, 9 entry points.
+ * Divisions: 1 wire format, 2 state, 3 small helpers, 4 failure, 5 queues and striping,
+ * 6 sending, 7 receiving, 8 connector handshake, 9 acceptor handshake, listener and timer,
+ * 10 entry points.
  *
- * Connections. The lower rank of a pair connects to the higher rank's listener; the
- * acceptor sends a 16-byte nonce, the connector answers
- *   magic u32 | comm_id u64 | from i32 | to i32 | HMAC(secret, "coll-data" | nonce |
- *                                                       comm_id | from | to)
- * and the acceptor checks all of it before the connection becomes the channel of `from`.
- * A connection that fails (junk, wrong secret or comm, duplicate, silence) is closed and
- * counted, and disturbs nothing else. The connector's channel is usable as soon as its
- * answer is written: its first frames simply follow the answer in the stream.
+ * Connections. The lower rank of a pair opens the K sockets of the link to the higher rank's
+ * listener (K is the connector's COLL_NSOCKS; the acceptor follows what the handshake says, so
+ * both ends of a link always agree). On each socket the acceptor sends a 16-byte nonce, the
+ * connector answers
+ *   magic u32 | comm_id u64 | from i32 | to i32 | index u16 | nsocks u16 |
+ *   HMAC(secret, "coll-data" | nonce | comm_id | from | to | index | nsocks)
+ * and the acceptor checks all of it before the socket becomes socket `index` of the link of
+ * `from`. A connection that fails (junk, wrong secret or comm, duplicate, silence) is closed
+ * and counted, and disturbs nothing else. The link is usable once all K sockets are up; the
+ * connector's sockets are up as soon as their answers are written: their first frames simply
+ * follow the answer in the stream.
  *
  * Frames. header (40 bytes, little-endian) | payload:
- *   magic u32 | type u16 | flags u16 | tag u32 | src_rank i32 | comm_id u64 | seq u64 |
+ *   magic u32 | type u16 | piece u16 | tag u32 | src_rank i32 | comm_id u64 | seq u64 |
  *   len u64
- * A receive checks the header against the head posted receive (seq, tag, len); nothing is
- * read from a socket without a posted receive to read it into, so unexpected data waits in
- * the kernel (TCP flow control is the backpressure) and a length from the wire is never
- * trusted for memory.
+ * len is the length of the whole message; the frame carries its piece `piece` (below).
  *
- * epoll. Level-triggered. EPOLLIN is on while a receive is posted (switched off lazily,
- * when it fires with nothing posted); EPOLLOUT only while a send is blocked; EPOLLRDHUP
- * always, to notice a peer that leaves. A struct tcp_conn is freed only inside its own
- * callback (a refused handshake) or in fini, never while another fd's callback runs: the
- * engine may hold an event for it later in the same epoll_wait batch. A handshake that
- * times out is therefore shut down (which wakes its own callback), not freed, by the timer.
+ * Striping. A message of len bytes goes in p = clamp(len / TCP_PIECE_MIN, 1, K) pieces, piece
+ * i covering [bound(i), bound(i + 1)) (bounds at multiples of 64 bytes) on socket
+ * (m + i) % K, where m counts the link's earlier messages in that direction: small messages
+ * rotate over the sockets, large ones use them all. Both ends compute the same split from
+ * (len, K, m). Every socket is a FIFO of pieces in message order, so the k-th piece sent on a
+ * socket meets the k-th piece posted to receive on it; ends that disagree on a length see it
+ * in the header of the piece on socket m % K, which every message uses. A transfer completes
+ * when all its pieces have (x->off counts the pieces left), so the executor only ever sees
+ * whole messages.
+ *
+ * Receiving. A socket reads into a small inbox until it holds a header, checks the header
+ * against the head piece posted on that socket, copies the payload the inbox already holds,
+ * and reads the rest straight into the posted buffer with the inbox as a second iovec: the
+ * same readv fetches the next frame's header (read-ahead), and a short read says the socket
+ * is empty. So no payload byte lands in a posted buffer before its header checked out, a
+ * length from the wire is never trusted for memory, and nothing beyond one inbox is read
+ * without a posted receive: unexpected data waits in the kernel, where TCP flow control is
+ * the backpressure.
+ *
+ * epoll. An up socket stays registered edge-triggered for EPOLLIN | EPOLLOUT | EPOLLRDHUP, so
+ * no message costs an epoll_ctl. The edges are remembered: `readable` is set by an event and
+ * cleared by a short or would-block read (a short read of a TCP socket took all the kernel
+ * held, and later data raises a new edge), `writable` is cleared by a would-block write and
+ * set by EPOLLOUT. So a callback reads once per edge rather than until EAGAIN, data arriving
+ * with no receive posted costs one callback rather than one per epoll_wait, and the queue
+ * posted behind a waiting receive costs nothing. A receive that reaches the head of its
+ * socket's queue reads at once all the same (see tcp_post_recv). Handshakes are
+ * level-triggered. A struct tcp_sock is freed only inside its own callback (a
+ * refused handshake) or in fini, never while another fd's callback runs: the engine may hold
+ * an event for it later in the same epoll_wait batch. A handshake that times out is therefore
+ * shut down (which wakes its own callback), not freed, by the timer.
  */
 #include "../core/bootstrap.h"
 #include "sys.h"
@@ -46,18 +72,27 @@
 
 /* ---- 1 wire format ------------------------------------------------------------------- */
 
-#define TCP_HS_MAGIC 0x31534843u    /* "CHS1" */
+#define TCP_HS_MAGIC 0x32534843u    /* "CHS2" */
 #define TCP_FRAME_MAGIC 0x31464443u /* "CDF1" */
 #define TCP_TYPE_DATA 1
 #define TCP_NONCE_BYTES 16
-#define TCP_HS_BYTES (4 + 8 + 4 + 4 + COLL_MAC_BYTES) /* 52 */
+#define TCP_HS_BYTES (4 + 8 + 4 + 4 + 2 + 2 + COLL_MAC_BYTES) /* 56 */
 #define TCP_HDR_BYTES 40
 #define TCP_HS_LABEL "coll-data"
 #define TCP_HS_LABEL_BYTES 9
 
 #define TCP_HS_TIMEOUT_MS 5000 /* at most; COLL_TIMEOUT_MS if shorter */
-#define TCP_IOV_MAX 64         /* iovecs per sendmsg: up to 32 messages at once */
+#define TCP_IOV_MAX 64         /* iovecs per sendmsg: up to 32 pieces at once */
 #define TCP_MAX_STRANGERS 64   /* handshakes in progress, beyond nranks */
+#define TCP_MAX_SOCKS 64       /* sockets per link (COLL_NSOCKS's bound) */
+#define TCP_PIECE_MIN (32 << 10) /* smallest piece a message is striped into */
+#define TCP_PIECE_ALIGN 64     /* piece bounds: whole cache lines */
+#define TCP_INBOX_BYTES 4096   /* per socket: headers, small payloads, read-ahead */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
+}
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -69,6 +104,11 @@ static void put64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
 }
 
 static uint32_t get32(const uint8_t *p)
@@ -89,7 +129,7 @@ static uint64_t get64(const uint8_t *p)
 
 struct tcp_hdr {
     uint32_t magic;
-    uint16_t type, flags;
+    uint16_t type, piece;
     uint32_t tag;
     int32_t src_rank;
     uint64_t comm_id, seq, len;
@@ -98,8 +138,8 @@ struct tcp_hdr {
 static void hdr_encode(uint8_t *p, const struct tcp_hdr *h)
 {
     put32(p, h->magic);
-    p[4] = (uint8_t)h->type, p[5] = (uint8_t)(h->type >> 8);
-    p[6] = (uint8_t)h->flags, p[7] = (uint8_t)(h->flags >> 8);
+    put16(p + 4, h->type);
+    put16(p + 6, h->piece);
     put32(p + 8, h->tag);
     put32(p + 12, (uint32_t)h->src_rank);
     put64(p + 16, h->comm_id);
@@ -110,8 +150,8 @@ static void hdr_encode(uint8_t *p, const struct tcp_hdr *h)
 static void hdr_decode(const uint8_t *p, struct tcp_hdr *h)
 {
     h->magic = get32(p);
-    h->type = (uint16_t)(p[4] | p[5] << 8);
-    h->flags = (uint16_t)(p[6] | p[7] << 8);
+    h->type = get16(p + 4);
+    h->piece = get16(p + 6);
     h->tag = get32(p + 8);
     h->src_rank = (int32_t)get32(p + 12);
     h->comm_id = get64(p + 16);
@@ -119,17 +159,20 @@ static void hdr_decode(const uint8_t *p, struct tcp_hdr *h)
     h->len = get64(p + 32);
 }
 
-/* HMAC(secret, "coll-data" | nonce | comm_id | from | to) */
+/* HMAC(secret, "coll-data" | nonce | comm_id | from | to | index | nsocks) */
 static void hs_mac(const uint8_t *secret, const uint8_t *nonce, uint64_t comm_id, int32_t from,
-                   int32_t to, uint8_t mac[COLL_MAC_BYTES])
+                   int32_t to, uint16_t index, uint16_t nsocks, uint8_t mac[COLL_MAC_BYTES])
 {
-    uint8_t m[TCP_HS_LABEL_BYTES + TCP_NONCE_BYTES + 8 + 4 + 4];
+    uint8_t m[TCP_HS_LABEL_BYTES + TCP_NONCE_BYTES + 8 + 4 + 4 + 2 + 2];
+    uint8_t *p = m + TCP_HS_LABEL_BYTES + TCP_NONCE_BYTES;
 
     memcpy(m, TCP_HS_LABEL, TCP_HS_LABEL_BYTES);
     memcpy(m + TCP_HS_LABEL_BYTES, nonce, TCP_NONCE_BYTES);
-    put64(m + TCP_HS_LABEL_BYTES + TCP_NONCE_BYTES, comm_id);
-    put32(m + TCP_HS_LABEL_BYTES + TCP_NONCE_BYTES + 8, (uint32_t)from);
-    put32(m + TCP_HS_LABEL_BYTES + TCP_NONCE_BYTES + 12, (uint32_t)to);
+    put64(p, comm_id);
+    put32(p + 8, (uint32_t)from);
+    put32(p + 12, (uint32_t)to);
+    put16(p + 16, index);
+    put16(p + 18, nsocks);
     coll__hmac_sha256(secret, COLL_SECRET_BYTES, m, sizeof(m), mac);
 }
 
@@ -141,22 +184,42 @@ enum tcp_state {
     TCP_HS_ANSWER,  /* connector: writing its answer */
     TCP_HS_SEND,    /* acceptor: nonce not yet fully written */
     TCP_HS_WAIT,    /* acceptor: reading the connector's answer */
-    TCP_UP,         /* the channel of chan.peer */
+    TCP_UP,         /* socket `idx` of its link */
     TCP_EOF,        /* peer left with nothing pending; fd kept, data may remain */
     TCP_DEAD,       /* fd closed: failed or shut down */
 };
 
-struct tcp_ctx;
+/* The part of one message that one socket carries. */
+struct tcp_piece {
+    struct coll_xfer *x;
+    size_t off, len;            /* bytes of x->buf */
+    size_t done;                /* send: bytes written, header included; recv: payload landed */
+    uint16_t index;             /* which piece of x */
+    uint8_t hdr[TCP_HDR_BYTES]; /* send: the encoded header */
+};
 
-struct tcp_conn {
-    struct coll_chan chan; /* first: what the executor holds */
+/* A FIFO of pieces: a ring that doubles when full (no allocation per message). */
+struct tcp_fifo {
+    struct tcp_piece *v;
+    uint32_t cap, head, n; /* cap is 0 or a power of two */
+};
+
+struct tcp_ctx;
+struct tcp_link;
+
+struct tcp_sock {
     struct tcp_ctx *ctx;
+    struct tcp_link *link; /* NULL while an accepted socket's handshake runs */
     struct coll_pollent pe;
     int fd;
+    int idx;               /* index in link->socks */
     enum tcp_state state;
-    bool registered; /* in epfd */
-    uint32_t events; /* as registered */
-    int eof_err;     /* TCP_EOF: errno the socket reported, 0 for a FIN */
+    bool registered;       /* in epfd */
+    uint32_t events;       /* as registered */
+    bool readable;         /* no read since the last EPOLLIN edge came up short */
+    bool writable;         /* no write since the last EPOLLOUT edge came up short */
+    bool hdr_ok;           /* the header of rq's head piece is checked and consumed */
+    int eof_err;           /* TCP_EOF: errno the socket reported, 0 for a FIN */
 
     /* handshake */
     uint8_t nonce[TCP_NONCE_BYTES];
@@ -165,12 +228,24 @@ struct tcp_conn {
     uint64_t deadline_ns; /* acceptor: handshake must be done by then */
     bool expired;
     char where[64];               /* acceptor: remote address, for messages */
-    struct tcp_conn *prev, *next; /* acceptor: in ctx's pending list until accepted */
+    struct tcp_sock *prev, *next; /* acceptor: in ctx's pending list until accepted */
 
-    /* transfers, FIFO; x->off counts header + payload bytes moved */
-    struct coll_xfer *sq_head, *sq_tail;
-    struct coll_xfer *rq_head, *rq_tail;
-    uint8_t rhdr[TCP_HDR_BYTES]; /* header of the message at rq_head */
+    struct tcp_fifo sq, rq;
+
+    /* bytes read, not yet consumed: inbox[in_pos, in_end); allocated once up, so that a
+     * stranger's half-open connection costs little */
+    size_t in_pos, in_end;
+    uint8_t *inbox; /* [TCP_INBOX_BYTES] */
+};
+
+/* All the sockets to one peer: what the executor holds as its channel. */
+struct tcp_link {
+    struct coll_chan chan; /* first */
+    struct tcp_ctx *ctx;
+    int nsocks, nup;       /* sockets, and how many finished their handshake */
+    bool dead;
+    uint64_t nsent, nrecv; /* messages posted so far per direction: where striping starts */
+    struct tcp_sock *socks[];
 };
 
 struct tcp_ctx {
@@ -178,9 +253,9 @@ struct tcp_ctx {
     int listen_fd, timer_fd;
     struct coll_pollent listen_pe, timer_pe;
     char where[64];          /* our listen address */
-    struct tcp_conn **conns; /* [nranks]: the connection to each peer, once started */
+    struct tcp_link **links; /* [nranks]: the link to each peer, once started */
     int nranks;
-    struct tcp_conn *pend_head, *pend_tail; /* accepted, handshake not done (FIFO) */
+    struct tcp_sock *pend_head, *pend_tail; /* accepted, handshake not done (FIFO) */
     int npending;
     uint64_t hs_timeout_ns;
     uint64_t timer_at; /* armed for this time, 0 when disarmed */
@@ -190,7 +265,7 @@ struct tcp_ctx {
 
 /* ---- 3 small helpers ----------------------------------------------------------------- */
 
-static void conn_cb(struct coll_pollent *pe, uint32_t events);
+static void sock_cb(struct coll_pollent *pe, uint32_t events);
 
 static bool tcp_probe(struct coll_comm *comm, int peer)
 {
@@ -221,37 +296,37 @@ static coll_status_t failed_status(const struct tcp_ctx *ctx)
     return st != COLL_SUCCESS ? (coll_status_t)st : COLL_REMOTE_ERROR;
 }
 
-/* Register c in epfd with exactly these events (RDHUP is always wanted). */
-static int conn_watch(struct tcp_conn *c, uint32_t events)
+/* Register s in epfd with exactly these events (RDHUP is always wanted). */
+static int sock_watch(struct tcp_sock *s, uint32_t events)
 {
-    struct epoll_event ev = {.events = events | EPOLLRDHUP, .data.ptr = &c->pe};
+    struct epoll_event ev = {.events = events | EPOLLRDHUP, .data.ptr = &s->pe};
 
-    if (c->registered && c->events == ev.events)
+    if (s->registered && s->events == ev.events)
         return 0;
-    if (coll__sys.epoll_ctl(c->ctx->comm->epfd, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
-                            c->fd, &ev) < 0)
+    if (coll__sys.epoll_ctl(s->ctx->comm->epfd, s->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
+                            s->fd, &ev) < 0)
         return errno;
-    c->registered = true;
-    c->events = ev.events;
+    s->registered = true;
+    s->events = ev.events;
     return 0;
 }
 
-static void conn_unwatch(struct tcp_conn *c)
+static void sock_unwatch(struct tcp_sock *s)
 {
-    if (c->registered && c->fd >= 0)
-        coll__sys.epoll_ctl(c->ctx->comm->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    c->registered = false;
-    c->events = 0;
+    if (s->registered && s->fd >= 0)
+        coll__sys.epoll_ctl(s->ctx->comm->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+    s->registered = false;
+    s->events = 0;
 }
 
-static void conn_close_fd(struct tcp_conn *c)
+static void sock_close_fd(struct tcp_sock *s)
 {
-    conn_unwatch(c);
-    if (c->fd >= 0) {
-        coll__sys.shutdown(c->fd, SHUT_RDWR);
-        coll__sys.close(c->fd);
+    sock_unwatch(s);
+    if (s->fd >= 0) {
+        coll__sys.shutdown(s->fd, SHUT_RDWR);
+        coll__sys.close(s->fd);
     }
-    c->fd = -1;
+    s->fd = -1;
 }
 
 static void set_sockopts(struct tcp_ctx *ctx, int fd)
@@ -267,61 +342,62 @@ static void set_sockopts(struct tcp_ctx *ctx, int fd)
     }
 }
 
-static void queue_push(struct coll_xfer **head, struct coll_xfer **tail, struct coll_xfer *x)
+/* COLL_NSOCKS as this rank's links use it (a comm built by hand may leave it 0). */
+static int cfg_nsocks(const struct tcp_ctx *ctx)
 {
-    x->next = NULL;
-    if (*tail)
-        (*tail)->next = x;
-    else
-        *head = x;
-    *tail = x;
+    int64_t k = ctx->comm->cfg.nsocks;
+    return k < 1 ? 1 : k > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)k;
 }
 
-static struct coll_xfer *queue_pop(struct coll_xfer **head, struct coll_xfer **tail)
+static struct tcp_link **ctx_links(struct tcp_ctx *ctx)
 {
-    struct coll_xfer *x = *head;
-
-    *head = x->next;
-    if (!*head)
-        *tail = NULL;
-    x->next = NULL;
-    return x;
-}
-
-/* Complete every queued transfer of c with st. */
-static void conn_fail_xfers(struct tcp_conn *c, coll_status_t st)
-{
-    while (c->sq_head)
-        atomic_store(&queue_pop(&c->sq_head, &c->sq_tail)->status, st);
-    while (c->rq_head)
-        atomic_store(&queue_pop(&c->rq_head, &c->rq_tail)->status, st);
-}
-
-static struct tcp_conn **ctx_conns(struct tcp_ctx *ctx)
-{
-    if (!ctx->conns) {
-        ctx->conns = calloc((size_t)ctx->comm->nranks, sizeof(*ctx->conns));
-        if (ctx->conns)
+    if (!ctx->links) {
+        ctx->links = calloc((size_t)ctx->comm->nranks, sizeof(*ctx->links));
+        if (ctx->links)
             ctx->nranks = ctx->comm->nranks;
     }
-    return ctx->conns;
+    return ctx->links;
+}
+
+static struct tcp_link *link_new(struct tcp_ctx *ctx, int peer, int nsocks)
+{
+    struct tcp_link *l = calloc(1, sizeof(*l) + (size_t)nsocks * sizeof(l->socks[0]));
+
+    if (!l)
+        return NULL;
+    l->chan = (struct coll_chan){.tp = &coll__tcp_transport, .comm = ctx->comm, .peer = peer};
+    l->ctx = ctx;
+    l->nsocks = nsocks;
+    return l;
 }
 
 /* ---- 4 failure ----------------------------------------------------------------------- */
 
-static void conn_kill(struct tcp_conn *c, coll_status_t st)
+static void fifo_fail(struct tcp_fifo *q, coll_status_t st);
+
+/* Close every socket of the link and complete its queued transfers with st. */
+static void link_kill(struct tcp_link *l, coll_status_t st)
 {
-    conn_fail_xfers(c, st);
-    conn_close_fd(c);
-    c->state = TCP_DEAD;
+    for (int i = 0; i < l->nsocks; i++) {
+        struct tcp_sock *s = l->socks[i];
+        if (!s)
+            continue;
+        fifo_fail(&s->sq, st);
+        fifo_fail(&s->rq, st);
+        s->hdr_ok = false;
+        sock_close_fd(s);
+        s->state = TCP_DEAD;
+    }
+    l->dead = true;
 }
 
-/* The channel to a peer broke while it was needed: say so, close it, fail the comm (which
- * shuts every other connection down through tcp_shutdown). */
+/* A socket of a link broke while it was needed: say so, close the link (a stripe set is only
+ * whole with all its sockets), fail the comm (which shuts every other link down through
+ * tcp_shutdown). */
 COLL_PRINTF(3, 4)
-static coll_status_t conn_fail(struct tcp_conn *c, coll_status_t st, const char *fmt, ...)
+static coll_status_t conn_fail(struct tcp_sock *s, coll_status_t st, const char *fmt, ...)
 {
-    struct coll_comm *comm = c->ctx->comm;
+    struct coll_comm *comm = s->ctx->comm;
     char msg[512];
     va_list ap;
 
@@ -334,140 +410,211 @@ static coll_status_t conn_fail(struct tcp_conn *c, coll_status_t st, const char 
         st = (coll_status_t)atomic_load(&comm->failed);
     /* the comm is failed before any transfer completes with the error */
     coll__comm_fail(comm, st);
-    if (c->state != TCP_DEAD)
-        conn_kill(c, st);
+    if (!s->link->dead)
+        link_kill(s->link, st);
     return st;
 }
 
 /* err 0: orderly end of stream. */
-static coll_status_t conn_lost(struct tcp_conn *c, int err)
+static coll_status_t conn_lost(struct tcp_sock *s, int err)
 {
     char ebuf[128];
-    int peer = c->chan.peer;
+    int peer = s->link->chan.peer;
 
     if (err == 0 || err == ECONNRESET || err == EPIPE)
-        return conn_fail(c, COLL_REMOTE_ERROR, "rank %d (%s) closed the connection%s%s", peer,
-                         peer_host(c->ctx, peer), err ? ": " : "",
+        return conn_fail(s, COLL_REMOTE_ERROR, "rank %d (%s) closed the connection%s%s", peer,
+                         peer_host(s->ctx, peer), err ? ": " : "",
                          err ? strerror_r(err, ebuf, sizeof(ebuf)) : "");
-    return conn_fail(c, COLL_REMOTE_ERROR, "connection to rank %d (%s) failed: %s", peer,
-                     peer_host(c->ctx, peer), strerror_r(err, ebuf, sizeof(ebuf)));
+    return conn_fail(s, COLL_REMOTE_ERROR, "connection to rank %d (%s) failed: %s", peer,
+                     peer_host(s->ctx, peer), strerror_r(err, ebuf, sizeof(ebuf)));
 }
 
-static coll_status_t conn_watch_or_fail(struct tcp_conn *c, uint32_t events)
+static coll_status_t sock_watch_or_fail(struct tcp_sock *s, uint32_t events)
 {
-    int err = conn_watch(c, events);
+    int err = sock_watch(s, events);
     if (!err)
         return COLL_SUCCESS;
-    return conn_fail(c, COLL_SYSTEM_ERROR, "epoll_ctl for the connection to rank %d failed: %s",
-                     c->chan.peer, strerror(err));
+    return conn_fail(s, COLL_SYSTEM_ERROR, "epoll_ctl for the connection to rank %d failed: %s",
+                     s->link->chan.peer, strerror(err));
 }
 
-/* The events an up channel needs now. EPOLLIN stays on once set: it is switched off only
- * when it fires with nothing to read into (see conn_up_event), saving two epoll_ctl calls
- * per message in a ping-pong. */
-static uint32_t up_events(const struct tcp_conn *c, bool want_in)
+/* The handshake is done: from now on the socket stays registered, edge-triggered. */
+static coll_status_t sock_set_up(struct tcp_sock *s)
 {
-    uint32_t ev = 0;
-
-    if (want_in || c->rq_head)
-        ev |= EPOLLIN;
-    if (c->sq_head)
-        ev |= EPOLLOUT;
-    return ev;
+    s->state = TCP_UP;
+    s->readable = s->writable = true; /* until a short read or write says otherwise */
+    s->link->nup++;
+    if (!(s->inbox = malloc(TCP_INBOX_BYTES)))
+        return conn_fail(s, COLL_SYSTEM_ERROR, "out of memory for a connection to rank %d",
+                         s->link->chan.peer);
+    return sock_watch_or_fail(s, EPOLLIN | EPOLLOUT | EPOLLET);
 }
 
-/* ---- 5 sending ----------------------------------------------------------------------- */
+/* ---- 5 queues and striping ----------------------------------------------------------- */
 
-/* Write queued messages until the queue is empty or the socket is full; several messages
- * go in one sendmsg. Sends complete when fully handed to the kernel. */
-static coll_status_t send_progress(struct tcp_conn *c)
+static struct tcp_piece *fifo_at(const struct tcp_fifo *q, uint32_t i)
 {
-    struct tcp_ctx *ctx = c->ctx;
+    return &q->v[(q->head + i) & (q->cap - 1)];
+}
 
-    while (c->sq_head) {
+/* Room for one more piece; false when out of memory. */
+static bool fifo_reserve(struct tcp_fifo *q)
+{
+    uint32_t cap = q->cap ? q->cap * 2 : 16;
+    struct tcp_piece *v;
+
+    if (q->n < q->cap)
+        return true;
+    if (cap <= q->cap || !(v = malloc(cap * sizeof(*v))))
+        return false;
+    for (uint32_t i = 0; i < q->n; i++)
+        v[i] = *fifo_at(q, i);
+    free(q->v);
+    q->v = v;
+    q->cap = cap;
+    q->head = 0;
+    return true;
+}
+
+static struct tcp_piece *fifo_push(struct tcp_fifo *q)
+{
+    struct tcp_piece *p = fifo_at(q, q->n);
+    q->n++;
+    return p;
+}
+
+static void fifo_pop(struct tcp_fifo *q)
+{
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->n--;
+}
+
+/* Complete the transfers of every queued piece with st (a striped transfer is in several
+ * queues: storing the same status twice is harmless). */
+static void fifo_fail(struct tcp_fifo *q, coll_status_t st)
+{
+    for (uint32_t i = 0; i < q->n; i++)
+        atomic_store(&fifo_at(q, i)->x->status, st);
+    q->n = 0;
+    q->head = 0;
+}
+
+static void fifo_free(struct tcp_fifo *q)
+{
+    free(q->v);
+    q->v = NULL;
+    q->cap = q->n = q->head = 0;
+}
+
+/* Pieces of a message of len bytes over k sockets. */
+static uint32_t npieces(size_t len, int k)
+{
+    size_t p = len / TCP_PIECE_MIN;
+    return p < 1 ? 1 : p > (size_t)k ? (uint32_t)k : (uint32_t)p;
+}
+
+/* Start of piece i of p: about len * i / p, down to a multiple of TCP_PIECE_ALIGN; with
+ * len >= p * TCP_PIECE_MIN no piece is empty. */
+static size_t piece_bound(size_t len, uint32_t p, uint32_t i)
+{
+    if (i == 0)
+        return 0;
+    if (i >= p)
+        return len;
+    return ((len / p) * i + (len % p) * i / p) & ~(size_t)(TCP_PIECE_ALIGN - 1);
+}
+
+static void piece_done(struct coll_xfer *x)
+{
+    if (--x->off == 0)
+        atomic_store(&x->status, COLL_SUCCESS); /* x is the executor's again */
+}
+
+/* ---- 6 sending ----------------------------------------------------------------------- */
+
+/* Write queued pieces until the queue is empty or the socket is full; several pieces go in
+ * one sendmsg. A piece is done when fully handed to the kernel. */
+static coll_status_t sock_send(struct tcp_sock *s)
+{
+    struct tcp_fifo *q = &s->sq;
+
+    while (q->n > 0 && s->writable) {
         struct iovec iov[TCP_IOV_MAX];
-        uint8_t hdrs[TCP_IOV_MAX][TCP_HDR_BYTES];
         struct msghdr mh = {.msg_iov = iov};
-        size_t total = 0, left;
-        int n = 0, nh = 0;
+        size_t left;
+        int n = 0;
         ssize_t w;
 
-        for (struct coll_xfer *x = c->sq_head; x && n + 2 <= TCP_IOV_MAX; x = x->next) {
-            if (x->off < TCP_HDR_BYTES) {
-                struct tcp_hdr h = {
-                    .magic = TCP_FRAME_MAGIC,
-                    .type = TCP_TYPE_DATA,
-                    .tag = x->tag,
-                    .src_rank = ctx->comm->rank,
-                    .comm_id = ctx->comm->comm_id,
-                    .seq = x->seq,
-                    .len = x->len,
-                };
-                hdr_encode(hdrs[nh], &h);
-                iov[n++] = (struct iovec){hdrs[nh] + x->off, TCP_HDR_BYTES - x->off};
-                nh++;
-                if (x->len > 0)
-                    iov[n++] = (struct iovec){x->buf, x->len};
+        for (uint32_t i = 0; i < q->n && n + 2 <= TCP_IOV_MAX; i++) {
+            struct tcp_piece *pc = fifo_at(q, i);
+            uint8_t *payload = pc->len ? (uint8_t *)pc->x->buf + pc->off : NULL;
+
+            if (pc->done < TCP_HDR_BYTES) {
+                iov[n++] = (struct iovec){pc->hdr + pc->done, TCP_HDR_BYTES - pc->done};
+                if (pc->len > 0)
+                    iov[n++] = (struct iovec){payload, pc->len};
             } else {
-                size_t done = x->off - TCP_HDR_BYTES;
-                iov[n++] = (struct iovec){(uint8_t *)x->buf + done, x->len - done};
+                size_t sent = pc->done - TCP_HDR_BYTES;
+                iov[n++] = (struct iovec){payload + sent, pc->len - sent};
             }
         }
-        for (int i = 0; i < n; i++)
-            total += iov[i].iov_len;
         mh.msg_iovlen = (size_t)n;
-        w = coll__sys.sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        w = coll__sys.sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return conn_watch_or_fail(c, up_events(c, c->events & EPOLLIN));
-            return conn_lost(c, errno);
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                s->writable = false; /* EPOLLOUT comes when there is room */
+                return COLL_SUCCESS;
+            }
+            return conn_lost(s, errno);
         }
         left = (size_t)w;
-        while (c->sq_head) {
-            struct coll_xfer *x = c->sq_head;
-            size_t need = TCP_HDR_BYTES + x->len - x->off;
+        while (q->n > 0) {
+            struct tcp_piece *pc = fifo_at(q, 0);
+            size_t need = TCP_HDR_BYTES + pc->len - pc->done;
+            struct coll_xfer *x = pc->x;
+
             if (left < need) {
-                x->off += left;
+                pc->done += left;
                 break;
             }
             left -= need;
-            queue_pop(&c->sq_head, &c->sq_tail);
-            atomic_store(&x->status, COLL_SUCCESS); /* x is the executor's again */
+            fifo_pop(q);
+            piece_done(x);
         }
-        if ((size_t)w < total) /* the socket buffer is full: wait for room */
-            return conn_watch_or_fail(c, up_events(c, c->events & EPOLLIN));
+        /* A short write means a full buffer too, but the next call says so for certain
+         * (EAGAIN arms the EPOLLOUT edge); it comes once per buffer-full of data. */
     }
-    if (c->events & EPOLLOUT)
-        return conn_watch_or_fail(c, up_events(c, c->events & EPOLLIN));
     return COLL_SUCCESS;
 }
 
-/* ---- 6 receiving --------------------------------------------------------------------- */
+/* ---- 7 receiving --------------------------------------------------------------------- */
 
-static coll_status_t check_header(struct tcp_conn *c, const struct coll_xfer *x)
+static coll_status_t check_header(struct tcp_sock *s, const struct tcp_piece *pc,
+                                  const uint8_t *raw)
 {
-    struct coll_comm *comm = c->ctx->comm;
-    int peer = c->chan.peer;
+    struct coll_comm *comm = s->ctx->comm;
+    const struct coll_xfer *x = pc->x;
+    int peer = s->link->chan.peer;
     struct tcp_hdr h;
 
-    hdr_decode(c->rhdr, &h);
+    hdr_decode(raw, &h);
     if (h.magic != TCP_FRAME_MAGIC || h.type != TCP_TYPE_DATA || h.comm_id != comm->comm_id ||
         h.src_rank != peer)
-        return conn_fail(c, COLL_REMOTE_ERROR,
+        return conn_fail(s, COLL_REMOTE_ERROR,
                          "rank %d (%s) sent a malformed frame header (magic %#x, type %u, "
                          "comm %016llx, from rank %d)",
-                         peer, peer_host(c->ctx, peer), h.magic, h.type,
+                         peer, peer_host(s->ctx, peer), h.magic, h.type,
                          (unsigned long long)h.comm_id, h.src_rank);
     if (h.seq != x->seq || h.tag != x->tag || h.len != (uint64_t)x->len) {
         /* seq = op number | a 16-bit signature of the call's arguments << 48 */
         const uint64_t num_mask = (1ull << 48) - 1;
-        return conn_fail(c, COLL_REMOTE_ERROR,
+        return conn_fail(s, COLL_REMOTE_ERROR,
                          "message from rank %d (%s) for op #%llu tag %u has %llu bytes, "
                          "expected op #%llu tag %u with %llu bytes%s: do all ranks call the "
                          "same collectives with the same counts?",
-                         peer, peer_host(c->ctx, peer), (unsigned long long)(h.seq & num_mask),
+                         peer, peer_host(s->ctx, peer), (unsigned long long)(h.seq & num_mask),
                          h.tag, (unsigned long long)h.len,
                          (unsigned long long)(x->seq & num_mask), x->tag,
                          (unsigned long long)x->len,
@@ -475,50 +622,110 @@ static coll_status_t check_header(struct tcp_conn *c, const struct coll_xfer *x)
                              ? " (the two ranks called it with different arguments)"
                              : "");
     }
+    if (h.piece != pc->index)
+        return conn_fail(s, COLL_REMOTE_ERROR,
+                         "rank %d (%s) sent piece %u of a message on socket %d, expected piece "
+                         "%u: the two ends of the link split messages differently",
+                         peer, peer_host(s->ctx, peer), h.piece, s->idx, pc->index);
     return COLL_SUCCESS;
 }
 
-/* Read into the posted receives, in order, until they are all complete or the socket is
- * empty. The header and the payload of one message come in one readv, straight into the
- * posted buffer (at most x->len bytes: a wrong length fails the header check and the comm,
- * and never writes past the buffer). */
-static coll_status_t recv_progress(struct tcp_conn *c)
+/* One readv: up to n bytes into the payload of piece pc (pc->done advances), the rest into
+ * the inbox's free space. A would-block read clears `readable`, so callers loop on it. */
+static coll_status_t sock_read(struct tcp_sock *s, struct tcp_piece *pc, size_t n)
 {
-    while (c->rq_head) {
-        struct coll_xfer *x = c->rq_head;
-        struct iovec iov[2];
-        size_t before = x->off;
-        int n = 0;
-        ssize_t r;
+    struct iovec iov[2];
+    size_t want = 0;
+    int k = 0;
+    ssize_t r;
 
-        if (x->off < TCP_HDR_BYTES) {
-            iov[n++] = (struct iovec){c->rhdr + x->off, TCP_HDR_BYTES - x->off};
-            if (x->len > 0)
-                iov[n++] = (struct iovec){x->buf, x->len};
-        } else {
-            size_t done = x->off - TCP_HDR_BYTES;
-            iov[n++] = (struct iovec){(uint8_t *)x->buf + done, x->len - done};
+    if (n > 0)
+        iov[k++] = (struct iovec){(uint8_t *)pc->x->buf + pc->off + pc->done, n};
+    if (s->in_end < TCP_INBOX_BYTES)
+        iov[k++] = (struct iovec){s->inbox + s->in_end, TCP_INBOX_BYTES - s->in_end};
+    for (int i = 0; i < k; i++)
+        want += iov[i].iov_len;
+    do
+        r = coll__sys.readv(s->fd, iov, k);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        if ((errno == EAGAIN || errno == EWOULDBLOCK) && s->state == TCP_UP) {
+            s->readable = false; /* the next EPOLLIN edge says when to look again */
+            return COLL_SUCCESS;
         }
-        r = coll__sys.readv(c->fd, iov, n);
-        if (r < 0) {
-            if (errno == EINTR)
+        /* TCP_EOF: what the kernel held is read, and more will never come */
+        return conn_lost(s, (errno == EAGAIN || errno == EWOULDBLOCK) ? s->eof_err : errno);
+    }
+    if (r == 0)
+        return conn_lost(s, 0);
+    /* A short read of a TCP socket took all the kernel held (data still being processed
+     * raises a new edge when it lands), so it is as good as EAGAIN and saves that call. At
+     * TCP_EOF no edge comes again: keep reading until the end of the stream. */
+    if ((size_t)r < want && s->state == TCP_UP)
+        s->readable = false;
+    if (n > 0) {
+        size_t to_dst = COLL_MIN((size_t)r, n);
+        pc->done += to_dst;
+        r -= (ssize_t)to_dst;
+    }
+    s->in_end += (size_t)r;
+    return COLL_SUCCESS;
+}
+
+/* Fill the posted pieces of s, in order, from the inbox and then the socket, until they are
+ * all complete or the socket is empty. */
+static coll_status_t sock_recv(struct tcp_sock *s)
+{
+    struct tcp_fifo *q = &s->rq;
+
+    while (q->n > 0) {
+        struct tcp_piece *pc = fifo_at(q, 0);
+        size_t avail = s->in_end - s->in_pos;
+        coll_status_t st;
+
+        if (!s->hdr_ok) {
+            if (avail < TCP_HDR_BYTES) {
+                if (!s->readable)
+                    return COLL_SUCCESS;
+                if (s->in_pos > 0) { /* keep the partial header, make room behind it */
+                    memmove(s->inbox, s->inbox + s->in_pos, avail);
+                    s->in_pos = 0;
+                    s->in_end = avail;
+                }
+                st = sock_read(s, pc, 0);
+                if (st != COLL_SUCCESS)
+                    return st;
                 continue;
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) && c->state == TCP_UP)
-                return conn_watch_or_fail(c, up_events(c, true));
-            /* TCP_EOF: what the kernel held is read, and more will never come */
-            return conn_lost(c, (errno == EAGAIN || errno == EWOULDBLOCK) ? c->eof_err : errno);
-        }
-        if (r == 0)
-            return conn_lost(c, 0);
-        x->off += (size_t)r;
-        if (before < TCP_HDR_BYTES && x->off >= TCP_HDR_BYTES) {
-            coll_status_t st = check_header(c, x);
+            }
+            st = check_header(s, pc, s->inbox + s->in_pos);
             if (st != COLL_SUCCESS)
                 return st;
+            s->hdr_ok = true;
+            s->in_pos += TCP_HDR_BYTES;
+            avail -= TCP_HDR_BYTES;
         }
-        if (x->off == TCP_HDR_BYTES + x->len) {
-            queue_pop(&c->rq_head, &c->rq_tail);
-            atomic_store(&x->status, COLL_SUCCESS);
+        if (avail > 0 && pc->done < pc->len) {
+            size_t n = COLL_MIN(avail, pc->len - pc->done);
+            memcpy((uint8_t *)pc->x->buf + pc->off + pc->done, s->inbox + s->in_pos, n);
+            pc->done += n;
+            s->in_pos += n;
+        }
+        if (s->in_pos == s->in_end)
+            s->in_pos = s->in_end = 0;
+        if (pc->done < pc->len) {
+            /* the inbox is empty: the rest straight into the buffer, the inbox behind it */
+            if (!s->readable)
+                return COLL_SUCCESS;
+            st = sock_read(s, pc, pc->len - pc->done);
+            if (st != COLL_SUCCESS)
+                return st;
+            continue;
+        }
+        {
+            struct coll_xfer *x = pc->x;
+            fifo_pop(q);
+            s->hdr_ok = false;
+            piece_done(x);
         }
     }
     return COLL_SUCCESS;
@@ -526,130 +733,133 @@ static coll_status_t recv_progress(struct tcp_conn *c)
 
 /* The peer ended the stream or the socket reported an error. Pending work makes this a
  * failure; otherwise remember it: data sent before the end may still wait in the kernel
- * for a receive posted later, and only using the channel again turns it into an error. */
-static void conn_peer_left(struct tcp_conn *c, uint32_t events)
+ * for a receive posted later, and only using the link again turns it into an error. */
+static void sock_peer_left(struct tcp_sock *s, uint32_t events)
 {
     int err = 0;
     socklen_t len = sizeof(err);
 
-    if (c->rq_head && recv_progress(c) != COLL_SUCCESS)
-        return;
-    if (c->state != TCP_UP)
-        return;
     if (events & EPOLLERR)
-        coll__sys.getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (c->sq_head || c->rq_head) {
-        conn_lost(c, err);
+        coll__sys.getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (s->sq.n > 0 || s->rq.n > 0) {
+        conn_lost(s, err);
         return;
     }
-    COLL_INFO(COLL_SUB_NET, "rank %d: rank %d (%s) closed its connection; fine unless used",
-              c->ctx->comm->rank, c->chan.peer, peer_host(c->ctx, c->chan.peer));
-    /* level-triggered HUP would fire forever: leave epoll, keep the fd to drain later */
-    conn_unwatch(c);
-    c->eof_err = err;
-    c->state = TCP_EOF;
+    COLL_INFO(COLL_SUB_NET, "rank %d: rank %d (%s) closed a connection; fine unless used",
+              s->ctx->comm->rank, s->link->chan.peer, peer_host(s->ctx, s->link->chan.peer));
+    /* a hung-up socket is readable forever: leave epoll, keep the fd to drain later */
+    sock_unwatch(s);
+    s->eof_err = err;
+    s->state = TCP_EOF;
+    s->readable = true;
 }
 
-static void conn_up_event(struct tcp_conn *c, uint32_t events)
+static void sock_up_event(struct tcp_sock *s, uint32_t events)
 {
-    if ((events & EPOLLOUT) && c->sq_head && send_progress(c) != COLL_SUCCESS)
+    if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+        s->writable = true;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+        s->readable = true;
+    if (s->sq.n > 0 && sock_send(s) != COLL_SUCCESS)
         return;
-    if (c->state != TCP_UP)
+    if (s->state != TCP_UP)
         return;
-    if ((events & EPOLLIN) && c->rq_head && recv_progress(c) != COLL_SUCCESS)
+    if (s->rq.n > 0 && sock_recv(s) != COLL_SUCCESS)
         return;
-    if (c->state != TCP_UP)
+    if (s->state != TCP_UP)
         return;
-    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        conn_peer_left(c, events);
-        return;
-    }
-    if ((events & EPOLLIN) && !c->rq_head)
-        conn_watch_or_fail(c, up_events(c, false)); /* unexpected data waits in the kernel */
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        sock_peer_left(s, events);
+    /* data with no receive posted waits in the kernel; `readable` remembers the edge */
 }
 
-/* ---- 7 connector handshake ----------------------------------------------------------- */
+/* ---- 8 connector handshake ----------------------------------------------------------- */
 
-static coll_status_t connector_fail(struct tcp_conn *c, int err, const char *what)
+static coll_status_t connector_fail(struct tcp_sock *s, int err, const char *what)
 {
-    struct tcp_ctx *ctx = c->ctx;
-    int peer = c->chan.peer;
+    struct tcp_ctx *ctx = s->ctx;
+    int peer = s->link->chan.peer;
     char addr[64], ebuf[128];
 
     coll__sockaddr_str(ctx->comm->peers[peer].addr, ctx->comm->peers[peer].addr_len, addr,
                        sizeof(addr));
-    return conn_fail(c, COLL_REMOTE_ERROR, "%s rank %d (%s, '%s') failed: %s", what, peer,
+    return conn_fail(s, COLL_REMOTE_ERROR, "%s rank %d (%s, '%s') failed: %s", what, peer,
                      peer_host(ctx, peer), addr,
                      err ? strerror_r(err, ebuf, sizeof(ebuf)) : "connection closed");
 }
 
-static void connector_event(struct tcp_conn *c, uint32_t events)
+static void connector_event(struct tcp_sock *s, uint32_t events)
 {
-    struct tcp_ctx *ctx = c->ctx;
+    struct tcp_ctx *ctx = s->ctx;
     struct coll_comm *comm = ctx->comm;
+    int peer = s->link->chan.peer;
     ssize_t n;
 
-    if (c->state == TCP_CONNECTING) {
+    if (s->state == TCP_CONNECTING) {
         int err = 0;
         socklen_t len = sizeof(err);
         if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
             return;
-        if (coll__sys.getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        if (coll__sys.getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
         if (err) {
-            connector_fail(c, err, "connect to");
+            connector_fail(s, err, "connect to");
             return;
         }
-        c->state = TCP_HS_NONCE;
-        if (conn_watch_or_fail(c, EPOLLIN) != COLL_SUCCESS)
+        s->state = TCP_HS_NONCE;
+        if (sock_watch_or_fail(s, EPOLLIN) != COLL_SUCCESS)
             return;
     }
-    if (c->state == TCP_HS_NONCE) {
-        n = coll__sys.recv(c->fd, c->nonce + c->hs_off, TCP_NONCE_BYTES - c->hs_off, 0);
+    if (s->state == TCP_HS_NONCE) {
+        n = coll__sys.recv(s->fd, s->nonce + s->hs_off, TCP_NONCE_BYTES - s->hs_off, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            connector_fail(c, n == 0 ? 0 : errno, "handshake with");
+            connector_fail(s, n == 0 ? 0 : errno, "handshake with");
             return;
         }
         if (n < 0)
             return;
-        c->hs_off += (size_t)n;
-        if (c->hs_off < TCP_NONCE_BYTES)
+        s->hs_off += (size_t)n;
+        if (s->hs_off < TCP_NONCE_BYTES)
             return;
-        put32(c->hs, TCP_HS_MAGIC);
-        put64(c->hs + 4, comm->comm_id);
-        put32(c->hs + 12, (uint32_t)comm->rank);
-        put32(c->hs + 16, (uint32_t)c->chan.peer);
-        hs_mac(comm->secret, c->nonce, comm->comm_id, comm->rank, c->chan.peer, c->hs + 20);
-        c->hs_off = 0;
-        c->state = TCP_HS_ANSWER;
+        put32(s->hs, TCP_HS_MAGIC);
+        put64(s->hs + 4, comm->comm_id);
+        put32(s->hs + 12, (uint32_t)comm->rank);
+        put32(s->hs + 16, (uint32_t)peer);
+        put16(s->hs + 20, (uint16_t)s->idx);
+        put16(s->hs + 22, (uint16_t)s->link->nsocks);
+        hs_mac(comm->secret, s->nonce, comm->comm_id, comm->rank, peer, (uint16_t)s->idx,
+               (uint16_t)s->link->nsocks, s->hs + 24);
+        s->hs_off = 0;
+        s->state = TCP_HS_ANSWER;
     }
-    if (c->state == TCP_HS_ANSWER) {
-        n = coll__sys.send(c->fd, c->hs + c->hs_off, TCP_HS_BYTES - c->hs_off,
+    if (s->state == TCP_HS_ANSWER) {
+        n = coll__sys.send(s->fd, s->hs + s->hs_off, TCP_HS_BYTES - s->hs_off,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            connector_fail(c, errno, "handshake with");
+            connector_fail(s, errno, "handshake with");
             return;
         }
         if (n > 0)
-            c->hs_off += (size_t)n;
-        if (c->hs_off < TCP_HS_BYTES) {
-            conn_watch_or_fail(c, EPOLLOUT);
+            s->hs_off += (size_t)n;
+        if (s->hs_off < TCP_HS_BYTES) {
+            sock_watch_or_fail(s, EPOLLOUT);
             return;
         }
-        c->state = TCP_UP;
-        COLL_TRACE(COLL_SUB_NET, "rank %d: connected to rank %d (%s)", comm->rank, c->chan.peer,
-                   peer_host(ctx, c->chan.peer));
-        conn_watch_or_fail(c, 0);
+        COLL_TRACE(COLL_SUB_NET, "rank %d: connected socket %d of %d to rank %d (%s)", comm->rank,
+                   s->idx, s->link->nsocks, peer, peer_host(ctx, peer));
+        sock_set_up(s);
     }
 }
 
-/* Start connecting to a higher rank. */
-static coll_status_t connector_start(struct tcp_ctx *ctx, int peer, struct tcp_conn **c_p)
+/* Start connecting socket idx of link l to a higher rank. */
+static coll_status_t connector_start(struct tcp_ctx *ctx, struct tcp_link *l, int idx,
+                                     struct tcp_sock **s_p)
 {
     struct coll_comm *comm = ctx->comm;
+    int peer = l->chan.peer;
     const struct coll_peer_info *pi = &comm->peers[peer];
     struct sockaddr_storage ss;
-    struct tcp_conn *c;
+    struct tcp_sock *s;
     coll_status_t st;
     int fd;
 
@@ -659,23 +869,24 @@ static coll_status_t connector_start(struct tcp_ctx *ctx, int peer, struct tcp_c
         return coll__error(comm, COLL_REMOTE_ERROR,
                            "rank %d (%s) published no TCP address (%u bytes)", peer, pi->hostname,
                            (unsigned)pi->addr_len);
-    c = calloc(1, sizeof(*c));
-    if (!c)
+    s = calloc(1, sizeof(*s));
+    if (!s)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a connection");
     fd = coll__sys.socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         st = coll__sys_error(comm, errno, "cannot create a socket to rank %d", peer);
         goto out_free;
     }
-    c->chan = (struct coll_chan){.tp = &coll__tcp_transport, .comm = comm, .peer = peer};
-    c->ctx = ctx;
-    c->fd = fd;
-    c->pe = (struct coll_pollent){.cb = conn_cb, .arg = c};
+    s->ctx = ctx;
+    s->link = l;
+    s->idx = idx;
+    s->fd = fd;
+    s->pe = (struct coll_pollent){.cb = sock_cb, .arg = s};
     set_sockopts(ctx, fd);
     if (coll__sys.connect(fd, (struct sockaddr *)&ss, pi->addr_len) == 0) {
-        c->state = TCP_HS_NONCE;
+        s->state = TCP_HS_NONCE;
     } else if (errno == EINPROGRESS || errno == EINTR) {
-        c->state = TCP_CONNECTING;
+        s->state = TCP_CONNECTING;
     } else {
         char addr[64], ebuf[128];
         coll__sockaddr_str(pi->addr, pi->addr_len, addr, sizeof(addr));
@@ -683,29 +894,29 @@ static coll_status_t connector_start(struct tcp_ctx *ctx, int peer, struct tcp_c
                          pi->hostname, addr, strerror_r(errno, ebuf, sizeof(ebuf)));
         goto out_close;
     }
-    *c_p = c;
+    *s_p = s;
     return COLL_SUCCESS;
 
 out_close:
     coll__sys.close(fd);
 out_free:
-    free(c);
+    free(s);
     return st;
 }
 
-/* ---- 8 acceptor handshake, listener and timer ---------------------------------------- */
+/* ---- 9 acceptor handshake, listener and timer ---------------------------------------- */
 
-static void pending_unlink(struct tcp_ctx *ctx, struct tcp_conn *c)
+static void pending_unlink(struct tcp_ctx *ctx, struct tcp_sock *s)
 {
-    if (c->prev)
-        c->prev->next = c->next;
+    if (s->prev)
+        s->prev->next = s->next;
     else
-        ctx->pend_head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+        ctx->pend_head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
     else
-        ctx->pend_tail = c->prev;
-    c->prev = c->next = NULL;
+        ctx->pend_tail = s->prev;
+    s->prev = s->next = NULL;
     ctx->npending--;
 }
 
@@ -723,142 +934,164 @@ static void note_rejected(struct tcp_ctx *ctx, const char *where, const char *wh
 
 /* Refuse a connection still in its handshake. Only from its own callback (see the top). */
 COLL_PRINTF(2, 3)
-static void acceptor_reject(struct tcp_conn *c, const char *fmt, ...)
+static void acceptor_reject(struct tcp_sock *s, const char *fmt, ...)
 {
-    struct tcp_ctx *ctx = c->ctx;
+    struct tcp_ctx *ctx = s->ctx;
     char why[256];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    note_rejected(ctx, c->where, why);
-    pending_unlink(ctx, c);
-    conn_close_fd(c);
-    free(c);
+    note_rejected(ctx, s->where, why);
+    pending_unlink(ctx, s);
+    sock_close_fd(s);
+    free(s);
 }
 
-/* The connector's answer is in: is it one of our ranks, with our secret, for us? */
-static void acceptor_check(struct tcp_conn *c)
+/* The connector's answer is in: is it one of our ranks, with our secret, for us, and a socket
+ * its link still lacks? */
+static void acceptor_check(struct tcp_sock *s)
 {
-    struct tcp_ctx *ctx = c->ctx;
+    struct tcp_ctx *ctx = s->ctx;
     struct coll_comm *comm = ctx->comm;
-    uint64_t comm_id = get64(c->hs + 4);
-    int32_t from = (int32_t)get32(c->hs + 12), to = (int32_t)get32(c->hs + 16);
+    uint64_t comm_id = get64(s->hs + 4);
+    int32_t from = (int32_t)get32(s->hs + 12), to = (int32_t)get32(s->hs + 16);
+    uint16_t idx = get16(s->hs + 20), nsocks = get16(s->hs + 22);
     uint8_t mac[COLL_MAC_BYTES];
-    struct tcp_conn **conns;
+    struct tcp_link **links, *l;
 
-    if (get32(c->hs) != TCP_HS_MAGIC) {
-        acceptor_reject(c, "not a coll handshake");
+    if (get32(s->hs) != TCP_HS_MAGIC) {
+        acceptor_reject(s, "not a coll handshake");
         return;
     }
     if (!comm->peers) {
-        acceptor_reject(c, "handshake before this rank finished the bootstrap");
+        acceptor_reject(s, "handshake before this rank finished the bootstrap");
         return;
     }
-    hs_mac(comm->secret, c->nonce, comm_id, from, to, mac);
-    if (!coll__mac_equal(mac, c->hs + 20, COLL_MAC_BYTES)) {
-        acceptor_reject(c, "wrong MAC (another communicator's secret, or a stranger)");
+    hs_mac(comm->secret, s->nonce, comm_id, from, to, idx, nsocks, mac);
+    if (!coll__mac_equal(mac, s->hs + 24, COLL_MAC_BYTES)) {
+        acceptor_reject(s, "wrong MAC (another communicator's secret, or a stranger)");
         return;
     }
     if (comm_id != comm->comm_id) {
-        acceptor_reject(c, "handshake for communicator %016llx", (unsigned long long)comm_id);
+        acceptor_reject(s, "handshake for communicator %016llx", (unsigned long long)comm_id);
         return;
     }
     if (to != comm->rank) {
-        acceptor_reject(c, "handshake addressed to rank %d", to);
+        acceptor_reject(s, "handshake addressed to rank %d", to);
         return;
     }
     /* the lower rank of a pair connects: anything else is out of protocol */
     if (from < 0 || from >= comm->rank) {
-        acceptor_reject(c, "handshake from rank %d, which does not connect to rank %d", from,
+        acceptor_reject(s, "handshake from rank %d, which does not connect to rank %d", from,
                         comm->rank);
         return;
     }
-    conns = ctx_conns(ctx);
-    if (!conns) {
-        acceptor_reject(c, "out of memory");
+    if (nsocks < 1 || nsocks > TCP_MAX_SOCKS || idx >= nsocks) {
+        acceptor_reject(s, "handshake for socket %u of %u", idx, nsocks);
         return;
     }
-    if (conns[from]) {
-        acceptor_reject(c, "rank %d is already connected", from);
+    links = ctx_links(ctx);
+    if (!links) {
+        acceptor_reject(s, "out of memory");
         return;
     }
-    pending_unlink(ctx, c);
-    c->chan = (struct coll_chan){.tp = &coll__tcp_transport, .comm = comm, .peer = from};
-    c->state = TCP_UP;
-    conns[from] = c;
-    COLL_TRACE(COLL_SUB_NET, "rank %d: accepted rank %d (%s) from %s", comm->rank, from,
-               peer_host(ctx, from), c->where);
+    l = links[from];
+    if (l && l->nsocks != nsocks) {
+        acceptor_reject(s, "rank %d opened a link of %d sockets, this socket says %u", from,
+                        l->nsocks, nsocks);
+        return;
+    }
+    if (l && (l->socks[idx] || l->dead)) {
+        acceptor_reject(s, "rank %d is already connected (socket %u)", from, idx);
+        return;
+    }
+    if (!l) {
+        if (!(l = link_new(ctx, from, nsocks))) {
+            acceptor_reject(s, "out of memory");
+            return;
+        }
+        links[from] = l;
+        if (nsocks != cfg_nsocks(ctx))
+            COLL_INFO(COLL_SUB_NET, "rank %d: rank %d links with %u sockets (COLL_NSOCKS=%d here)",
+                      comm->rank, from, nsocks, cfg_nsocks(ctx));
+    }
+    pending_unlink(ctx, s);
+    s->link = l;
+    s->idx = idx;
+    l->socks[idx] = s;
+    COLL_TRACE(COLL_SUB_NET, "rank %d: accepted socket %u of %u from rank %d (%s) at %s",
+               comm->rank, idx, nsocks, from, peer_host(ctx, from), s->where);
     /* frames may follow the answer at once; they wait until a receive is posted */
-    conn_watch_or_fail(c, 0);
+    sock_set_up(s);
 }
 
-static void acceptor_event(struct tcp_conn *c, uint32_t events)
+static void acceptor_event(struct tcp_sock *s, uint32_t events)
 {
     char ebuf[128];
     ssize_t n;
 
-    if (c->expired) {
-        acceptor_reject(c, "no handshake within %llu ms",
-                        (unsigned long long)(c->ctx->hs_timeout_ns / 1000000));
+    if (s->expired) {
+        acceptor_reject(s, "no handshake within %llu ms",
+                        (unsigned long long)(s->ctx->hs_timeout_ns / 1000000));
         return;
     }
-    if (c->state == TCP_HS_SEND) {
-        n = coll__sys.send(c->fd, c->nonce + c->hs_off, TCP_NONCE_BYTES - c->hs_off,
+    if (s->state == TCP_HS_SEND) {
+        n = coll__sys.send(s->fd, s->nonce + s->hs_off, TCP_NONCE_BYTES - s->hs_off,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            acceptor_reject(c, "%s", strerror_r(errno, ebuf, sizeof(ebuf)));
+            acceptor_reject(s, "%s", strerror_r(errno, ebuf, sizeof(ebuf)));
             return;
         }
         if (n > 0)
-            c->hs_off += (size_t)n;
-        if (c->hs_off < TCP_NONCE_BYTES) {
+            s->hs_off += (size_t)n;
+        if (s->hs_off < TCP_NONCE_BYTES) {
             if (events & (EPOLLHUP | EPOLLERR))
-                acceptor_reject(c, "closed during the handshake");
+                acceptor_reject(s, "closed during the handshake");
             return;
         }
-        c->hs_off = 0;
-        c->state = TCP_HS_WAIT;
-        if (conn_watch(c, EPOLLIN)) {
-            acceptor_reject(c, "epoll_ctl failed");
+        s->hs_off = 0;
+        s->state = TCP_HS_WAIT;
+        if (sock_watch(s, EPOLLIN)) {
+            acceptor_reject(s, "epoll_ctl failed");
             return;
         }
     }
     /* read at most the answer: frames behind it stay in the kernel */
-    n = coll__sys.recv(c->fd, c->hs + c->hs_off, TCP_HS_BYTES - c->hs_off, 0);
+    n = coll__sys.recv(s->fd, s->hs + s->hs_off, TCP_HS_BYTES - s->hs_off, 0);
     if (n == 0) {
-        acceptor_reject(c, "closed during the handshake");
+        acceptor_reject(s, "closed during the handshake");
         return;
     }
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            acceptor_reject(c, "%s", strerror_r(errno, ebuf, sizeof(ebuf)));
+            acceptor_reject(s, "%s", strerror_r(errno, ebuf, sizeof(ebuf)));
         return;
     }
-    c->hs_off += (size_t)n;
-    if (c->hs_off == TCP_HS_BYTES)
-        acceptor_check(c);
+    s->hs_off += (size_t)n;
+    if (s->hs_off == TCP_HS_BYTES)
+        acceptor_check(s);
 }
 
-static void conn_cb(struct coll_pollent *pe, uint32_t events)
+static void sock_cb(struct coll_pollent *pe, uint32_t events)
 {
-    struct tcp_conn *c = pe->arg;
+    struct tcp_sock *s = pe->arg;
 
-    if (c->fd < 0)
+    if (s->fd < 0)
         return; /* closed earlier in this epoll batch */
-    switch (c->state) {
+    switch (s->state) {
     case TCP_CONNECTING:
     case TCP_HS_NONCE:
     case TCP_HS_ANSWER:
-        connector_event(c, events);
+        connector_event(s, events);
         break;
     case TCP_HS_SEND:
     case TCP_HS_WAIT:
-        acceptor_event(c, events);
+        acceptor_event(s, events);
         break;
     case TCP_UP:
-        conn_up_event(c, events);
+        sock_up_event(s, events);
         break;
     case TCP_EOF:
     case TCP_DEAD:
@@ -873,9 +1106,9 @@ static void timer_rearm(struct tcp_ctx *ctx)
     struct itimerspec its = {{0, 0}, {0, 0}};
     uint64_t at = 0;
 
-    for (struct tcp_conn *c = ctx->pend_head; c; c = c->next)
-        if (!c->expired) {
-            at = c->deadline_ns;
+    for (struct tcp_sock *s = ctx->pend_head; s; s = s->next)
+        if (!s->expired) {
+            at = s->deadline_ns;
             break;
         }
     if (at == ctx->timer_at)
@@ -900,12 +1133,12 @@ static void timer_cb(struct coll_pollent *pe, uint32_t events)
     while (coll__sys.read(ctx->timer_fd, &ticks, sizeof(ticks)) > 0)
         ;
     ctx->timer_at = 0;
-    for (struct tcp_conn *c = ctx->pend_head; c && c->deadline_ns <= now; c = c->next) {
-        if (c->expired)
+    for (struct tcp_sock *s = ctx->pend_head; s && s->deadline_ns <= now; s = s->next) {
+        if (s->expired)
             continue;
         /* wakes the connection's own callback, which refuses it */
-        c->expired = true;
-        coll__sys.shutdown(c->fd, SHUT_RDWR);
+        s->expired = true;
+        coll__sys.shutdown(s->fd, SHUT_RDWR);
     }
     timer_rearm(ctx);
 }
@@ -919,7 +1152,7 @@ static void listen_cb(struct coll_pollent *pe, uint32_t events)
     while (!ctx->shut) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        struct tcp_conn *c;
+        struct tcp_sock *s;
         char where[64];
         ssize_t n;
         int fd;
@@ -939,46 +1172,47 @@ static void listen_cb(struct coll_pollent *pe, uint32_t events)
             return;
         }
         coll__sockaddr_str(&ss, sl, where, sizeof(where));
-        if (ctx->npending >= TCP_MAX_STRANGERS + comm->nranks) {
+        /* room for every socket peers may open (their COLL_NSOCKS rules their links) */
+        if (ctx->npending >= TCP_MAX_STRANGERS + comm->nranks * TCP_MAX_SOCKS) {
             note_rejected(ctx, where, "too many handshakes in progress");
             coll__sys.close(fd);
             continue;
         }
-        c = calloc(1, sizeof(*c));
-        if (!c || coll__random(c->nonce, sizeof(c->nonce)) != COLL_SUCCESS) {
+        s = calloc(1, sizeof(*s));
+        if (!s || coll__random(s->nonce, sizeof(s->nonce)) != COLL_SUCCESS) {
             note_rejected(ctx, where, "out of memory or randomness");
-            free(c);
+            free(s);
             coll__sys.close(fd);
             continue;
         }
-        c->ctx = ctx;
-        c->fd = fd;
-        c->chan.peer = -1;
-        c->pe = (struct coll_pollent){.cb = conn_cb, .arg = c};
-        c->state = TCP_HS_SEND;
-        c->deadline_ns = coll__now_ns() + ctx->hs_timeout_ns;
-        memcpy(c->where, where, sizeof(where));
+        s->ctx = ctx;
+        s->fd = fd;
+        s->idx = -1;
+        s->pe = (struct coll_pollent){.cb = sock_cb, .arg = s};
+        s->state = TCP_HS_SEND;
+        s->deadline_ns = coll__now_ns() + ctx->hs_timeout_ns;
+        memcpy(s->where, where, sizeof(where));
         set_sockopts(ctx, fd);
-        c->prev = ctx->pend_tail;
+        s->prev = ctx->pend_tail;
         if (ctx->pend_tail)
-            ctx->pend_tail->next = c;
+            ctx->pend_tail->next = s;
         else
-            ctx->pend_head = c;
-        ctx->pend_tail = c;
+            ctx->pend_head = s;
+        ctx->pend_tail = s;
         ctx->npending++;
         /* the nonce fits in a fresh socket's buffer: send it now, saving an epoll round */
-        n = coll__sys.send(fd, c->nonce, TCP_NONCE_BYTES, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = coll__sys.send(fd, s->nonce, TCP_NONCE_BYTES, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0)
-            c->hs_off = (size_t)n;
-        if (c->hs_off == TCP_NONCE_BYTES) {
-            c->hs_off = 0;
-            c->state = TCP_HS_WAIT;
+            s->hs_off = (size_t)n;
+        if (s->hs_off == TCP_NONCE_BYTES) {
+            s->hs_off = 0;
+            s->state = TCP_HS_WAIT;
         }
-        if (conn_watch(c, c->state == TCP_HS_WAIT ? EPOLLIN : EPOLLOUT)) {
+        if (sock_watch(s, s->state == TCP_HS_WAIT ? EPOLLIN : EPOLLOUT)) {
             note_rejected(ctx, where, "epoll_ctl failed");
-            pending_unlink(ctx, c);
-            conn_close_fd(c);
-            free(c);
+            pending_unlink(ctx, s);
+            sock_close_fd(s);
+            free(s);
             continue;
         }
         if (!ctx->timer_at)
@@ -986,7 +1220,7 @@ static void listen_cb(struct coll_pollent *pe, uint32_t events)
     }
 }
 
-/* ---- 9 entry points ------------------------------------------------------------------ */
+/* ---- 10 entry points ----------------------------------------------------------------- */
 
 static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
 {
@@ -1078,7 +1312,7 @@ static coll_status_t tcp_connect(void *arg, int peer, struct coll_chan **chan_p)
 {
     struct tcp_ctx *ctx = arg;
     struct coll_comm *comm = ctx->comm;
-    struct tcp_conn **conns, *c;
+    struct tcp_link **links, *l;
     coll_status_t st;
 
     if (ctx->shut || atomic_load(&comm->failed) != COLL_SUCCESS)
@@ -1086,24 +1320,44 @@ static coll_status_t tcp_connect(void *arg, int peer, struct coll_chan **chan_p)
     if (peer < 0 || peer >= comm->nranks || peer == comm->rank || !comm->peers)
         return coll__error(comm, COLL_INTERNAL_ERROR, "tcp: no channel from rank %d to rank %d",
                            comm->rank, peer);
-    conns = ctx_conns(ctx);
-    if (!conns)
+    links = ctx_links(ctx);
+    if (!links)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %d channels", comm->nranks);
-    c = conns[peer];
-    if (!c && comm->rank < peer) {
-        COLL_CHECK_GOTO(connector_start(ctx, peer, &c), st, out_fail);
-        conns[peer] = c;
-        if (conn_watch_or_fail(c, c->state == TCP_CONNECTING ? EPOLLOUT : EPOLLIN))
-            return failed_status(ctx);
-        if (c->state == TCP_HS_NONCE)
-            connector_event(c, EPOLLIN); /* connected at once (loopback): try the nonce */
+    l = links[peer];
+    if (!l && comm->rank < peer) {
+        int k = cfg_nsocks(ctx);
+
+        if (!(l = link_new(ctx, peer, k))) {
+            st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a link to rank %d",
+                             peer);
+            goto out_fail;
+        }
+        links[peer] = l;
+        for (int i = 0; i < k; i++) {
+            struct tcp_sock *s;
+
+            COLL_CHECK_GOTO(connector_start(ctx, l, i, &s), st, out_fail);
+            l->socks[i] = s;
+            if (sock_watch_or_fail(s, s->state == TCP_CONNECTING ? EPOLLOUT : EPOLLIN))
+                return failed_status(ctx);
+            if (s->state == TCP_HS_NONCE)
+                connector_event(s, EPOLLIN); /* connected at once (loopback): try the nonce */
+            if (l->dead)
+                return failed_status(ctx);
+        }
     }
-    if (!c)
+    if (!l)
         return COLL_SUCCESS; /* the lower rank will connect to us */
-    if (c->state == TCP_UP || c->state == TCP_EOF)
-        *chan_p = &c->chan;
-    else if (c->state == TCP_DEAD)
+    if (l->dead)
         return failed_status(ctx);
+    if (l->nup == l->nsocks) {
+        *chan_p = &l->chan;
+        return COLL_SUCCESS;
+    }
+    /* a peer that closes a socket of a link still being built will not finish it */
+    for (int i = 0; i < l->nsocks; i++)
+        if (l->socks[i] && l->socks[i]->state == TCP_EOF)
+            return conn_lost(l->socks[i], l->socks[i]->eof_err);
     return COLL_SUCCESS;
 
 out_fail:
@@ -1111,46 +1365,110 @@ out_fail:
     return st;
 }
 
-/* Can a transfer be queued on c? On failure the transfer completes with the status. */
-static coll_status_t conn_usable(struct tcp_conn *c, struct coll_xfer *x, bool send)
+/* Can a transfer be queued on l? On failure the transfer completes with the status. A peer
+ * that left may still have sent what a receive wants; a send to it is an error. */
+static coll_status_t link_usable(struct tcp_link *l, struct coll_xfer *x, bool send)
 {
     coll_status_t st = COLL_SUCCESS;
 
-    if (c->ctx->shut || c->state == TCP_DEAD || atomic_load(&c->ctx->comm->failed))
-        st = failed_status(c->ctx);
-    else if (c->state == TCP_EOF && send)
-        st = conn_lost(c, c->eof_err);
+    if (l->ctx->shut || l->dead || atomic_load(&l->ctx->comm->failed))
+        st = failed_status(l->ctx);
+    for (int i = 0; send && st == COLL_SUCCESS && i < l->nsocks; i++)
+        if (l->socks[i]->state == TCP_EOF)
+            st = conn_lost(l->socks[i], l->socks[i]->eof_err);
     if (st != COLL_SUCCESS)
         atomic_store(&x->status, st);
     return st;
 }
 
+/* Cut x into its pieces and queue each on its socket's send or receive FIFO. The sockets
+ * used are returned in socks_p[0 .. *n_p). */
+static coll_status_t link_queue(struct tcp_link *l, struct coll_xfer *x, bool send,
+                                struct tcp_sock **socks, uint32_t *n_p)
+{
+    struct coll_comm *comm = l->ctx->comm;
+    uint32_t p = npieces(x->len, l->nsocks);
+    uint64_t m = send ? l->nsent : l->nrecv;
+    coll_status_t st;
+
+    for (uint32_t i = 0; i < p; i++) {
+        socks[i] = l->socks[(m + i) % (uint64_t)l->nsocks];
+        if (!fifo_reserve(send ? &socks[i]->sq : &socks[i]->rq)) {
+            st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the %s queue of rank %d",
+                             send ? "send" : "receive", l->chan.peer);
+            coll__comm_fail(comm, st);
+            atomic_store(&x->status, st);
+            return st;
+        }
+    }
+    if (send)
+        l->nsent++;
+    else
+        l->nrecv++;
+    x->off = p; /* pieces not done yet */
+    for (uint32_t i = 0; i < p; i++) {
+        struct tcp_piece *pc = fifo_push(send ? &socks[i]->sq : &socks[i]->rq);
+        size_t lo = piece_bound(x->len, p, i), hi = piece_bound(x->len, p, i + 1);
+
+        *pc = (struct tcp_piece){.x = x, .off = lo, .len = hi - lo, .index = (uint16_t)i};
+        if (send) {
+            struct tcp_hdr h = {
+                .magic = TCP_FRAME_MAGIC,
+                .type = TCP_TYPE_DATA,
+                .piece = (uint16_t)i,
+                .tag = x->tag,
+                .src_rank = comm->rank,
+                .comm_id = comm->comm_id,
+                .seq = x->seq,
+                .len = x->len,
+            };
+            hdr_encode(pc->hdr, &h);
+        }
+    }
+    *n_p = p;
+    return COLL_SUCCESS;
+}
+
 static coll_status_t tcp_post_send(struct coll_chan *ch, struct coll_xfer *x)
 {
-    struct tcp_conn *c = (struct tcp_conn *)ch;
-    coll_status_t st = conn_usable(c, x, true);
+    struct tcp_link *l = (struct tcp_link *)ch;
+    struct tcp_sock *socks[TCP_MAX_SOCKS];
+    coll_status_t st = link_usable(l, x, true);
+    uint32_t n;
 
     if (st != COLL_SUCCESS)
         return st;
-    x->off = 0;
-    queue_push(&c->sq_head, &c->sq_tail, x);
-    if (c->sq_head != x)
-        return COLL_SUCCESS; /* behind a blocked send: EPOLLOUT will move it */
-    return send_progress(c); /* small messages leave now, without an epoll round */
+    COLL_CHECK_GOTO(link_queue(l, x, true, socks, &n), st, out);
+    /* small messages leave now, without an epoll round; behind a blocked send they wait for
+     * EPOLLOUT */
+    for (uint32_t i = 0; i < n && st == COLL_SUCCESS; i++)
+        if (socks[i]->writable)
+            st = sock_send(socks[i]);
+out:
+    return st;
 }
 
 static coll_status_t tcp_post_recv(struct coll_chan *ch, struct coll_xfer *x)
 {
-    struct tcp_conn *c = (struct tcp_conn *)ch;
-    coll_status_t st = conn_usable(c, x, false);
+    struct tcp_link *l = (struct tcp_link *)ch;
+    struct tcp_sock *socks[TCP_MAX_SOCKS];
+    coll_status_t st = link_usable(l, x, false);
+    uint32_t n;
 
     if (st != COLL_SUCCESS)
         return st;
-    x->off = 0;
-    queue_push(&c->rq_head, &c->rq_tail, x);
-    if (c->rq_head != x)
-        return COLL_SUCCESS; /* reading already, for an earlier receive */
-    return recv_progress(c); /* the data may be there already */
+    COLL_CHECK_GOTO(link_queue(l, x, false, socks, &n), st, out);
+    /* The data may be in the inbox or the kernel already: look now, even where the last
+     * read came up short. Its edge may sit in epoll, not yet delivered (the peer sent while
+     * this rank was busy: an exchange), and reading now saves an engine round on the
+     * critical path; when nothing is there, the EAGAIN costs a rank that waits anyway. */
+    for (uint32_t i = 0; i < n && st == COLL_SUCCESS; i++)
+        if (socks[i]->rq.n == 1) {
+            socks[i]->readable = true;
+            st = sock_recv(socks[i]);
+        }
+out:
+    return st;
 }
 
 static void tcp_shutdown(void *arg)
@@ -1162,12 +1480,12 @@ static void tcp_shutdown(void *arg)
         return;
     st = failed_status(ctx);
     ctx->shut = true;
-    for (int i = 0; ctx->conns && i < ctx->nranks; i++)
-        if (ctx->conns[i] && ctx->conns[i]->state != TCP_DEAD)
-            conn_kill(ctx->conns[i], st);
+    for (int i = 0; ctx->links && i < ctx->nranks; i++)
+        if (ctx->links[i] && !ctx->links[i]->dead)
+            link_kill(ctx->links[i], st);
     /* pending handshakes keep their memory until fini: their events may still be queued */
-    for (struct tcp_conn *c = ctx->pend_head; c; c = c->next)
-        conn_close_fd(c);
+    for (struct tcp_sock *s = ctx->pend_head; s; s = s->next)
+        sock_close_fd(s);
     if (ctx->listen_fd >= 0) {
         coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
         coll__sys.close(ctx->listen_fd);
@@ -1187,18 +1505,26 @@ static void tcp_fini(void *arg)
 
     if (!ctx)
         return;
-    for (int i = 0; ctx->conns && i < ctx->nranks; i++) {
-        struct tcp_conn *c = ctx->conns[i];
-        if (!c)
+    for (int i = 0; ctx->links && i < ctx->nranks; i++) {
+        struct tcp_link *l = ctx->links[i];
+        if (!l)
             continue;
-        conn_kill(c, failed_status(ctx));
-        free(c);
+        link_kill(l, failed_status(ctx));
+        for (int k = 0; k < l->nsocks; k++) {
+            if (!l->socks[k])
+                continue;
+            fifo_free(&l->socks[k]->sq);
+            fifo_free(&l->socks[k]->rq);
+            free(l->socks[k]->inbox);
+            free(l->socks[k]);
+        }
+        free(l);
     }
     while (ctx->pend_head) {
-        struct tcp_conn *c = ctx->pend_head;
-        pending_unlink(ctx, c);
-        conn_close_fd(c);
-        free(c);
+        struct tcp_sock *s = ctx->pend_head;
+        pending_unlink(ctx, s);
+        sock_close_fd(s);
+        free(s);
     }
     if (ctx->listen_fd >= 0) {
         coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
@@ -1208,13 +1534,29 @@ static void tcp_fini(void *arg)
         coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->timer_fd, NULL);
         coll__sys.close(ctx->timer_fd);
     }
-    free(ctx->conns);
+    free(ctx->links);
     free(ctx);
 }
 
 uint64_t coll__tcp_rejected(const void *ctx)
 {
     return ctx ? ((const struct tcp_ctx *)ctx)->nrejected : 0;
+}
+
+int coll__tcp_link_fds(const void *arg, int peer, int *fds, int max)
+{
+    const struct tcp_ctx *ctx = arg;
+    const struct tcp_link *l;
+    int n = 0;
+
+    if (!ctx || !ctx->links || peer < 0 || peer >= ctx->nranks || !(l = ctx->links[peer]))
+        return 0;
+    for (int i = 0; i < l->nsocks; i++) {
+        if (n < max)
+            fds[n] = l->socks[i] ? l->socks[i]->fd : -1;
+        n++;
+    }
+    return n;
 }
 
 const struct coll_transport coll__tcp_transport = {
