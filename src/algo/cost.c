@@ -75,9 +75,11 @@ const char *coll__link_name(enum coll_link l)
 void coll__cost_params_default(struct coll_cost_params *p)
 {
     memset(p, 0, sizeof(*p));
-    /* TCP over loopback: a syscall and a wakeup each way per message, then memcpy-bound */
-    p->link[COLL_LINK_TCP].alpha = 10e-6;
-    p->link[COLL_LINK_TCP].beta = 1 / 2.5e9;
+    /* TCP over loopback and the host reductions: what `collbench --calibrate` measured on the
+     * project's 2-core development VM (docs/results/calib.txt). The reduction and copy
+     * figures are for 1 MiB, in cache, which is the size a pipelined chunk has. */
+    p->link[COLL_LINK_TCP].alpha = 7.2e-6;
+    p->link[COLL_LINK_TCP].beta = 2.67e-10;
     p->link[COLL_LINK_SHM].alpha = 1e-6;
     p->link[COLL_LINK_SHM].beta = 1 / 8e9;
     /* placeholders until collbench --calibrate measures them: 100 Gb/s verbs, NVLink-class
@@ -86,13 +88,13 @@ void coll__cost_params_default(struct coll_cost_params *p)
     p->link[COLL_LINK_IB].beta = 1 / 12e9;
     p->link[COLL_LINK_CUDA].alpha = 5e-6;
     p->link[COLL_LINK_CUDA].beta = 1 / 50e9;
-    /* host reductions stream two inputs and one output: memory-bound for the native types,
-     * slower where elements are converted through fp32 (fp16, bf16, fp8) */
+    /* native types stream at memory speed; fp16, bf16 and fp8 convert through fp32 */
     for (int d = 0; d < COLL_NUM_DTYPES; d++)
-        p->gamma[d] = 1 / 5e9;
-    p->gamma[COLL_FLOAT16] = p->gamma[COLL_BFLOAT16] = 1 / 2e9;
-    p->gamma[COLL_FLOAT8E4M3] = p->gamma[COLL_FLOAT8E5M2] = 1 / 1e9;
-    p->copy = 1 / 10e9;
+        p->gamma[d] = 3.6e-11;
+    p->gamma[COLL_FLOAT16] = 1.2e-9;
+    p->gamma[COLL_BFLOAT16] = 2.0e-10;
+    p->gamma[COLL_FLOAT8E4M3] = p->gamma[COLL_FLOAT8E5M2] = 2.4e-9;
+    p->copy = 2.4e-11;
 }
 
 /* ---- 2 the calibration file ---------------------------------------------------------- */
