@@ -56,11 +56,8 @@ static coll_status_t binomial_build(const struct coll_algo_args *a, struct coll_
         return a->coll == COLL_COLL_GATHER ? coll__binomial_gather_build(a, s)
                                            : coll__binomial_scatter_build(a, s);
     }
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     root = a->coll == COLL_COLL_ALLREDUCE ? 0 : a->root;
     v = (a->rank - root + n) % n;
     low = v ? v & -v : n; /* the root's "lowest bit" is above every child's */

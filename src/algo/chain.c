@@ -33,11 +33,8 @@ static coll_status_t chain_build(const struct coll_algo_args *a, struct coll_sch
 
     if (st != COLL_SUCCESS)
         return st;
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     pos = (a->rank - a->root + n) % n;
     memset(&part, 0, sizeof(part));
     part.parent = pos > 0 ? (a->rank - 1 + n) % n : -1;

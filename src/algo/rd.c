@@ -478,11 +478,8 @@ static coll_status_t rd_build(const struct coll_algo_args *a, struct coll_schedu
         return coll__error(NULL, COLL_INVALID_ARGUMENT,
                            "rd %s: %zu elements on %d ranks overflow the buffers' size",
                            coll__coll_name(a->coll), a->count, a->nranks);
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     switch (a->coll) {
     case COLL_COLL_ALLGATHER:
         return rd_allgather(a, s);
@@ -499,11 +496,8 @@ static coll_status_t rabenseifner_build(const struct coll_algo_args *a, struct c
 
     if (st != COLL_SUCCESS)
         return st;
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     return rabenseifner(a, s);
 }
 

@@ -284,3 +284,16 @@ bool coll__algo_sizes_fit(const struct coll_algo_args *a, size_t mult)
         return true;
     return a->count <= lim / n / mult / esz;
 }
+
+bool coll__sched_trivial(const struct coll_algo_args *a, struct coll_schedule *s,
+                         coll_status_t *st_p)
+{
+    *st_p = COLL_SUCCESS;
+    if (a->count == 0)
+        return true;
+    if (a->nranks != 1)
+        return false;
+    *st_p = coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
+                             coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    return true;
+}

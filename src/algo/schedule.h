@@ -123,6 +123,11 @@ static inline struct coll_slice coll__slice(uint8_t buf, size_t off, size_t coun
     struct coll_slice sl = {buf, off, count};
     return sl;
 }
+/* The two cases every all-reduce, broadcast and reduce builder shares: no elements (an empty
+ * schedule) and one rank (its own data is the result: one copy from SEND to RECV). Returns
+ * true when s is complete, with the status in *st_p. */
+COLL_INTERNAL bool coll__sched_trivial(const struct coll_algo_args *a, struct coll_schedule *s,
+                                       coll_status_t *st_p);
 /* Structural check: deps point backwards, peers in range and not self, slices within
  * buf_count, counts > 0. COLL_INTERNAL_ERROR with a message naming the step otherwise. */
 COLL_INTERNAL coll_status_t coll__sched_validate(const struct coll_schedule *s);

@@ -206,11 +206,8 @@ static coll_status_t tree_build(const struct coll_algo_args *a, struct coll_sche
 
     if (st != COLL_SUCCESS)
         return st;
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     root = a->coll == COLL_COLL_ALLREDUCE ? 0 : a->root;
     v = (a->rank - root + n) % n;
     memset(&part, 0, sizeof(part));
@@ -323,11 +320,8 @@ static coll_status_t dbtree_build(const struct coll_algo_args *a, struct coll_sc
 
     if (st != COLL_SUCCESS)
         return st;
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     top = a->coll == COLL_COLL_ALLREDUCE ? 0 : a->root;
     memset(parts, 0, sizeof(parts));
     for (int w = 0; w < 2; w++) {

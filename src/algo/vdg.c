@@ -119,11 +119,8 @@ static coll_status_t vdg_build(const struct coll_algo_args *a, struct coll_sched
 
     if (st != COLL_SUCCESS)
         return st;
-    if (a->count == 0)
-        return COLL_SUCCESS;
-    if (a->nranks == 1) /* the result is this rank's own data */
-        return coll__sched_copy(s, coll__slice(COLL_BUF_RECV, 0, a->count),
-                                coll__slice(COLL_BUF_SEND, 0, a->count), 0, NULL, NULL);
+    if (coll__sched_trivial(a, s, &st))
+        return st;
     return vdg_bcast(a, s);
 }
 
