@@ -1881,8 +1881,9 @@ static const char *dtype_label(const struct bench *b, coll_dtype_t dt)
 static const char *transport_name(const struct bench *b)
 {
 #if COLLBENCH_INTERNAL
+    static char names[128];
     const struct coll_comm *c = b->comm;
-    return c && c->tp && c->tp->name ? c->tp->name : "none";
+    return c ? coll__comm_transports(c, names, sizeof(names)) : "none";
 #else
     (void)b;
     return "unknown";

@@ -31,8 +31,9 @@ __attribute__((weak)) void coll__comm_fail(struct coll_comm *comm, coll_status_t
 
     if (!atomic_compare_exchange_strong(&comm->failed, &expected, (int)st))
         return;
-    if (comm->tp && comm->tp->shutdown && comm->tp_ctx)
-        comm->tp->shutdown(comm->tp_ctx);
+    void *ctx = comm->tp_ctx[coll__transport_index(&coll__tcp_transport)];
+    if (ctx)
+        coll__tcp_transport.shutdown(ctx);
 }
 
 __attribute__((weak)) void coll__engine_wake(struct coll_comm *comm)
@@ -45,6 +46,7 @@ __attribute__((weak)) void coll__engine_wake(struct coll_comm *comm)
 #define MAX_RANKS 4
 static int test_nsocks = 1; /* cfg.nsocks of the ranks a case creates (fork keeps it) */
 static const struct coll_transport *tp = &coll__tcp_transport;
+#define TCP_SLOT coll__transport_index(&coll__tcp_transport)
 static const uint8_t test_secret[COLL_SECRET_BYTES] = "0123456789abcdef";
 static const uint64_t test_comm_id = 0x5eedc0117e57ull;
 
@@ -87,8 +89,7 @@ static void rank_init(struct rank *r, int rank, int nranks, int64_t timeout_ms, 
     ASSERT(c->epfd >= 0);
     c->self.rank = rank;
     coll__host_identity(&c->self);
-    c->tp = tp;
-    ASSERT_EQ(tp->init(c, &c->tp_ctx), COLL_SUCCESS);
+    ASSERT_EQ(tp->init(c, &c->tp_ctx[TCP_SLOT]), COLL_SUCCESS);
     ASSERT(c->self.addr_len > 0);
     c->chans = calloc((size_t)nranks, sizeof(*c->chans));
     ASSERT(c->chans);
@@ -150,8 +151,8 @@ static void rank_stop(struct rank *r)
 static void rank_fini(struct rank *r)
 {
     rank_stop(r);
-    tp->fini(r->comm.tp_ctx);
-    r->comm.tp_ctx = NULL;
+    tp->fini(r->comm.tp_ctx[TCP_SLOT]);
+    r->comm.tp_ctx[TCP_SLOT] = NULL;
     close(r->comm.epfd);
     free(r->comm.peers);
     free(r->comm.chans);
@@ -166,7 +167,7 @@ static coll_status_t rank_connect(struct rank *r, int peer, int timeout_ms)
         coll_status_t st;
         pthread_mutex_lock(&r->comm.lock);
         st = r->comm.chans[peer] ? COLL_SUCCESS
-                                 : tp->connect(r->comm.tp_ctx, peer, &r->comm.chans[peer]);
+                                 : tp->connect(r->comm.tp_ctx[TCP_SLOT], peer, &r->comm.chans[peer]);
         pthread_mutex_unlock(&r->comm.lock);
         if (st != COLL_SUCCESS || r->comm.chans[peer])
             return st;
@@ -183,7 +184,7 @@ static void connect_all(struct rank *rs, int n)
         for (int k = 0; k < n; k++)
             if (k != i) {
                 pthread_mutex_lock(&rs[i].comm.lock);
-                tp->connect(rs[i].comm.tp_ctx, k, &rs[i].comm.chans[k]);
+                tp->connect(rs[i].comm.tp_ctx[TCP_SLOT], k, &rs[i].comm.chans[k]);
                 pthread_mutex_unlock(&rs[i].comm.lock);
             }
     for (int i = 0; i < n; i++)
@@ -533,7 +534,7 @@ static void striped_exchange(int nsocks)
     coll__sys.sendmsg = counting_sendmsg;
     setup(rs, 2, 10000, 0);
     for (int side = 0; side < 2; side++) {
-        n = coll__tcp_link_fds(rs[side].comm.tp_ctx, 1 - side, fds, 16);
+        n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TCP_SLOT], 1 - side, fds, 16);
         ASSERT_EQ(n, nsocks);
         for (int i = 0; i < n; i++)
             ASSERT(fds[i] >= 0 && fds[i] < MAX_FD);
@@ -543,7 +544,7 @@ static void striped_exchange(int nsocks)
             exchange(rs, rep, 1 - rep, odd[i], i, (uint32_t)(i + 100 * rep));
     /* 8 MiB in nsocks pieces, twice per direction: each socket wrote at least its share */
     for (int side = 0; side < 2; side++) {
-        n = coll__tcp_link_fds(rs[side].comm.tp_ctx, 1 - side, fds, 16);
+        n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TCP_SLOT], 1 - side, fds, 16);
         for (int i = 0; i < n; i++)
             ASSERT_MSG(atomic_load(&sent_by_fd[fds[i]]) >= 2ull * (8 << 20) / (unsigned)nsocks,
                        "rank %d socket %d wrote only %llu bytes", side, i,
@@ -594,7 +595,7 @@ TEST(socket_count_follows_the_connecting_rank)
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
             if (a != b)
-                ASSERT_MSG(coll__tcp_link_fds(rs[a].comm.tp_ctx, b, fds, 8) == want[a][b],
+                ASSERT_MSG(coll__tcp_link_fds(rs[a].comm.tp_ctx[TCP_SLOT], b, fds, 8) == want[a][b],
                            "rank %d to %d", a, b);
     for (int a = 0; a < 3; a++)
         for (int b = a + 1; b < 3; b++) {
@@ -617,7 +618,7 @@ TEST(one_socket_of_a_stripe_set_dying_fails_the_link)
     setup(rs, 2, 10000, 0);
     exchange(rs, 0, 1, 1 << 20, 1, 0);
     ASSERT_EQ(post(&rs[1], false, 0, &r, rb, sizeof(rb), 2, 0), COLL_SUCCESS);
-    ASSERT_EQ(coll__tcp_link_fds(rs[0].comm.tp_ctx, 1, fds, 4), 4);
+    ASSERT_EQ(coll__tcp_link_fds(rs[0].comm.tp_ctx[TCP_SLOT], 1, fds, 4), 4);
     pthread_mutex_lock(&rs[0].comm.lock);
     shutdown(fds[2], SHUT_RDWR); /* rank 0's end of socket 2: rank 1 reads its end */
     pthread_mutex_unlock(&rs[0].comm.lock);
@@ -645,7 +646,7 @@ TEST(send_failure_on_one_socket_of_a_stripe_set)
     test_nsocks = 4;
     setup(rs, 2, 10000, 4096); /* small buffers: the send cannot finish before the receive */
     ASSERT_EQ(post(&rs[0], true, 1, &s, sb, sizeof(sb), 1, 0), COLL_SUCCESS);
-    ASSERT_EQ(coll__tcp_link_fds(rs[1].comm.tp_ctx, 0, fds, 4), 4);
+    ASSERT_EQ(coll__tcp_link_fds(rs[1].comm.tp_ctx[TCP_SLOT], 0, fds, 4), 4);
     pthread_mutex_lock(&rs[1].comm.lock);
     shutdown(fds[1], SHUT_RDWR);
     pthread_mutex_unlock(&rs[1].comm.lock);
@@ -761,8 +762,8 @@ TEST(peer_closed_while_idle_fails_only_when_used)
     ASSERT_EQ(post(&rs[1], true, 0, &s, sb, sizeof(sb), 1, 1), COLL_SUCCESS);
     ASSERT_EQ(wait_xfer(&s, 10000), COLL_SUCCESS);
     rank_stop(&rs[1]);
-    tp->fini(rs[1].comm.tp_ctx); /* rank 1 is gone (its comm destroyed) */
-    rs[1].comm.tp_ctx = NULL;
+    tp->fini(rs[1].comm.tp_ctx[TCP_SLOT]); /* rank 1 is gone (its comm destroyed) */
+    rs[1].comm.tp_ctx[TCP_SLOT] = NULL;
     sleep_ms(200); /* rank 0 sees the end of stream meanwhile */
     ASSERT_EQ(atomic_load(&rs[0].comm.failed), COLL_SUCCESS);
 
@@ -791,8 +792,8 @@ TEST(send_to_a_closed_peer_fails)
 
     setup(rs, 2, 10000, 0);
     rank_stop(&rs[1]);
-    tp->fini(rs[1].comm.tp_ctx);
-    rs[1].comm.tp_ctx = NULL;
+    tp->fini(rs[1].comm.tp_ctx[TCP_SLOT]);
+    rs[1].comm.tp_ctx[TCP_SLOT] = NULL;
     sleep_ms(100);
     post(&rs[0], true, 1, &s, sb, sizeof(sb), 1, 0);
     ASSERT_EQ(wait_xfer(&s, 10000), COLL_REMOTE_ERROR);
@@ -824,7 +825,7 @@ TEST(shutdown_fails_pending_transfers_everywhere)
     {
         struct coll_chan *ch = NULL;
         pthread_mutex_lock(&rs[1].comm.lock);
-        ASSERT_EQ(tp->connect(rs[1].comm.tp_ctx, 2, &ch), COLL_TIMEOUT);
+        ASSERT_EQ(tp->connect(rs[1].comm.tp_ctx[TCP_SLOT], 2, &ch), COLL_TIMEOUT);
         pthread_mutex_unlock(&rs[1].comm.lock);
     }
     teardown(rs, 3);
@@ -923,8 +924,8 @@ TEST(connect_to_a_dead_listener_is_a_remote_error)
     table[0] = rs[0].comm.self;
     table[1] = rs[1].comm.self;
     rank_set_table(&rs[0], table, 2);
-    tp->fini(rs[1].comm.tp_ctx); /* rank 1's listener is gone: connection refused */
-    rs[1].comm.tp_ctx = NULL;
+    tp->fini(rs[1].comm.tp_ctx[TCP_SLOT]); /* rank 1's listener is gone: connection refused */
+    rs[1].comm.tp_ctx[TCP_SLOT] = NULL;
     rank_start(&rs[0]);
     ASSERT_EQ(rank_connect(&rs[0], 1, 10000), COLL_REMOTE_ERROR);
     ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "connect to rank 1 (");
@@ -1038,9 +1039,9 @@ TEST(strangers_on_the_data_listener_are_dropped)
         exchange(rs, 1, 2, sizes[i], i, 1);
     }
     pthread_mutex_lock(&rs[2].comm.lock);
-    ASSERT_EQ(coll__tcp_rejected(rs[2].comm.tp_ctx), (uint64_t)nf + 2);
+    ASSERT_EQ(coll__tcp_rejected(rs[2].comm.tp_ctx[TCP_SLOT]), (uint64_t)nf + 2);
     pthread_mutex_unlock(&rs[2].comm.lock);
-    ASSERT_EQ(coll__tcp_rejected(rs[0].comm.tp_ctx), 0);
+    ASSERT_EQ(coll__tcp_rejected(rs[0].comm.tp_ctx[TCP_SLOT]), 0);
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(atomic_load(&rs[i].comm.failed), COLL_SUCCESS);
     for (int i = 0; i < nf; i++)

@@ -98,9 +98,11 @@ static void comm_free(struct coll_comm *comm)
         coll__op_free(op);
     }
     comm->ops_tail = NULL;
-    if (comm->tp && comm->tp_ctx)
-        comm->tp->fini(comm->tp_ctx);
-    comm->tp_ctx = NULL;
+    for (int i = 0; coll__transports[i]; i++) {
+        if (comm->tp_ctx[i])
+            coll__transports[i]->fini(comm->tp_ctx[i]);
+        comm->tp_ctx[i] = NULL;
+    }
     pthread_mutex_unlock(&comm->lock);
     if (comm->epfd >= 0)
         close(comm->epfd);
@@ -110,6 +112,7 @@ static void comm_free(struct coll_comm *comm)
     coll__select_fini(comm);
     free(comm->peers);
     free(comm->chans);
+    free(comm->peer_tp);
     free(comm->scratch);
     pthread_mutex_destroy(&comm->lock);
     pthread_mutex_destroy(&comm->errlock);
@@ -118,24 +121,96 @@ static void comm_free(struct coll_comm *comm)
     free(comm);
 }
 
-static coll_status_t pick_transport(struct coll_comm *comm)
+static void transport_names(uint32_t mask, char *buf, size_t len)
 {
-    char names[128] = "";
-
-    if (!comm->cfg.transport[0]) {
-        comm->tp = coll__transports[0];
-        return COLL_SUCCESS;
-    }
-    comm->tp = coll__transport_find(comm->cfg.transport);
-    if (comm->tp)
-        return COLL_SUCCESS;
+    buf[0] = '\0';
     for (int i = 0; coll__transports[i]; i++) {
-        size_t o = strlen(names);
-        snprintf(names + o, sizeof(names) - o, "%s%s", i ? ", " : "", coll__transports[i]->name);
+        size_t o = strlen(buf);
+        if ((mask & (1u << i)) && o < len)
+            snprintf(buf + o, len - o, "%s%s", o ? ", " : "", coll__transports[i]->name);
     }
-    return coll__error(comm, COLL_INVALID_ARGUMENT,
-                       "COLL_TRANSPORT='%s' is not a transport of this build (%s)",
-                       comm->cfg.transport, names);
+    if (!buf[0])
+        snprintf(buf, len, "none");
+}
+
+/* Bring up every transport of the build (or only COLL_TRANSPORT's). One that cannot start
+ * here (no /dev/shm, no RDMA device) is left out with a WARN saying why, unless it was
+ * forced: then init fails. Runs before the bootstrap, which publishes self.tp_mask. */
+static coll_status_t init_transports(struct coll_comm *comm)
+{
+    const char *forced = comm->cfg.transport;
+    int n = 0;
+
+    if (forced[0] && !coll__transport_find(forced)) {
+        char names[128];
+        transport_names(~0u, names, sizeof(names));
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "COLL_TRANSPORT='%s' is not a transport of this build (%s)", forced,
+                           names);
+    }
+    for (int i = 0; coll__transports[i]; i++) {
+        const struct coll_transport *tp = coll__transports[i];
+        coll_status_t st;
+
+        if (forced[0] && strcmp(forced, tp->name))
+            continue;
+        st = tp->init(comm, &comm->tp_ctx[i]);
+        if (st != COLL_SUCCESS) {
+            comm->tp_ctx[i] = NULL;
+            if (forced[0])
+                return st;
+            COLL_WARN(COLL_SUB_INIT, "rank %d: transport %s is not available, using the others: %s",
+                      comm->rank, tp->name, coll_last_error(comm));
+            pthread_mutex_lock(&comm->errlock);
+            comm->errmsg[0] = '\0';
+            pthread_mutex_unlock(&comm->errlock);
+            continue;
+        }
+        comm->self.tp_mask |= 1u << i;
+        n++;
+    }
+    if (!n)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "no transport could start on this rank");
+    return COLL_SUCCESS;
+}
+
+/* After the bootstrap: per peer, the first transport in preference order that both ends
+ * brought up and that can reach the peer. Both ends see the same masks and probes are
+ * symmetric, so they agree without another exchange. */
+static coll_status_t choose_transports(struct coll_comm *comm)
+{
+    comm->peer_tp = calloc((size_t)comm->nranks, sizeof(*comm->peer_tp));
+    if (!comm->peer_tp)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %d ranks", comm->nranks);
+    for (int p = 0; p < comm->nranks; p++) {
+        uint32_t both = comm->self.tp_mask & comm->peers[p].tp_mask;
+        if (p == comm->rank)
+            continue;
+        for (int i = 0; coll__transports[i] && !comm->peer_tp[p]; i++)
+            if ((both & (1u << i)) && coll__transports[i]->probe(comm, p))
+                comm->peer_tp[p] = coll__transports[i];
+        if (!comm->peer_tp[p]) {
+            char mine[128], theirs[128];
+            transport_names(comm->self.tp_mask, mine, sizeof(mine));
+            transport_names(comm->peers[p].tp_mask, theirs, sizeof(theirs));
+            return coll__error(comm, COLL_INVALID_USAGE,
+                               "no transport reaches rank %d (host %s): this rank has %s, "
+                               "it has %s (check COLL_TRANSPORT on both)",
+                               p, comm->peers[p].hostname, mine, theirs);
+        }
+    }
+    return COLL_SUCCESS;
+}
+
+const char *coll__comm_transports(const struct coll_comm *comm, char *buf, size_t len)
+{
+    uint32_t used = 0;
+
+    for (int p = 0; comm->peer_tp && p < comm->nranks; p++)
+        if (comm->peer_tp[p])
+            used |= 1u << coll__transport_index(comm->peer_tp[p]);
+    transport_names(used ? used : comm->self.tp_mask, buf, len);
+    return buf;
 }
 
 COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
@@ -173,7 +248,6 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
 
     COLL_CHECK_GOTO(coll__config_load(comm, &comm->cfg), st, out_free);
     COLL_CHECK_GOTO(coll__select_init(comm), st, out_free);
-    COLL_CHECK_GOTO(pick_transport(comm), st, out_free);
     COLL_CHECK_GOTO(coll__plan_cache_init(comm), st, out_free);
     comm->chans = calloc((size_t)nranks, sizeof(*comm->chans));
     if (!comm->chans) {
@@ -184,12 +258,16 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     comm->self.rank = rank;
     comm->self.pid = (int32_t)getpid();
     coll__host_identity(&comm->self);
-    COLL_CHECK_GOTO(comm->tp->init(comm, &comm->tp_ctx), st, out_free);
+    COLL_CHECK_GOTO(init_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
+    COLL_CHECK_GOTO(choose_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
-    COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",
-              rank, nranks, (unsigned long long)comm->comm_id, comm->self.hostname,
-              (int)getpid(), comm->tp->name);
+    if (coll__log_level >= COLL_LOG_INFO) {
+        char names[128];
+        COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",
+                  rank, nranks, (unsigned long long)comm->comm_id, comm->self.hostname,
+                  (int)getpid(), coll__comm_transports(comm, names, sizeof(names)));
+    }
     *comm_p = comm;
     return COLL_SUCCESS;
 

@@ -104,8 +104,9 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
             break;
         reap_head(comm);
     }
-    if (comm->tp && comm->tp->progress && comm->tp_ctx)
-        moved |= comm->tp->progress(comm->tp_ctx);
+    for (int i = 0; coll__transports[i]; i++)
+        if (comm->tp_ctx[i] && coll__transports[i]->progress)
+            moved |= coll__transports[i]->progress(comm->tp_ctx[i]);
     if (moved)
         timeout_ms = 0;
     pthread_mutex_unlock(&comm->lock);
@@ -301,8 +302,9 @@ void coll__comm_fail(struct coll_comm *comm, coll_status_t st)
         return;
     COLL_INFO(COLL_SUB_COLL, "rank %d: communicator failed (%s): closing connections",
               comm->rank, coll_status_string(st));
-    if (comm->tp && comm->tp->shutdown && comm->tp_ctx)
-        comm->tp->shutdown(comm->tp_ctx);
+    for (int i = 0; coll__transports[i]; i++)
+        if (comm->tp_ctx[i] && coll__transports[i]->shutdown)
+            coll__transports[i]->shutdown(comm->tp_ctx[i]);
     for (struct coll_op *op = comm->ops_head; op; op = op->next)
         atomic_store(&op->status, st);
     pthread_cond_broadcast(&comm->cond);

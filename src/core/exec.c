@@ -140,6 +140,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     const struct coll_schedule *s = &p->plan->sched;
     const struct coll_step *st = &s->steps[i];
     struct coll_xfer *x;
+    struct coll_chan *ch;
     size_t way;
     uint32_t tag;
 
@@ -176,7 +177,9 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     if (op->posted[way] != tag)
         return false;
     if (!comm->chans[st->peer]) {
-        *st_p = comm->tp->connect(comm->tp_ctx, st->peer, &comm->chans[st->peer]);
+        const struct coll_transport *tp = comm->peer_tp[st->peer];
+        *st_p = tp->connect(comm->tp_ctx[coll__transport_index(tp)], st->peer,
+                            &comm->chans[st->peer]);
         if (*st_p != COLL_SUCCESS || !comm->chans[st->peer])
             return false;
     }
@@ -198,8 +201,8 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     atomic_store(&x->status, COLL_IN_PROGRESS);
     p->state[i] = STEP_POSTED;
     op->posted[way]++;
-    *st_p = st->kind == COLL_STEP_SEND ? comm->tp->post_send(comm->chans[st->peer], x)
-                                       : comm->tp->post_recv(comm->chans[st->peer], x);
+    ch = comm->chans[st->peer];
+    *st_p = st->kind == COLL_STEP_SEND ? ch->tp->post_send(ch, x) : ch->tp->post_recv(ch, x);
     return *st_p == COLL_SUCCESS;
 }
 

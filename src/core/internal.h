@@ -133,6 +133,7 @@ struct coll_peer_info {
     char hostname[COLL_HOSTNAME_MAX]; /* NUL-terminated, for messages */
     uint16_t addr_len;                /* bytes used in addr */
     uint8_t addr[COLL_ADDR_MAX];      /* sockaddr of this rank's data listener */
+    uint32_t tp_mask;                 /* bit i: coll__transports[i] is up on this rank */
 };
 
 /* The bootstrap's view of an id (src/core/bootstrap.c). */
@@ -146,6 +147,7 @@ struct coll_id_info {
 
 struct coll_transport;
 struct coll_chan;
+#define COLL_MAX_TRANSPORTS 8
 struct coll_op;
 
 /* Something registered in comm->epfd. The engine calls cb with the epoll events; the
@@ -164,9 +166,10 @@ struct coll_comm {
     struct coll_peer_info self;
     struct coll_peer_info *peers;     /* [nranks], from the bootstrap */
 
-    /* transport: one for now (COLL_TRANSPORT or the best probed); per-peer channels */
-    const struct coll_transport *tp;
-    void *tp_ctx;
+    /* transports: every one this rank brought up (slot i is coll__transports[i], NULL
+     * when absent or declined), and per peer the one both ends agreed on (src/core/comm.c) */
+    void *tp_ctx[COLL_MAX_TRANSPORTS];
+    const struct coll_transport **peer_tp; /* [nranks] */
     struct coll_chan **chans;         /* [nranks], NULL until connected */
 
     /* engine: everything below is guarded by lock unless atomic */
@@ -202,6 +205,10 @@ struct coll_comm {
     pthread_mutex_t errlock;
     char errmsg[1024];
 };
+
+/* The names of the transports this comm uses to reach its peers ("shm, tcp"), into buf. */
+COLL_INTERNAL const char *coll__comm_transports(const struct coll_comm *comm, char *buf,
+                                                size_t len);
 
 /* ---- 5 engine ------------------------------------------------------------------------ */
 

@@ -10,6 +10,8 @@ const struct coll_transport *const coll__transports[] = {
     &coll__tcp_transport,
     NULL,
 };
+_Static_assert(COLL_ARRAY_SIZE(coll__transports) <= COLL_MAX_TRANSPORTS + 1,
+               "comm->tp_ctx[] and the peer info's tp_mask hold COLL_MAX_TRANSPORTS");
 
 const struct coll_transport *coll__transport_find(const char *name)
 {
@@ -17,4 +19,12 @@ const struct coll_transport *coll__transport_find(const char *name)
         if (!strcmp(coll__transports[i]->name, name))
             return coll__transports[i];
     return NULL;
+}
+
+int coll__transport_index(const struct coll_transport *tp)
+{
+    for (int i = 0; coll__transports[i]; i++)
+        if (coll__transports[i] == tp)
+            return i;
+    return -1;
 }

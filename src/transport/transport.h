@@ -67,5 +67,7 @@ COLL_INTERNAL extern const struct coll_transport coll__tcp_transport;
 /* Registry in preference order, NULL-terminated (src/transport/transport.c). */
 COLL_INTERNAL extern const struct coll_transport *const coll__transports[];
 COLL_INTERNAL const struct coll_transport *coll__transport_find(const char *name);
+/* Position of tp in the registry: the slot of its context in comm->tp_ctx[]. */
+COLL_INTERNAL int coll__transport_index(const struct coll_transport *tp);
 
 #endif /* COLL_TRANSPORT_H */
