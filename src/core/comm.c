@@ -258,6 +258,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     comm->self.rank = rank;
     comm->self.pid = (int32_t)getpid();
     coll__host_identity(&comm->self);
+    comm->comm_id = info.comm_id; /* transports name their resources after it */
     COLL_CHECK_GOTO(init_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);

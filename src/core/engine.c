@@ -93,6 +93,7 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
 {
     struct epoll_event evs[ENGINE_MAX_EVENTS];
     bool moved = false;
+    uint32_t armed;
     int n;
 
     for (;;) {
@@ -109,9 +110,20 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
             moved |= coll__transports[i]->progress(comm->tp_ctx[i]);
     if (moved)
         timeout_ms = 0;
+    armed = 0;
+    for (int i = 0; timeout_ms != 0 && coll__transports[i]; i++) {
+        if (!comm->tp_ctx[i] || !coll__transports[i]->arm)
+            continue;
+        armed |= 1u << i;
+        if (coll__transports[i]->arm(comm->tp_ctx[i]))
+            timeout_ms = 0;
+    }
     pthread_mutex_unlock(&comm->lock);
     n = epoll_wait(comm->epfd, evs, ENGINE_MAX_EVENTS, timeout_ms);
     pthread_mutex_lock(&comm->lock);
+    for (int i = 0; armed && coll__transports[i]; i++)
+        if (armed & (1u << i))
+            coll__transports[i]->disarm(comm->tp_ctx[i]);
     for (int i = 0; i < n; i++) {
         struct coll_pollent *pe = evs[i].data.ptr;
         pe->cb(pe, evs[i].events);

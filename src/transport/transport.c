@@ -7,6 +7,7 @@
 #include <string.h>
 
 const struct coll_transport *const coll__transports[] = {
+    &coll__shm_transport,
     &coll__tcp_transport,
     NULL,
 };

@@ -57,12 +57,25 @@ struct coll_transport {
     /* Non-blocking poll for work that has no fd (may be NULL). Returns true if anything
      * moved. */
     bool (*progress)(void *ctx);
+    /* Before the engine sleeps in epoll_wait (may be NULL): make sure whatever this
+     * transport waits for will wake the epoll set (e.g. raise a flag peers check), and look
+     * once more; true if work is ready after all (the engine then does not sleep). disarm
+     * is called after every sleep that arm allowed. */
+    bool (*arm)(void *ctx);
+    void (*disarm)(void *ctx);
     /* Close every channel at once (comm failure or abort): peers see the connection end. */
     void (*shutdown)(void *ctx);
     void (*fini)(void *ctx);    /* closes channels and frees everything; ctx may be NULL */
 };
 
 COLL_INTERNAL extern const struct coll_transport coll__tcp_transport;
+COLL_INTERNAL extern const struct coll_transport coll__shm_transport;
+/* Test hook: datagrams the shm doorbell refused (ctx is the shm ctx). */
+COLL_INTERNAL uint64_t coll__shm_refused(const void *ctx);
+/* Test hook: overwrite the last slot sent to peer as a faulty or hostile peer would. */
+enum { COLL_SHM_CORRUPT_JUNK = 1, COLL_SHM_CORRUPT_HEAD, COLL_SHM_CORRUPT_FRAG,
+       COLL_SHM_CORRUPT_RDV };
+COLL_INTERNAL void coll__shm_test_corrupt(void *ctx, int peer, int how);
 
 /* Registry in preference order, NULL-terminated (src/transport/transport.c). */
 COLL_INTERNAL extern const struct coll_transport *const coll__transports[];

@@ -1,0 +1,315 @@
+/*
+ * test_shm.c - the shared-memory transport between real processes: chosen for ranks of one
+ * host, correct in both protocols (through slots and single copy), a killed peer turns into
+ * COLL_REMOTE_ERROR at once (not at the timeout), a hostile peer's garbage in a ring is an
+ * error and never a wild read or write (run under ASan in CI), strangers on the doorbell are
+ * refused, and ranks that cannot agree on a transport fail init with a reason.
+ *
+ * Each case forks its ranks; the parent holds the bootstrap root (coll_get_unique_id).
+ */
+#include "harness.h"
+#include "core/internal.h"
+#include "transport/transport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define MAXR 8
+
+typedef void (*rank_fn)(coll_comm_t *comm, int rank, int n, void *arg);
+
+/* Fork n ranks of one comm running fn; return how many exited 0 (signal deaths count as
+ * failures, except for the rank `victim`, which is expected to die). */
+static int run_ranks(int n, rank_fn fn, void *arg, int victim)
+{
+    coll_unique_id_t id;
+    pid_t pids[MAXR];
+    int ok = 0;
+
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        ASSERT(pids[r] >= 0);
+        if (pids[r] == 0) {
+            coll_comm_t *comm;
+            coll_status_t st = coll_comm_init(&comm, n, &id, r);
+            if (st != COLL_SUCCESS) {
+                fprintf(stderr, "# rank %d: init: %s\n", r, coll_last_error(NULL));
+                _exit(3);
+            }
+            fn(comm, r, n, arg);
+            coll_comm_destroy(comm);
+            _exit(0);
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ASSERT(waitpid(pids[r], &status, 0) == pids[r]);
+        if (r == victim)
+            continue;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            ok++;
+        else
+            fprintf(stderr, "# rank %d: %s %d\n", r, WIFEXITED(status) ? "exit" : "signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+    return ok;
+}
+
+#define RCHECK(cond)                                                                    \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "# rank %d: %s:%d: %s\n", rank, __FILE__, __LINE__, #cond); \
+            _exit(1);                                                                   \
+        }                                                                               \
+    } while (0)
+
+static void *shm_ctx(coll_comm_t *comm)
+{
+    return comm->tp_ctx[coll__transport_index(&coll__shm_transport)];
+}
+
+/* Sum of rank-dependent small integers: exact in float. */
+static void allreduce_check(coll_comm_t *comm, int rank, int n, size_t count)
+{
+    float *a = calloc(count, sizeof(float)), *b = calloc(count, sizeof(float));
+    RCHECK(a && b);
+    for (size_t i = 0; i < count; i++)
+        a[i] = (float)((rank + 1) * (int)(i % 97));
+    RCHECK(coll_allreduce(a, b, count, COLL_FLOAT32, COLL_SUM, comm) == COLL_SUCCESS);
+    for (size_t i = 0; i < count; i++)
+        RCHECK(b[i] == (float)(n * (n + 1) / 2 * (int)(i % 97)));
+    free(a);
+    free(b);
+}
+
+static void rank_sizes(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    char names[64];
+    (void)arg;
+    RCHECK(!strcmp(coll__comm_transports(comm, names, sizeof(names)), "shm"));
+    /* through slots, several slots, single copy, and many single copies */
+    size_t counts[] = {1, 3000, 5000, 16384, 300001, 1 << 20};
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(counts); i++)
+        allreduce_check(comm, rank, n, counts[i]);
+}
+
+TEST(sizes_np2)
+{
+    ASSERT_EQ(run_ranks(2, rank_sizes, NULL, -1), 2);
+}
+
+TEST(sizes_np5)
+{
+    ASSERT_EQ(run_ranks(5, rank_sizes, NULL, -1), 5);
+}
+
+static void rank_tcp_forced(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    char names[64];
+    (void)arg;
+    RCHECK(!strcmp(coll__comm_transports(comm, names, sizeof(names)), "tcp"));
+    allreduce_check(comm, rank, n, 70000);
+}
+
+TEST(transport_forced_tcp)
+{
+    setenv("COLL_TRANSPORT", "tcp", 1);
+    ASSERT_EQ(run_ranks(3, rank_tcp_forced, NULL, -1), 3);
+    unsetenv("COLL_TRANSPORT");
+}
+
+/* Rank 0 allows only shm, rank 1 only tcp: init fails on both with a reason. */
+TEST(transports_disagree)
+{
+    coll_unique_id_t id;
+    pid_t pids[2];
+
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        ASSERT(pids[r] >= 0);
+        if (pids[r] == 0) {
+            coll_comm_t *comm;
+            setenv("COLL_TRANSPORT", r == 0 ? "shm" : "tcp", 1);
+            coll_status_t st = coll_comm_init(&comm, 2, &id, r);
+            if (st == COLL_SUCCESS || !strstr(coll_last_error(NULL), "no transport reaches"))
+                _exit(1);
+            _exit(0);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        int status;
+        ASSERT(waitpid(pids[r], &status, 0) == pids[r]);
+        ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d", r);
+    }
+}
+
+/* The last rank starts a large all-reduce and is killed in the middle of it; everyone
+ * else must see COLL_REMOTE_ERROR naming it, long before the 60 s timeout would say
+ * COLL_TIMEOUT. */
+static void rank_killed(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    size_t count = 4 << 20;
+    float *a = calloc(count, sizeof(float)), *b = calloc(count, sizeof(float));
+    char want[32];
+    coll_status_t st = COLL_SUCCESS;
+    (void)arg;
+
+    RCHECK(a && b);
+    allreduce_check(comm, rank, n, 1000); /* every channel up, then the fault */
+    if (rank == n - 1) {
+        coll_request_t *req;
+        RCHECK(coll_iallreduce(a, b, count, COLL_FLOAT32, COLL_SUM, comm, &req) ==
+               COLL_SUCCESS);
+        int done = 0;
+        coll_test(req, &done); /* let it start moving data (4 MiB: it cannot be done) */
+        raise(SIGKILL);
+    }
+    for (int i = 0; i < 20 && st == COLL_SUCCESS; i++)
+        st = coll_allreduce(a, b, count, COLL_FLOAT32, COLL_SUM, comm);
+    snprintf(want, sizeof(want), "rank %d", n - 1);
+    if (st != COLL_REMOTE_ERROR)
+        fprintf(stderr, "# rank %d: got %s: %s\n", rank, coll_status_string(st),
+                coll_last_error(comm));
+    RCHECK(st == COLL_REMOTE_ERROR);
+    /* the first to notice names rank n-1; others may learn of it from a rank that gave up */
+    RCHECK(strstr(coll_last_error(comm), want) || strstr(coll_last_error(comm), "failed"));
+    free(a);
+    free(b);
+}
+
+TEST(peer_killed_np4)
+{
+    setenv("COLL_TIMEOUT_MS", "60000", 1);
+    ASSERT_EQ(run_ranks(4, rank_killed, NULL, 3), 3);
+    unsetenv("COLL_TIMEOUT_MS");
+}
+
+/* Rank 1 plays a hostile peer: after a valid send it rewrites what it put in rank 0's
+ * ring; rank 0 posts its receive only then, and must fail cleanly. */
+struct corrupt_arg {
+    int how;
+    int pipefd[2]; /* rank 1 -> rank 0: the slot is rewritten */
+    int readyfd[2]; /* rank 0 -> rank 1: done with the collective before */
+};
+
+static void rank_corrupt(coll_comm_t *comm, int rank, int n, void *argp)
+{
+    struct corrupt_arg *arg = argp;
+    float buf[64 * 1024];
+    size_t count = arg->how == COLL_SHM_CORRUPT_RDV ? COLL_ARRAY_SIZE(buf) : 8;
+    char c = 'x';
+
+    allreduce_check(comm, rank, n, 100);
+    if (rank == 1) {
+        RCHECK(read(arg->readyfd[0], &c, 1) == 1);
+        memset(buf, 0, sizeof(buf));
+        coll_request_t *req;
+        RCHECK(coll_isend(buf, count, COLL_FLOAT32, 0, comm, &req) == COLL_SUCCESS);
+        int done = 0;
+        for (int i = 0; i < 1000 && !done; i++)
+            coll_test(req, &done); /* the slot is written when the send is posted */
+        coll__shm_test_corrupt(shm_ctx(comm), 0, arg->how);
+        RCHECK(write(arg->pipefd[1], &c, 1) == 1);
+        /* the receiver fails; this rank's send then fails or completes: either is fine */
+        if (!done)
+            coll_wait(req);
+        return;
+    }
+    RCHECK(write(arg->readyfd[1], &c, 1) == 1);
+    RCHECK(read(arg->pipefd[0], &c, 1) == 1);
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(buf); i++)
+        buf[i] = 7;
+    coll_status_t st = coll_recv(buf, count, COLL_FLOAT32, 1, comm);
+    if (st != COLL_REMOTE_ERROR)
+        fprintf(stderr, "# rank 0: got %s: %s\n", coll_status_string(st), coll_last_error(comm));
+    RCHECK(st == COLL_REMOTE_ERROR);
+    /* nothing was written past the message */
+    for (size_t i = count; i < COLL_ARRAY_SIZE(buf); i++)
+        RCHECK(buf[i] == 7);
+}
+
+static void corrupt_case(int how)
+{
+    struct corrupt_arg arg = {how, {-1, -1}, {-1, -1}};
+    setenv("COLL_TIMEOUT_MS", "20000", 1);
+    ASSERT(pipe(arg.pipefd) == 0 && pipe(arg.readyfd) == 0);
+    int ok = run_ranks(2, rank_corrupt, &arg, -1);
+    for (int i = 0; i < 2; i++) {
+        close(arg.pipefd[i]);
+        close(arg.readyfd[i]);
+    }
+    unsetenv("COLL_TIMEOUT_MS");
+    ASSERT_EQ(ok, 2);
+}
+
+TEST(hostile_junk_header)
+{
+    corrupt_case(COLL_SHM_CORRUPT_JUNK);
+}
+
+TEST(hostile_head_ahead)
+{
+    corrupt_case(COLL_SHM_CORRUPT_HEAD);
+}
+
+TEST(hostile_fragment_out_of_bounds)
+{
+    corrupt_case(COLL_SHM_CORRUPT_FRAG);
+}
+
+TEST(hostile_single_copy_address)
+{
+    corrupt_case(COLL_SHM_CORRUPT_RDV);
+}
+
+/* A stranger floods rank 0's doorbell with junk and forged hand-overs during collectives:
+ * results stay right and the datagrams are counted as refused. */
+static void rank_strangers(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    (void)arg;
+    allreduce_check(comm, rank, n, 10);
+    if (rank == 0) {
+        pid_t kid = fork();
+        RCHECK(kid >= 0);
+        if (kid == 0) {
+            struct sockaddr_un sa = {.sun_family = AF_UNIX};
+            int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+            int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+                               "coll-shm-%016" PRIx64 "-%d", comm->comm_id, 0);
+            socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+            uint8_t junk[24];
+            for (int i = 0; i < 200; i++) {
+                memset(junk, i, sizeof(junk));
+                if (i % 2) /* a well-formed datagram claiming to be rank 1 */
+                    memcpy(junk, "CSHM", 4);
+                sendto(fd, junk, (size_t)(i % 25), MSG_DONTWAIT, (struct sockaddr *)&sa, sl);
+                usleep(200);
+            }
+            _exit(0);
+        }
+        for (int i = 0; i < 50; i++)
+            allreduce_check(comm, rank, n, 5000);
+        RCHECK(waitpid(kid, NULL, 0) == kid);
+        for (int i = 0; i < 5; i++)
+            allreduce_check(comm, rank, n, 5000);
+        RCHECK(coll__shm_refused(shm_ctx(comm)) > 0);
+    } else {
+        for (int i = 0; i < 55; i++)
+            allreduce_check(comm, rank, n, 5000);
+    }
+}
+
+TEST(doorbell_strangers)
+{
+    ASSERT_EQ(run_ranks(2, rank_strangers, NULL, -1), 2);
+}
+
+int main(int argc, char **argv)
+{
+    return harness_main(argc, argv);
+}
