@@ -2600,6 +2600,7 @@ static bool calib_path(const char *named, char *buf, size_t n)
 struct explain_ctx {
     const struct coll_cost_params *params;
     int nranks;
+    struct coll_cost_links links;
 };
 
 static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
@@ -2637,9 +2638,10 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
         const struct coll_algo *algo = coll__algo_find(name);
         struct coll_algo_args sel = a;
         sel.chunk_count = chunk / a.elem_size ? chunk / a.elem_size : 1;
-        if (!algo || coll__cost_predict(x->params, NULL, algo, &sel, &est, NULL) != COLL_SUCCESS)
+        if (!algo ||
+            coll__cost_predict(x->params, &x->links, algo, &sel, &est, NULL) != COLL_SUCCESS)
             est = NAN;
-        if (coll__cost_rank_algos(x->params, NULL, &q, res, ARRAY_SIZE(res), &nres) !=
+        if (coll__cost_rank_algos(x->params, &x->links, &q, res, ARRAY_SIZE(res), &nres) !=
             COLL_SUCCESS) {
             fprintf(stderr, "collbench: --explain: the cost model cannot price %s: %s\n",
                     colls[b->o.coll].name, coll_last_error(NULL));
@@ -2664,7 +2666,9 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
 static int explain(struct bench *b)
 {
     struct coll_cost_params defaults;
-    struct explain_ctx x = {b->comm->cost, b->o.np ? b->o.np : b->nranks};
+    struct explain_ctx x = {b->comm->cost, b->o.np ? b->o.np : b->nranks,
+                            coll__cost_links_all(COLL_LINK_TCP)};
+    char linkdesc[64];
     char path[PATH_MAX];
     const char *algo = getenv("COLL_ALGO");
     int rc;
@@ -2675,9 +2679,20 @@ static int explain(struct bench *b)
         coll__cost_params_default(&defaults);
         x.params = &defaults;
     }
+    /* the comm's own links when it is the comm explained; else every pair as ranks 0-1 */
+    if (x.nranks == b->nranks) {
+        x.links = coll__select_links(b->comm);
+        snprintf(linkdesc, sizeof(linkdesc), "links as this comm's transports (%s)",
+                 transport_name(b));
+    } else {
+        struct coll_cost_links own = coll__select_links(b->comm);
+        enum coll_link l = b->nranks > 1 && own.link_of ? own.link_of(own.arg, 0, 1) : own.link;
+        x.links = coll__cost_links_all(l);
+        snprintf(linkdesc, sizeof(linkdesc), "every link %s", coll__link_name(l));
+    }
     b->nranks = x.nranks; /* the rows' layout is for the ranks explained, not the comm's */
-    printf("# collbench %s --explain: %d ranks, every link %s; selection %s%s%s\n",
-           colls[b->o.coll].name, x.nranks, coll__link_name(COLL_LINK_TCP), b->comm->cfg.select,
+    printf("# collbench %s --explain: %d ranks, %s; selection %s%s%s\n",
+           colls[b->o.coll].name, x.nranks, linkdesc, b->comm->cfg.select,
            algo && *algo ? ", COLL_ALGO=" : "", algo && *algo ? algo : "");
     if (calib_path(b->comm->cfg.calib_file, path, sizeof(path)) && access(path, R_OK) == 0)
         printf("# cost model calibrated from %s\n", path);

@@ -87,6 +87,10 @@ static inline struct coll_cost_links coll__cost_links_all(enum coll_link l)
     return links;
 }
 
+/* The links of comm's ranks as its transports connect them (src/algo/select.c). */
+struct coll_comm;
+COLL_INTERNAL struct coll_cost_links coll__select_links(struct coll_comm *comm);
+
 /* Run the schedules of all n ranks (scheds[r] is rank r's, built for n ranks) on the
  * simulated machine. *time_p: when the last step of any rank completes, in seconds from a
  * common start; finish_p (NULL, or n entries): when each rank's last step completes (0 for a

@@ -13,6 +13,7 @@
  */
 #include "../core/exec.h"
 #include "cost.h"
+#include "../transport/transport.h"
 
 #include <stdlib.h>
 
@@ -195,6 +196,35 @@ static const struct coll_algo *by_threshold(struct coll_comm *comm,
     return NULL;
 }
 
+/* The link class between two ranks as the transports will see it: what transport both
+ * brought up and can use between them (shared memory within a host). */
+static enum coll_link pair_link(void *arg, int32_t src, int32_t dst)
+{
+    const struct coll_comm *comm = arg;
+    const struct coll_peer_info *a = &comm->peers[src], *b = &comm->peers[dst];
+    uint32_t both = a->tp_mask & b->tp_mask;
+
+    for (int i = 0; coll__transports[i]; i++) {
+        const char *name = coll__transports[i]->name;
+        if (!(both & (1u << i)))
+            continue;
+        if (!strcmp(name, "shm") && a->host_hash != b->host_hash)
+            continue;
+        for (int l = 0; l < COLL_NUM_LINKS; l++)
+            if (!strcmp(coll__link_name((enum coll_link)l), name))
+                return (enum coll_link)l;
+    }
+    return COLL_LINK_TCP;
+}
+
+struct coll_cost_links coll__select_links(struct coll_comm *comm)
+{
+    struct coll_cost_links links = {pair_link, comm, COLL_LINK_TCP};
+    if (!comm->peers)
+        return coll__cost_links_all(COLL_LINK_TCP);
+    return links;
+}
+
 /* Price the candidates; pick the cheapest. Falls back to the threshold rule on a model
  * failure (logged), so a gap in the model never stops a collective. */
 static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_args *a,
@@ -216,7 +246,8 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
 
     q.chunk_bytes = comm->cfg.chunk_forced ? &forced : chunks;
     q.nchunk_bytes = comm->cfg.chunk_forced ? 1 : COLL_ARRAY_SIZE(chunks);
-    st = coll__cost_rank_algos(comm->cost, NULL, &q, res, COLL_ARRAY_SIZE(res), &nres);
+    struct coll_cost_links links = coll__select_links(comm);
+    st = coll__cost_rank_algos(comm->cost, &links, &q, res, COLL_ARRAY_SIZE(res), &nres);
     if (st != COLL_SUCCESS || nres == 0) {
         COLL_WARN(COLL_SUB_ALGO, "cost model could not price %s on %d ranks (%s): using the "
                   "size threshold", coll__coll_name(a->coll), a->nranks,

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,22 @@ static coll_status_t init_transports(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
+static int local_ranks(const struct coll_comm *comm)
+{
+    int n = 0;
+    for (int p = 0; p < comm->nranks; p++)
+        n += comm->peers[p].host_hash == comm->self.host_hash;
+    return n;
+}
+
+static int online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        return CPU_COUNT(&set);
+    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* After the bootstrap: per peer, the first transport in preference order that both ends
  * brought up and that can reach the peer. Both ends see the same masks and probes are
  * symmetric, so they agree without another exchange. */
@@ -189,6 +206,8 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         for (int i = 0; coll__transports[i] && !comm->peer_tp[p]; i++)
             if ((both & (1u << i)) && coll__transports[i]->probe(comm, p))
                 comm->peer_tp[p] = coll__transports[i];
+        if (comm->peer_tp[p] && !comm->peer_tp[p]->progress)
+            comm->poll_fds_always = true;
         if (!comm->peer_tp[p]) {
             char mine[128], theirs[128];
             transport_names(comm->self.tp_mask, mine, sizeof(mine));
@@ -199,6 +218,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
                                p, comm->peers[p].hostname, mine, theirs);
         }
     }
+    comm->spin_yield = local_ranks(comm) > online_cpus();
     return COLL_SUCCESS;
 }
 

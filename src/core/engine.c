@@ -87,8 +87,19 @@ static void check_timeout(struct coll_comm *comm)
     coll__comm_fail(comm, COLL_TIMEOUT);
 }
 
-/* One round: advance the head ops; if nothing moved, sleep up to timeout_ms in epoll.
- * Lock held on entry and exit; released while sleeping. Returns true if anything moved. */
+/* One round: advance the head ops; if nothing moved, sleep up to timeout_ms in epoll
+ * (ENGINE_NO_POLL: do not look at the fds at all this round). Lock held on entry and exit;
+ * released while sleeping. Returns true if anything moved. */
+#define ENGINE_NO_POLL (-2)
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 static bool engine_progress(struct coll_comm *comm, int timeout_ms)
 {
     struct epoll_event evs[ENGINE_MAX_EVENTS];
@@ -111,13 +122,15 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
     if (moved)
         timeout_ms = 0;
     armed = 0;
-    for (int i = 0; timeout_ms != 0 && coll__transports[i]; i++) {
+    for (int i = 0; timeout_ms > 0 && coll__transports[i]; i++) {
         if (!comm->tp_ctx[i] || !coll__transports[i]->arm)
             continue;
         armed |= 1u << i;
         if (coll__transports[i]->arm(comm->tp_ctx[i]))
             timeout_ms = 0;
     }
+    if (timeout_ms == ENGINE_NO_POLL)
+        return moved;
     pthread_mutex_unlock(&comm->lock);
     n = epoll_wait(comm->epfd, evs, ENGINE_MAX_EVENTS, timeout_ms);
     pthread_mutex_lock(&comm->lock);
@@ -268,16 +281,23 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
         }
         comm->driving = true;
         t0 = coll__now_ns();
-        while (atomic_load(&op->status) == COLL_IN_PROGRESS) {
-            bool moved = engine_progress(comm, 0);
-            if (moved) {
+        for (unsigned spins = 0; atomic_load(&op->status) == COLL_IN_PROGRESS; spins++) {
+            /* Shared memory is polled, not signalled: while spinning, the fds (pidfds,
+             * doorbells) need a look only now and then, and each look is a syscall. */
+            bool poll = comm->poll_fds_always || spins % 32 == 0;
+            if (engine_progress(comm, poll ? 0 : ENGINE_NO_POLL)) {
                 t0 = coll__now_ns();
                 continue;
             }
-            if (coll__now_ns() - t0 >= spin_ns)
+            if (spins % 8 == 0 && coll__now_ns() - t0 >= spin_ns)
                 break;
             pthread_mutex_unlock(&comm->lock);
-            sched_yield();
+            /* with a core each, yielding only adds a syscall to every look; with more ranks
+             * than cores, the rank we wait for may need this one */
+            if (comm->spin_yield)
+                sched_yield();
+            else
+                cpu_relax();
             pthread_mutex_lock(&comm->lock);
         }
         while (atomic_load(&op->status) == COLL_IN_PROGRESS) {

@@ -186,6 +186,8 @@ struct coll_comm {
     bool driving;                     /* some thread is inside coll__engine_progress */
     bool stopping;                    /* destroy in progress: progress thread exits */
     bool progress_idle;               /* the progress thread sleeps until signalled */
+    bool spin_yield;                  /* more ranks on this host than cores: yield in spins */
+    bool poll_fds_always;             /* some peer's transport is driven by fds only */
     pthread_t progress_thread;
     bool progress_started;
 

@@ -496,12 +496,18 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
         int err = bell_send(ctx, peer, BELL_FD, ch->rx_fd);
         if (err == 0)
             ch->fd_sent = true;
-        else if (err != EAGAIN && err != ECONNREFUSED)
+        else if (err == ECONNREFUSED) /* bound since before the bootstrap: it is gone */
+            return chan_fail(ch, COLL_REMOTE_ERROR,
+                             "rank %d (%s, pid %d) has left the communicator (its doorbell is "
+                             "closed)",
+                             peer, peer_host(ch), (int)comm->peers[peer].pid);
+        else if (err != EAGAIN)
             return chan_fail(ch, COLL_SYSTEM_ERROR,
                              "shm: handing the ring to rank %d (%s) failed: %s", peer,
                              peer_host(ch), strerror(err));
     }
-    if (ch->dead && ctx->peer_fd[peer] < 0)
+    /* a peer that dies before both rings are mapped has sent us nothing */
+    if (ch->dead)
         return chan_fail(ch, COLL_REMOTE_ERROR,
                          "rank %d (%s, pid %d) exited before the shared-memory channel was up",
                          peer, peer_host(ch), (int)comm->peers[peer].pid);
