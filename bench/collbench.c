@@ -2601,6 +2601,8 @@ struct explain_ctx {
     const struct coll_cost_params *params;
     int nranks;
     struct coll_cost_links links;
+    const int32_t *hosts; /* the comm's hosts when it is the comm explained, else NULL */
+    int32_t nhosts;
 };
 
 static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
@@ -2613,6 +2615,8 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
         .root = a.root,
         .count = a.count,
         .dtype = a.dtype,
+        .hosts = x->hosts,
+        .nhosts = x->nhosts,
     };
     struct coll_cost_result res[32];
     size_t nres = 0, chunk = 0;
@@ -2637,6 +2641,8 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
     if (x->nranks > 1) {
         const struct coll_algo *algo = coll__algo_find(name);
         struct coll_algo_args sel = a;
+        sel.hosts = x->hosts;
+        sel.nhosts = x->nhosts;
         sel.chunk_count = chunk / a.elem_size ? chunk / a.elem_size : 1;
         if (!algo ||
             coll__cost_predict(x->params, &x->links, algo, &sel, &est, NULL) != COLL_SUCCESS)
@@ -2667,7 +2673,7 @@ static int explain(struct bench *b)
 {
     struct coll_cost_params defaults;
     struct explain_ctx x = {b->comm->cost, b->o.np ? b->o.np : b->nranks,
-                            coll__cost_links_all(COLL_LINK_TCP)};
+                            coll__cost_links_all(COLL_LINK_TCP), NULL, 0};
     char linkdesc[64];
     char path[PATH_MAX];
     const char *algo = getenv("COLL_ALGO");
@@ -2682,6 +2688,10 @@ static int explain(struct bench *b)
     /* the comm's own links when it is the comm explained; else every pair as ranks 0-1 */
     if (x.nranks == b->nranks) {
         x.links = coll__select_links(b->comm);
+        if (b->comm->nhosts > 1) {
+            x.hosts = b->comm->hosts;
+            x.nhosts = b->comm->nhosts;
+        }
         snprintf(linkdesc, sizeof(linkdesc), "links as this comm's transports (%s)",
                  transport_name(b));
     } else {

@@ -167,6 +167,16 @@ static void suite_algos(coll_comm_t *world)
     }
 }
 
+/* Ranks on emulated hosts (COLL_HOST_ID, set per rank by tests/fakehosts.sh): the model's
+ * choice, which may be the two-level one, and the two-level algorithm forced. */
+static void suite_hosts(coll_comm_t *world)
+{
+    coll_comm_t *comm = new_comm(world, "allreduce=hier,broadcast=hier,reduce=hier");
+    sweep(world, "default", 1);
+    sweep(comm, "hier", 1);
+    CHECK(coll_comm_destroy(comm));
+}
+
 static void suite_nonblocking(coll_comm_t *world)
 {
     enum { K = 8, COUNT = 4099 };
@@ -553,6 +563,8 @@ int main(int argc, char **argv)
         sweep(world, "default", nranks <= 4);
     else if (!strcmp(suite, "algos"))
         suite_algos(world);
+    else if (!strcmp(suite, "hosts"))
+        suite_hosts(world);
     else if (!strcmp(suite, "nonblocking"))
         suite_nonblocking(world);
     else if (!strcmp(suite, "twocomm"))

@@ -319,6 +319,24 @@ static bool is_per_rank(enum coll_coll coll)
            coll == COLL_COLL_ALLTOALL || coll == COLL_COLL_GATHER || coll == COLL_COLL_SCATTER;
 }
 
+/* Host layouts for the hierarchical builders, varied by seed: blocks of consecutive
+ * ranks, ranks dealt round-robin, and an uneven spread; 1 to 4 hosts (never more than n). */
+static int32_t test_hosts[4096];
+static int32_t layout_hosts(int32_t n, uint64_t seed)
+{
+    int32_t k = (int32_t)(1 + seed % 4 > (uint64_t)n ? (uint64_t)n : 1 + seed % 4);
+    int32_t used = 0;
+    for (int32_t r = 0; r < n && r < 4096; r++) {
+        switch ((seed / 4) % 3) {
+        case 0: test_hosts[r] = (int32_t)((int64_t)r * k / n); break;
+        case 1: test_hosts[r] = r % k; break;
+        default: test_hosts[r] = r < k ? r : (int32_t)((uint64_t)r * r % (uint64_t)k); break;
+        }
+        used = test_hosts[r] + 1 > used ? test_hosts[r] + 1 : used;
+    }
+    return used;
+}
+
 static struct coll_algo_args cfg_args(const struct run_cfg *c, int32_t r)
 {
     struct coll_algo_args a = {
@@ -331,6 +349,10 @@ static struct coll_algo_args cfg_args(const struct run_cfg *c, int32_t r)
         .elem_size = coll__dtype_size(c->dtype),
         .chunk_count = c->chunk,
     };
+    if (!strcmp(c->algo->name, "hier")) {
+        a.nhosts = layout_hosts(c->n, c->seed);
+        a.hosts = test_hosts;
+    }
     return a;
 }
 
@@ -394,7 +416,7 @@ static size_t scratch_bound(const struct run_cfg *c)
         return 4 * ch;
     if (!strcmp(nm, "chain"))
         return COLL_TREE_SLOTS * ch;
-    if (!strcmp(nm, "tree"))
+    if (!strcmp(nm, "tree") || !strcmp(nm, "hier")) /* hier: a host chain + the next leader */
         return COLL_TREE_SLOTS * 2 * ch;
     if (!strcmp(nm, "dbtree"))
         return COLL_TREE_SLOTS * 2 * ch; /* two halves, one child each at the top */
@@ -785,7 +807,7 @@ TEST(table_names_and_lookup)
         for (int j = 0; j < i; j++)
             ASSERT(strcmp(coll__algos[j]->name, a->name) != 0);
     }
-    ASSERT_EQ(count, 12);
+    ASSERT_EQ(count, 13);
     ASSERT(coll__algo_find("nope") == NULL);
     ASSERT(coll__algo_find(NULL) == NULL);
     ASSERT(algo("ring")->colls == (1u << COLL_COLL_ALLREDUCE | 1u << COLL_COLL_ALLGATHER |
@@ -1127,6 +1149,9 @@ SWEEPS(linear, alltoall, COLL_COLL_ALLTOALL, 5)
 SWEEPS(linear, barrier, COLL_COLL_BARRIER, 1)
 SWEEPS(vdg, broadcast, COLL_COLL_BROADCAST, 1)
 SWEEPS(dissemination, barrier, COLL_COLL_BARRIER, 1)
+SWEEPS(hier, allreduce, COLL_COLL_ALLREDUCE, 1)
+SWEEPS(hier, broadcast, COLL_COLL_BROADCAST, 1)
+SWEEPS(hier, reduce, COLL_COLL_REDUCE, 1)
 
 TEST(every_claimed_collective_is_swept)
 {
@@ -1142,6 +1167,7 @@ TEST(every_claimed_collective_is_swept)
         "bruck allgather",  "bruck alltoall",         "pairwise alltoall",
         "linear gather",    "linear scatter",         "linear alltoall",
         "linear barrier",   "vdg broadcast",          "dissemination barrier",
+        "hier allreduce",   "hier broadcast",         "hier reduce",
     };
     int claimed = 0;
     for (int i = 0; coll__algos[i]; i++)

@@ -17,6 +17,7 @@
  *   linear                                                    x        x      x       x
  *   vdg                       x
  *   dissemination                                                                     x
+ *   hier              x       x     x          (ranks on 2 or more hosts: hier.c)
  */
 #include "schedule.h"
 
@@ -34,6 +35,7 @@ COLL_INTERNAL extern const struct coll_algo coll__algo_pairwise;
 COLL_INTERNAL extern const struct coll_algo coll__algo_linear;
 COLL_INTERNAL extern const struct coll_algo coll__algo_vdg;
 COLL_INTERNAL extern const struct coll_algo coll__algo_dissemination;
+COLL_INTERNAL extern const struct coll_algo coll__algo_hier;
 
 /* The selector's "first applicable" fallback reads this order, so each collective's first
  * runner is a sound default: ring (all-gather, reduce-scatter), binomial (gather, scatter),
@@ -51,6 +53,7 @@ const struct coll_algo *const coll__algos[] = {
     &coll__algo_dissemination,
     &coll__algo_vdg,
     &coll__algo_linear,
+    &coll__algo_hier,
     NULL,
 };
 

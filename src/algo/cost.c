@@ -1263,6 +1263,8 @@ coll_status_t coll__cost_rank_algos(const struct coll_cost_params *p,
                 .dtype = q->dtype,
                 .elem_size = elem,
                 .chunk_count = COLL_MAX(chunks[c] / elem, (size_t)1),
+                .hosts = q->hosts,
+                .nhosts = q->nhosts,
             };
             struct coll_cost_result row;
             bool seen = false;

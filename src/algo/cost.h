@@ -123,6 +123,8 @@ struct coll_cost_query {
     const size_t *chunk_bytes;
     size_t nchunk_bytes;
     bool every_chunk; /* one row per (algorithm, chunk size); false: per algorithm, best chunk */
+    const int32_t *hosts; /* as struct coll_algo_args (NULL: one host) */
+    int32_t nhosts;
 };
 #define COLL_COST_DEFAULT_CHUNKS                                                                   \
     {                                                                                              \

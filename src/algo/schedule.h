@@ -77,6 +77,10 @@ struct coll_algo_args {
     coll_dtype_t dtype;
     size_t elem_size;
     size_t chunk_count;            /* pipelining unit in elements, >= 1 */
+    /* Where the ranks are: hosts[r] in 0 .. nhosts-1 (NULL and 0: unknown or one host).
+     * Only the hierarchical builders read it. */
+    const int32_t *hosts;
+    int32_t nhosts;
 };
 
 struct coll_algo {

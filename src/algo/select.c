@@ -238,6 +238,8 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
         .root = a->root,
         .count = a->count,
         .dtype = a->dtype,
+        .hosts = a->hosts,
+        .nhosts = a->nhosts,
     };
     size_t forced = a->chunk_count * a->elem_size, nres = 0, o;
     coll_status_t st;

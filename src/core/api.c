@@ -119,6 +119,8 @@ static coll_status_t part_plan(const struct call *c, struct coll_part *p)
         .count = c->count,
         .dtype = c->dtype,
         .elem_size = coll__dtype_size(c->dtype),
+        .hosts = comm->nhosts > 1 ? comm->hosts : NULL,
+        .nhosts = comm->nhosts > 1 ? comm->nhosts : 0,
     };
 
     p->coll = c->coll;

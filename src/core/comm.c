@@ -114,6 +114,7 @@ static void comm_free(struct coll_comm *comm)
     free(comm->peers);
     free(comm->chans);
     free(comm->peer_tp);
+    free(comm->hosts);
     free(comm->scratch);
     pthread_mutex_destroy(&comm->lock);
     pthread_mutex_destroy(&comm->errlock);
@@ -183,6 +184,22 @@ static int local_ranks(const struct coll_comm *comm)
     return n;
 }
 
+/* Hosts numbered by their lowest rank, for the hierarchical algorithms. */
+static coll_status_t number_hosts(struct coll_comm *comm)
+{
+    comm->hosts = malloc((size_t)comm->nranks * sizeof(*comm->hosts));
+    if (!comm->hosts)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %d ranks", comm->nranks);
+    comm->nhosts = 0;
+    for (int p = 0; p < comm->nranks; p++) {
+        int q = 0;
+        while (q < p && comm->peers[q].host_hash != comm->peers[p].host_hash)
+            q++;
+        comm->hosts[p] = q < p ? comm->hosts[q] : comm->nhosts++;
+    }
+    return COLL_SUCCESS;
+}
+
 static int online_cpus(void)
 {
     cpu_set_t set;
@@ -219,7 +236,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         }
     }
     comm->spin_yield = local_ranks(comm) > online_cpus();
-    return COLL_SUCCESS;
+    return number_hosts(comm);
 }
 
 const char *coll__comm_transports(const struct coll_comm *comm, char *buf, size_t len)
@@ -278,6 +295,14 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     comm->self.rank = rank;
     comm->self.pid = (int32_t)getpid();
     coll__host_identity(&comm->self);
+    if (comm->cfg.host_id[0]) {
+        char host[COLL_HOSTNAME_MAX];
+        snprintf(host, sizeof(host), "%s", comm->self.hostname);
+        snprintf(comm->self.hostname, sizeof(comm->self.hostname), "%.15s/%s", host,
+                 comm->cfg.host_id);
+        comm->self.host_hash = coll__hash64(comm->cfg.host_id, strlen(comm->cfg.host_id),
+                                            comm->self.host_hash);
+    }
     comm->comm_id = info.comm_id; /* transports name their resources after it */
     COLL_CHECK_GOTO(init_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);

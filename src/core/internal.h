@@ -32,6 +32,7 @@ struct coll_config {
     int64_t timeout_ms;     /* COLL_TIMEOUT_MS: no progress for this long is COLL_TIMEOUT */
     char algo[256];         /* COLL_ALGO: "" (choose), "ring", or "allreduce=ring,bcast=tree" */
     char transport[32];     /* COLL_TRANSPORT: "" (best) or a transport's name */
+    char host_id[48];       /* COLL_HOST_ID: "" or a name that stands for this rank's host */
     char socket_ifname[64]; /* COLL_SOCKET_IFNAME: prefix list, "^" excludes, "=" exact */
     int64_t chunk_bytes;    /* COLL_CHUNK_BYTES: pipelining unit of the schedules */
     int64_t tree_threshold; /* COLL_TREE_THRESHOLD: used by COLL_SELECT=threshold */
@@ -170,6 +171,8 @@ struct coll_comm {
      * when absent or declined), and per peer the one both ends agreed on (src/core/comm.c) */
     void *tp_ctx[COLL_MAX_TRANSPORTS];
     const struct coll_transport **peer_tp; /* [nranks] */
+    int32_t *hosts;                   /* [nranks]: host of each rank, 0 .. nhosts-1 */
+    int32_t nhosts;
     struct coll_chan **chans;         /* [nranks], NULL until connected */
 
     /* engine: everything below is guarded by lock unless atomic */

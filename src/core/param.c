@@ -33,8 +33,12 @@ const struct coll_param coll__params[] = {
      "force an algorithm: a name for every collective (ring) or per collective "
      "(allreduce=ring,broadcast=binomial); empty = chosen by size",
      COLL_PARAM_STRING, CFG(algo), 0, 0},
-    {"COLL_TRANSPORT", "", "force a transport (tcp); empty = the best one for each peer",
+    {"COLL_TRANSPORT", "", "force a transport (shm, tcp); empty = the best one for each peer",
      COLL_PARAM_STRING, CFG(transport), 0, 0},
+    {"COLL_HOST_ID", "",
+     "emulation: ranks given different values count as on different hosts (TCP between them, "
+     "shared memory within, hierarchical algorithms); empty = the real host",
+     COLL_PARAM_STRING, CFG(host_id), 0, 0},
     {"COLL_SOCKET_IFNAME", "",
      "network interfaces to use: prefixes (eth,ens), ^ to exclude (^docker,lo), = for an exact "
      "name; empty = first non-loopback interface that is up, else loopback",

@@ -27,7 +27,8 @@ static bool args_equal(const struct coll_algo_args *a, const struct coll_algo_ar
 {
     return a->coll == b->coll && a->nranks == b->nranks && a->rank == b->rank &&
            a->root == b->root && a->count == b->count && a->dtype == b->dtype &&
-           a->elem_size == b->elem_size && a->chunk_count == b->chunk_count;
+           a->elem_size == b->elem_size && a->chunk_count == b->chunk_count &&
+           a->hosts == b->hosts && a->nhosts == b->nhosts;
 }
 
 static void plan_free(struct coll_plan *p)
