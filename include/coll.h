@@ -268,6 +268,19 @@ COLL_API coll_status_t coll_group_end(void);
 COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
                                        coll_comm_t **newcomm_p);
 
+/* coll_comm_shrink - a new communicator of comm's ranks minus the nexclude listed in
+ * exclude (as ULFM's MPIX_Comm_shrink and ncclCommShrink): the way to go on after a rank
+ * failed. Collective over the survivors only: every rank not in the list calls it with the
+ * same list (in any order); the excluded ranks, dead or alive, do not. Works on a failed
+ * comm (connections are not needed: the survivors derive the new id from the secret they
+ * share) and fails a healthy one, which afterwards can only be destroyed. New ranks keep
+ * the old order. A survivor that passes a different list, or never calls, makes the others
+ * fail with COLL_TIMEOUT (COLL_BOOTSTRAP_TIMEOUT_MS). comm must still be destroyed. Once
+ * comm has failed it keeps its first error, so a failure of the shrink itself is told by
+ * coll_last_error(NULL). */
+COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, int nexclude,
+                                        coll_comm_t **newcomm_p);
+
 /* ---------------------------------------------------------------------------------------
  * Non-blocking collectives. Each returns once the operation is queued, with a request in
  * *req_p; operations on one comm complete in the order they were issued. The buffers are

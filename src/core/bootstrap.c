@@ -815,17 +815,56 @@ static int64_t root_timeout_ms(void)
     return x;
 }
 
+/* The root thread: own the bound, listening r->lfd; not the application's signals. */
+static coll_status_t root_spawn(struct root *r)
+{
+    pthread_attr_t attr;
+    pthread_t tid;
+    sigset_t all, old;
+    int err;
+
+    r->timeout_ms = root_timeout_ms();
+    r->deadline_ns = coll__now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+    COLL_INFO(COLL_SUB_BOOTSTRAP, "bootstrap root listening on %s, comm %016llx, timeout %lld ms",
+              r->where, (unsigned long long)r->id.comm_id, (long long)r->timeout_ms);
+    sigfillset(&all);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = pthread_create(&tid, &attr, root_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (err)
+        return coll__sys_error(NULL, err, "bootstrap root: cannot start its thread");
+    return COLL_SUCCESS;
+}
+
+/* Socket bound to ss and listening, into r->lfd; r->where says where. */
+static coll_status_t root_listen(struct root *r, struct sockaddr_storage *ss, socklen_t sl,
+                                 bool reuse)
+{
+    int one = 1;
+
+    r->lfd = coll__sys.socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (r->lfd < 0)
+        return coll__sys_error(NULL, errno, "bootstrap root: cannot create a socket");
+    coll__sockaddr_str(ss, sl, r->where, sizeof(r->where));
+    if (reuse)
+        (void)coll__sys.setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (coll__sys.bind(r->lfd, (struct sockaddr *)ss, sl) < 0)
+        return coll__sys_error(NULL, errno, "bootstrap root: cannot bind %s", r->where);
+    if (coll__sys.listen(r->lfd, SOMAXCONN) < 0)
+        return coll__sys_error(NULL, errno, "bootstrap root: cannot listen on %s", r->where);
+    return COLL_SUCCESS;
+}
+
 coll_status_t coll__bootstrap_root_start(coll_unique_id_t *id_p)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     char ifname[64];
-    pthread_attr_t attr;
-    pthread_t tid;
-    sigset_t all, old;
     struct root *r;
     coll_status_t st;
-    int err;
 
     if (!id_p)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "bootstrap root: id_p is NULL");
@@ -836,20 +875,7 @@ coll_status_t coll__bootstrap_root_start(coll_unique_id_t *id_p)
     COLL_CHECK_GOTO(coll__socket_pick_addr(NULL, getenv("COLL_SOCKET_IFNAME"), &ss, &sl, ifname,
                                            sizeof(ifname)),
                     st, out_free);
-    r->lfd = coll__sys.socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (r->lfd < 0) {
-        st = coll__sys_error(NULL, errno, "bootstrap root: cannot create a socket");
-        goto out_free;
-    }
-    coll__sockaddr_str(&ss, sl, r->where, sizeof(r->where));
-    if (coll__sys.bind(r->lfd, (struct sockaddr *)&ss, sl) < 0) {
-        st = coll__sys_error(NULL, errno, "bootstrap root: cannot bind %s (%s)", r->where, ifname);
-        goto out_free;
-    }
-    if (coll__sys.listen(r->lfd, SOMAXCONN) < 0) {
-        st = coll__sys_error(NULL, errno, "bootstrap root: cannot listen on %s", r->where);
-        goto out_free;
-    }
+    COLL_CHECK_GOTO(root_listen(r, &ss, sl, false), st, out_free);
     sl = sizeof(ss);
     if (coll__sys.getsockname(r->lfd, (struct sockaddr *)&ss, &sl) < 0 || sl > COLL_ADDR_MAX) {
         st = coll__sys_error(NULL, errno, "bootstrap root: getsockname");
@@ -862,27 +888,34 @@ coll_status_t coll__bootstrap_root_start(coll_unique_id_t *id_p)
     do
         COLL_CHECK_GOTO(coll__random(&r->id.comm_id, sizeof(r->id.comm_id)), st, out_free);
     while (r->id.comm_id == 0);
-    r->timeout_ms = root_timeout_ms();
-    r->deadline_ns = coll__now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
-
     coll__id_encode(&r->id, id_p); /* before the thread owns r */
-    COLL_INFO(COLL_SUB_BOOTSTRAP,
-              "bootstrap root listening on %s (%s), comm %016llx, "
-              "timeout %lld ms",
-              r->where, ifname, (unsigned long long)r->id.comm_id, (long long)r->timeout_ms);
+    COLL_CHECK_GOTO(root_spawn(r), st, out_free);
+    return COLL_SUCCESS;
 
-    /* The root thread must not take the application's signals. */
-    sigfillset(&all);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    err = pthread_create(&tid, &attr, root_main, r);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (err) {
-        st = coll__sys_error(NULL, err, "bootstrap root: cannot start its thread");
-        goto out_free;
-    }
+out_free:
+    if (r->lfd >= 0)
+        coll__sys.close(r->lfd);
+    free(r);
+    return st;
+}
+
+coll_status_t coll__bootstrap_root_start_at(const struct coll_id_info *id)
+{
+    struct sockaddr_storage ss;
+    struct root *r;
+    coll_status_t st;
+
+    if (!id || id->addr_len > COLL_ADDR_MAX || !sockaddr_usable(id->addr, id->addr_len))
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "bootstrap root: no usable address");
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return coll__error(NULL, COLL_SYSTEM_ERROR, "bootstrap root: out of memory");
+    r->lfd = -1;
+    r->id = *id;
+    memset(&ss, 0, sizeof(ss));
+    memcpy(&ss, id->addr, id->addr_len);
+    COLL_CHECK_GOTO(root_listen(r, &ss, id->addr_len, true), st, out_free);
+    COLL_CHECK_GOTO(root_spawn(r), st, out_free);
     return COLL_SUCCESS;
 
 out_free:

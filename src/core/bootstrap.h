@@ -29,6 +29,10 @@ COLL_INTERNAL coll_status_t coll__id_decode(const coll_unique_id_t *id,
  * listening on an address chosen by coll__socket_pick_addr. The thread exits once all ranks
  * joined, or after COLL_BOOTSTRAP_TIMEOUT_MS. */
 COLL_INTERNAL coll_status_t coll__bootstrap_root_start(coll_unique_id_t *id_p);
+/* Start the root thread for a given id (secret, comm id and the address to listen on:
+ * bound with SO_REUSEADDR, so a port this process held before can be taken again). Used by
+ * coll_comm_shrink, whose survivors all derive the same id. */
+COLL_INTERNAL coll_status_t coll__bootstrap_root_start_at(const struct coll_id_info *id);
 
 /* Rank side of the rendezvous: comm->rank, nranks, self (with the data listener's address)
  * and cfg are set; on success comm->peers holds all nranks infos (self included at

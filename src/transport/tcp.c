@@ -1255,6 +1255,12 @@ static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
     /* accepted sockets inherit the buffer sizes, which must be set before the handshake
      * for TCP window scaling to follow them */
     set_sockopts(ctx, ctx->listen_fd);
+    {
+        /* coll_comm_shrink's new root listens on this address again, maybe while sockets
+         * accepted here linger in FIN_WAIT: they inherit this and so do not block it */
+        int one = 1;
+        coll__sys.setsockopt(ctx->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    }
     coll__sockaddr_str(&ss, sl, ctx->where, sizeof(ctx->where));
     if (coll__sys.bind(ctx->listen_fd, (struct sockaddr *)&ss, sl) < 0) {
         st = coll__sys_error(comm, errno, "cannot bind the data listener to %s (%s)", ctx->where,
