@@ -76,6 +76,7 @@ struct shm_ring {
     uint32_t slots, slot_data;
     uint64_t probe_addr;   /* owner's cookie, for the peer's cross-memory-attach probe */
     uint64_t probe_value;
+    char closed_reason[256];   /* the owner's error when it closes, NUL-terminated */
     _Alignas(SHM_CL) _Atomic uint32_t owner_sleeping;
     _Alignas(SHM_CL) _Atomic uint32_t owner_closed;
     _Alignas(SHM_CL) _Atomic uint64_t head;     /* slots produced (sender) */
@@ -131,6 +132,7 @@ struct shm_ctx {
     bool shut;
     bool sleeping;
     uint64_t cookie;          /* read by peers to test cross-memory attach */
+    char origin[256];         /* the first failure a closing peer told us of, passed on */
     uint64_t strangers;       /* datagrams refused */
 };
 
@@ -660,6 +662,24 @@ static bool check_slot(struct shm_chan *ch, const struct shm_slot_hdr *h,
     return true;
 }
 
+/* The peer closed its rings: it failed or was aborted, and says why (its text is copied
+ * out once and cut at the field's end: it is the peer's memory). */
+static void peer_closed(struct shm_chan *ch)
+{
+    char why[sizeof(ch->tx->closed_reason)];
+
+    memcpy(why, ch->tx->closed_reason, sizeof(why));
+    why[sizeof(why) - 1] = '\0';
+    for (char *c = why; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
+    /* pass on the cause, not a chain of who told whom */
+    if (!ch->ctx->origin[0])
+        memcpy(ch->ctx->origin, why, sizeof(why));
+    chan_fail(ch, COLL_REMOTE_ERROR, "rank %d (%s) failed or was aborted%s%s", ch->peer,
+              peer_host(ch), why[0] ? ", first failure: " : "", why);
+}
+
 /* Consume slots into posted receives, in order. */
 static bool pull_recvs(struct shm_chan *ch)
 {
@@ -691,9 +711,7 @@ static bool pull_recvs(struct shm_chan *ch)
             if (n != (ssize_t)x->len) {
                 int err = n < 0 ? errno : 0;
                 if (atomic_load(&ch->tx->owner_closed))
-                    chan_fail(ch, COLL_REMOTE_ERROR,
-                              "rank %d (%s) failed or was aborted in the middle of a transfer",
-                              ch->peer, peer_host(ch));
+                    peer_closed(ch);
                 else if (err == ESRCH || ch->dead)
                     chan_fail(ch, COLL_REMOTE_ERROR,
                               "rank %d (%s, pid %d) exited in the middle of a collective",
@@ -729,9 +747,7 @@ static bool check_peer(struct shm_chan *ch)
     if (!pending)
         return false;
     if (atomic_load_explicit(&ch->tx->owner_closed, memory_order_acquire)) {
-        chan_fail(ch, COLL_REMOTE_ERROR,
-                  "rank %d (%s) closed its shared-memory channel: it failed or was aborted",
-                  ch->peer, peer_host(ch));
+        peer_closed(ch);
         return true;
     }
     if (ch->dead) {
@@ -950,6 +966,23 @@ static void shm_shutdown(void *arg)
     if (st == COLL_SUCCESS)
         st = COLL_REMOTE_ERROR;
     ctx->shut = true;
+    /* a rank that tries to start a channel with us now is refused at once */
+    if (ctx->bell_fd >= 0) {
+        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->bell_fd, NULL);
+        coll__sys.close(ctx->bell_fd);
+        ctx->bell_fd = -1;
+    }
+    pthread_mutex_lock(&ctx->comm->errlock);
+    for (int p = 0; p < ctx->nranks; p++) {
+        if (ctx->chans[p]) {
+            char *dst = ctx->chans[p]->rx->closed_reason;
+            const char *src = ctx->origin[0] ? ctx->origin : ctx->comm->errmsg;
+            size_t n = strnlen(src, sizeof(ctx->chans[p]->rx->closed_reason) - 1);
+            memcpy(dst, src, n);
+            dst[n] = '\0';
+        }
+    }
+    pthread_mutex_unlock(&ctx->comm->errlock);
     for (int p = 0; p < ctx->nranks; p++) {
         struct shm_chan *ch = ctx->chans[p];
         if (!ch)
