@@ -8,8 +8,9 @@
 # their drivers, runs every library per NP with the same sizes and timing rules). coll runs
 # as `collrun -n NP collbench COLL -c 1 -z 1 -a 3 --time-budget BUDGET`: blocking
 # back-to-back calls, the slowest rank's average (-a 3), verified, like the peers' driver.
-# Knobs: REPS (default 2), LIBS, COLLS, BUDGET, MAXBYTES (as run_all.sh), OUT_DIR (default
-# /tmp/coll-peers).
+# coll runs twice: "coll" lets ranks of this host use shared memory (the default), "coll-tcp"
+# forces TCP. Knobs: REPS (default 2), LIBS, COLLS, BUDGET, MAXBYTES (as run_all.sh), OUT_DIR
+# (default /tmp/coll-peers).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -19,7 +20,7 @@ nps=("$@")
 [ ${#nps[@]} -gt 0 ] || nps=(2 4 8)
 export OUT_DIR=${OUT_DIR:-/tmp/coll-peers}
 export REPS=${REPS:-2}
-export LIBS=${LIBS:-"coll ompi-tcp ompi-shm gloo"}
+export LIBS=${LIBS:-"coll coll-tcp ompi-shm ompi-tcp gloo"}
 export COLLS=${COLLS:-"allreduce bcast reduce"}
 export BUDGET=${BUDGET:-0.2}
 export COLL_CMD="$root/build/collrun -n {np} $root/build/collbench {coll} -c 1 -z 1 -a 3 \

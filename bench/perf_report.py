@@ -142,6 +142,7 @@ def main():
                             cells.append("-")
                     w("| %d | %s | %s | %s |" % (np_, coll, peer, " | ".join(cells)))
         w("")
+    targets(data, nps, libs, w)
     for np_ in nps:
         for coll in colls:
             w("## %s, NP=%d\n" % (coll, np_))
@@ -163,6 +164,58 @@ def main():
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")
     return 0
+
+
+# The project's targets: (collective, coll's label, peer, measure, bound, sense).
+# measure "bw": busbw ratio coll/peer at every size from 1 MiB to 64 MiB (worst shown);
+# "lat": 8 B time ratio coll/peer.
+TARGETS = [
+    ("allreduce", "coll", "ompi-shm", "bw", 1.25, ">="),
+    ("allreduce", "coll", "ompi-shm", "lat", 0.8, "<="),
+    ("bcast", "coll", "ompi-shm", "bw", 1.0, ">="),
+    ("reduce", "coll", "ompi-shm", "bw", 1.0, ">="),
+    ("allreduce", "coll-tcp", "ompi-tcp", "bw", 1.25, ">="),
+    ("allreduce", "coll-tcp", "gloo", "bw", 3.0, ">="),
+    ("allreduce", "coll-tcp", "ompi-tcp", "lat", 0.8, "<="),
+]
+
+
+def targets(data, nps, libs, w):
+    rows = []
+    for coll, mine, peer, what, bound, sense in TARGETS:
+        if mine not in libs or peer not in libs:
+            continue
+        for np_ in nps:
+            if what == "lat":
+                c, p = data.get((np_, coll, mine, 8)), data.get((np_, coll, peer, 8))
+                if not c or not p or mean(p, 0) <= 0:
+                    continue
+                worst, at = mean(c, 0) / mean(p, 0), 8
+            else:
+                worst, at = None, None
+                for size in [1 << k for k in range(20, 27)]:
+                    c, p = data.get((np_, coll, mine, size)), data.get((np_, coll, peer, size))
+                    if not c or not p or mean(p, 1) <= 0:
+                        continue
+                    r = mean(c, 1) / mean(p, 1)
+                    if worst is None or r < worst:
+                        worst, at = r, size
+                if worst is None:
+                    continue
+            met = worst >= bound if sense == ">=" else worst <= bound
+            rows.append("| %s | %d | %s vs %s | %s %s %.2f | %.2f at %s | %s |" % (
+                coll, np_, mine, peer, "busbw ratio" if what == "bw" else "8 B time ratio",
+                sense, bound, worst, human(at), "yes" if met else "**no**"))
+    if rows:
+        w("## Targets\n")
+        w("Worst ratio over 1 MiB .. 64 MiB for bandwidth targets, the 8 B time ratio for "
+          "latency targets; coll = shared memory between local ranks (the default), coll-tcp = "
+          "COLL_TRANSPORT=tcp.\n")
+        w("| collective | NP | libraries | target | worst | met |")
+        w("|---|---:|---|---|---|:---:|")
+        for r in rows:
+            w(r)
+        w("")
 
 
 if __name__ == "__main__":
