@@ -2717,22 +2717,23 @@ static int explain(struct bench *b)
 
 /* One-way time of a message of `bytes` between ranks 0 and 1 (seconds; 0 elsewhere), the
  * best of three trials of ping-pongs. Every rank calls it. */
-static int pingpong(struct bench *b, size_t bytes, double *oneway_p)
+static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
 {
     int reps = bytes <= 4096 ? 1000 : (int)((32u << 20) / bytes);
     double best = INFINITY;
     coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
 
     if (reps < 10)
         reps = 10;
-    for (int trial = 0; trial < 4 && b->rank < 2; trial++) {
+    for (int trial = 0; trial < 4 && in; trial++) {
         double t0 = now_s();
         /* trial 0 warms up: connections, pages, caches */
         for (int i = 0; i < (trial ? reps : 5) && st == COLL_SUCCESS; i++) {
             if (b->rank == 0) {
-                st = coll_send(b->sendbuf, bytes, COLL_UINT8, 1, b->comm);
+                st = coll_send(b->sendbuf, bytes, COLL_UINT8, peer, b->comm);
                 if (st == COLL_SUCCESS)
-                    st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 1, b->comm);
+                    st = coll_recv(b->recvbuf, bytes, COLL_UINT8, peer, b->comm);
             } else {
                 st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm);
                 if (st == COLL_SUCCESS)
@@ -2744,7 +2745,7 @@ static int pingpong(struct bench *b, size_t bytes, double *oneway_p)
         if (trial)
             best = fmin(best, (now_s() - t0) / (2.0 * reps));
     }
-    *oneway_p = b->rank < 2 ? best : 0;
+    *oneway_p = in ? best : 0;
     return 0;
 }
 
@@ -2803,41 +2804,56 @@ static int mkdir_parents(const char *path)
 static int calibrate(struct bench *b)
 {
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
-    double oneway[ARRAY_SIZE(sizes)] = {0};
+    double oneway[COLL_NUM_LINKS][ARRAY_SIZE(sizes)] = {{0}};
+    int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
-    enum coll_link link = COLL_LINK_TCP;
+    struct coll_cost_links links = coll__select_links(b->comm);
     char path[PATH_MAX];
     const char *tp = transport_name(b);
-    int one = 1, rc;
+    int one = 1, rc, nlinks = 0;
     coll_status_t st;
 
     if (b->bufsize < (8u << 20) + 64) {
         fprintf(stderr, "collbench: rank %d: --calibrate needs -e 8M or more\n", b->rank);
         return EXIT_USAGE;
     }
+    /* one pair per link class the comm has, from rank 0: e.g. shm to a rank of its host,
+     * tcp to one of another host (every rank computes the same pairs) */
     for (int l = 0; l < COLL_NUM_LINKS; l++)
-        if (strcmp(coll__link_name((enum coll_link)l), tp) == 0)
-            link = (enum coll_link)l;
-    coll__cost_params_default(&p);
-    if (b->nranks >= 2) {
-        for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+        peer_of[l] = -1;
+    for (int r = 1; r < b->nranks; r++) {
+        enum coll_link l = links.link_of ? links.link_of(links.arg, 0, r) : links.link;
+        if (peer_of[l] < 0) {
+            peer_of[l] = r;
+            nlinks++;
+        }
+    }
+    /* what an earlier run measured (another transport, COLL_TRANSPORT=tcp) stays */
+    if (!calib_path(b->calib_out, path, sizeof(path)) ||
+        coll__cost_params_load(&p, path) != COLL_SUCCESS)
+        coll__cost_params_default(&p);
+    for (int l = 0; l < COLL_NUM_LINKS; l++) {
+        for (size_t i = 0; peer_of[l] >= 0 && i < ARRAY_SIZE(sizes); i++) {
             watchdog_arm(&b->wd, "a ping-pong of --calibrate");
-            rc = pingpong(b, sizes[i], &oneway[i]);
+            rc = pingpong(b, sizes[i], peer_of[l], &oneway[l][i]);
             if (rc)
                 return rc;
         }
     }
-    if (b->rank == 0) {
+    for (int l = 0; b->rank == 0 && l < COLL_NUM_LINKS; l++) {
         size_t last = ARRAY_SIZE(sizes) - 1;
-        if (b->nranks >= 2) {
+        enum coll_link link = (enum coll_link)l;
+        if (peer_of[l] < 0)
+            continue;
+        {
             /* beta from the two largest messages, alpha what the small ones have left */
-            double beta =
-                (oneway[last] - oneway[last - 1]) / (double)(sizes[last] - sizes[last - 1]);
+            double beta = (oneway[l][last] - oneway[l][last - 1]) /
+                          (double)(sizes[last] - sizes[last - 1]);
             double alphas[4];
             if (!(beta > 0))
-                beta = oneway[last] / (double)sizes[last];
+                beta = oneway[l][last] / (double)sizes[last];
             for (int i = 0; i < 4; i++)
-                alphas[i] = fmax(oneway[i] - beta * (double)sizes[i], 0);
+                alphas[i] = fmax(oneway[l][i] - beta * (double)sizes[i], 0);
             /* the median of four */
             for (int i = 0; i < 4; i++)
                 for (int j = i + 1; j < 4; j++)
@@ -2848,17 +2864,22 @@ static int calibrate(struct bench *b)
                     }
             p.link[link].alpha = (alphas[1] + alphas[2]) / 2;
             p.link[link].beta = beta;
-            printf("# collbench --calibrate: %s between rank 0 (%s) and rank 1 (%s)\n", tp,
-                   b->hosts[0], b->hosts[1]);
+            printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
+                   coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
             printf("#       size   one-way (us)   model (us)\n");
             for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
-                printf("%12zu   %12.2f   %10.2f\n", sizes[i], oneway[i] * 1e6,
+                printf("%12zu   %12.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
                        (p.link[link].alpha + p.link[link].beta * (double)sizes[i]) * 1e6);
-        } else {
-            printf("# collbench --calibrate: one rank: links keep their defaults (run it with "
+            printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
+                   coll__link_name(link), p.link[link].alpha, coll__link_name(link),
+                   p.link[link].beta, p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
+        }
+    }
+    if (b->rank == 0) {
+        if (nlinks == 0)
+            printf("# collbench --calibrate: one rank: links keep their values (run it with "
                    "--np 2, or under collrun -n 2, to measure %s)\n",
                    tp);
-        }
         for (int d = 0; d < COLL_NUM_DTYPES; d++) {
             double g = time_reduce(b, (coll_dtype_t)d);
             if (isfinite(g) && g > 0)
@@ -2869,9 +2890,6 @@ static int calibrate(struct bench *b)
             if (isfinite(c) && c > 0)
                 p.copy = c;
         }
-        printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
-               coll__link_name(link), p.link[link].alpha, coll__link_name(link), p.link[link].beta,
-               p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
         printf("# gamma.float %.3g s/B (%.2f GB/s of output), copy %.3g s/B (%.2f GB/s)\n",
                p.gamma[COLL_FLOAT32], 1e-9 / p.gamma[COLL_FLOAT32], p.copy, 1e-9 / p.copy);
         rc = 1;
