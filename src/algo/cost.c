@@ -36,6 +36,13 @@
  *   result     The predicted time is the last completion of any step; a rank's finish time
  *              is its own last completion.
  *
+ * Oversubscription (p->cores > 0 and a host with more ranks than cores, hosts as the
+ * arguments' hosts, NULL: one host): a local step also holds one of its host's cores for its
+ * duration, and a message holds one of the receiving host's cores for its whole duration
+ * (the receiver's copy, its wake-up), so that at most `cores` such things run at once per
+ * host. What this captures: with 8 ranks on 2 cores, an algorithm whose round has 8
+ * messages in flight pays about 4 of them back to back, one with 2 pays 1.
+ *
  * Not modelled: CPU time spent in transports (TCP's copies), memory bandwidth shared by
  * reductions and transfers, contention beyond a rank's ports (switches, PCIe), eager
  * delivery of small messages. Calibrating alpha and beta with collbench folds the average
@@ -418,6 +425,13 @@ struct sim {
     struct coll_cost_links links;
     int32_t n, taken;
 
+    /* oversubscription: per host, cores free now; ranks of each host (CSR) to wake */
+    bool pool;
+    int32_t *host_of;      /* [n] */
+    int32_t *cores_free;   /* [nhosts] */
+    int32_t *host_ranks;   /* [n]: ranks by host */
+    int32_t *host_base;    /* [nhosts + 1] */
+
     /* steps of every rank, rank after rank; dependents in CSR form */
     struct sim_step *steps;
     uint32_t nsteps, cap_steps;
@@ -560,6 +574,74 @@ static struct sim_event event_pop(struct sim *sm)
     return top;
 }
 
+/* Cores shared per host when some host has more ranks than p->cores. */
+static coll_status_t sim_pool_init(struct sim *sm, const int32_t *hosts, int32_t nhosts)
+{
+    int32_t n = sm->n, most = 0;
+
+    if (sm->p->cores <= 0)
+        return COLL_SUCCESS;
+    if (!hosts || nhosts < 1)
+        nhosts = 1;
+    sm->host_of = calloc((size_t)n, sizeof(*sm->host_of));
+    sm->host_ranks = calloc((size_t)n, sizeof(*sm->host_ranks));
+    sm->host_base = calloc((size_t)nhosts + 1, sizeof(*sm->host_base));
+    sm->cores_free = calloc((size_t)nhosts, sizeof(*sm->cores_free));
+    if (!sm->host_of || !sm->host_ranks || !sm->host_base || !sm->cores_free)
+        return no_memory("the hosts");
+    for (int32_t r = 0; r < n; r++) {
+        int32_t h = hosts ? hosts[r] : 0;
+        if (h < 0 || h >= nhosts)
+            return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost model: rank %d on host %d of %d",
+                               r, h, nhosts);
+        sm->host_of[r] = h;
+        sm->host_base[h + 1]++;
+    }
+    for (int32_t h = 0; h < nhosts; h++) {
+        most = COLL_MAX(most, sm->host_base[h + 1]);
+        sm->host_base[h + 1] += sm->host_base[h];
+        sm->cores_free[h] = sm->p->cores;
+    }
+    {
+        int32_t *fill = calloc((size_t)nhosts, sizeof(*fill));
+        if (!fill)
+            return no_memory("the hosts");
+        for (int32_t r = 0; r < n; r++) {
+            int32_t h = sm->host_of[r];
+            sm->host_ranks[sm->host_base[h] + fill[h]++] = r;
+        }
+        free(fill);
+    }
+    sm->pool = most > sm->p->cores;
+    return COLL_SUCCESS;
+}
+
+static bool core_free(const struct sim *sm, int32_t r)
+{
+    return !sm->pool || sm->cores_free[sm->host_of[r]] > 0;
+}
+
+static void core_take(struct sim *sm, int32_t r)
+{
+    if (sm->pool)
+        sm->cores_free[sm->host_of[r]]--;
+}
+
+static void mark_dirty(struct sim *sm, int32_t r);
+
+/* A core of r's host is free again: every rank there may have work waiting for one. */
+static void core_give(struct sim *sm, int32_t r)
+{
+    int32_t h;
+
+    if (!sm->pool)
+        return;
+    h = sm->host_of[r];
+    sm->cores_free[h]++;
+    for (int32_t i = sm->host_base[h]; i < sm->host_base[h + 1]; i++)
+        mark_dirty(sm, sm->host_ranks[i]);
+}
+
 static coll_status_t sim_init(struct sim *sm, const struct coll_cost_params *p,
                               const struct coll_cost_links *links, int32_t n)
 {
@@ -592,6 +674,10 @@ static void sim_fini(struct sim *sm)
 {
     const size_t ports = (size_t)sm->n * COLL_NUM_LINKS;
 
+    free(sm->host_of);
+    free(sm->host_ranks);
+    free(sm->host_base);
+    free(sm->cores_free);
     for (int32_t r = 0; sm->cpu_ready && r < sm->n; r++)
         free(sm->cpu_ready[r].v);
     for (size_t i = 0; sm->out_wait && i < ports; i++)
@@ -952,6 +1038,7 @@ static coll_status_t msg_done(struct sim *sm, uint32_t id)
 
     sm->out_busy[port_of(m->src, m->link)] = false;
     sm->in_busy[port_of(m->dst, m->link)] = false;
+    core_give(sm, m->dst);
     mark_dirty(sm, m->src);
     mark_dirty(sm, m->dst);
     if ((st = step_done(sm, m->send)) != COLL_SUCCESS ||
@@ -973,6 +1060,7 @@ static coll_status_t msg_start(struct sim *sm, uint32_t id)
     m->state |= MSG_STARTED;
     sm->out_busy[port_of(m->src, m->link)] = true;
     sm->in_busy[port_of(m->dst, m->link)] = true;
+    core_take(sm, m->dst);
     if (!event_push(sm, sm->now + m->dur, id, true))
         return no_memory("the events");
     return COLL_SUCCESS;
@@ -995,7 +1083,7 @@ static uint32_t pick(struct sim *sm, struct u32vec *w, bool at_receiver)
         if (m->state & MSG_STARTED)
             continue;
         w->v[j++] = id;
-        if (!other_busy && step < best_step) {
+        if (!other_busy && step < best_step && core_free(sm, m->dst)) {
             best = id;
             best_step = step;
         }
@@ -1013,9 +1101,10 @@ static coll_status_t dispatch(struct sim *sm)
         int32_t r = sm->dirty[i];
         struct u32vec *ready = &sm->cpu_ready[r];
 
-        if (!sm->cpu_busy[r] && ready->n) {
+        if (!sm->cpu_busy[r] && ready->n && core_free(sm, r)) {
             uint32_t s = minheap_pop(ready);
             sm->cpu_busy[r] = true;
+            core_take(sm, r);
             if (!event_push(sm, sm->now + sm->steps[s].u.dur, s, false))
                 return no_memory("the events");
         }
@@ -1102,6 +1191,7 @@ static coll_status_t sim_run(struct sim *sm, double *time_p, double *finish_p)
                 st = msg_done(sm, ev.id);
             } else {
                 sm->cpu_busy[sm->steps[ev.id].rank] = false;
+                core_give(sm, sm->steps[ev.id].rank);
                 mark_dirty(sm, sm->steps[ev.id].rank);
                 st = step_done(sm, ev.id);
             }
@@ -1141,7 +1231,8 @@ coll_status_t coll__cost_simulate(const struct coll_cost_params *p,
         return st;
     if (!scheds)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost model: NULL schedules");
-    if ((st = sim_init(&sm, p, links, n)) != COLL_SUCCESS)
+    if ((st = sim_init(&sm, p, links, n)) != COLL_SUCCESS ||
+        (st = sim_pool_init(&sm, NULL, 1)) != COLL_SUCCESS)
         goto out_fini;
     for (int32_t r = 0; r < n; r++)
         if ((st = sim_take(&sm, &scheds[r])) != COLL_SUCCESS)
@@ -1183,7 +1274,8 @@ coll_status_t coll__cost_predict(const struct coll_cost_params *p,
     if (!can_run(algo, &a))
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost model: %s cannot run %s on %d ranks",
                            algo->name, coll__coll_name(a.coll), a.nranks);
-    if ((st = sim_init(&sm, p, links, a.nranks)) != COLL_SUCCESS)
+    if ((st = sim_init(&sm, p, links, a.nranks)) != COLL_SUCCESS ||
+        (st = sim_pool_init(&sm, a.hosts, a.nhosts)) != COLL_SUCCESS)
         goto out_fini;
     for (int32_t r = 0; r < a.nranks; r++) {
         struct coll_schedule s;

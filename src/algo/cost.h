@@ -54,6 +54,11 @@ struct coll_cost_params {
     struct coll_link_cost link[COLL_NUM_LINKS];
     double gamma[COLL_NUM_DTYPES]; /* seconds per byte of reduction output, per dtype */
     double copy;                   /* seconds per byte of a local copy */
+    /* Cores of each host, 0: as many as its ranks. When a host has more ranks than cores,
+     * its ranks' local steps and the messages they receive share that many cores (time-
+     * slicing: each message also costs the receiving side CPU for its whole duration). The
+     * selector sets it from the machine; not part of the calibration file. */
+    int32_t cores;
 };
 
 /* The built-in defaults: rough figures for one x86 host (TCP loopback alpha 10 us, 2.5 GB/s;

@@ -15,6 +15,7 @@
 #include "cost.h"
 #include "../transport/transport.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 #include <stdio.h>
@@ -129,6 +130,17 @@ static bool usable(const struct coll_algo *algo, const struct coll_algo_args *a)
     return algo && (algo->colls & (1u << a->coll)) && (!algo->applicable || algo->applicable(a));
 }
 
+/* The cores this process may run on: the model shares them among the host's ranks when
+ * they are more (oversubscription), as the machine will. */
+static coll_status_t with_cores(struct coll_comm *comm)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    comm->cost->cores = n > 0 ? n : 0;
+    return COLL_SUCCESS;
+}
+
 coll_status_t coll__select_init(struct coll_comm *comm)
 {
     char path[600];
@@ -152,7 +164,7 @@ coll_status_t coll__select_init(struct coll_comm *comm)
         else
             path[0] = '\0';
         if (!path[0] || access(path, R_OK) != 0)
-            return COLL_SUCCESS; /* no calibration yet: the defaults */
+            return with_cores(comm); /* no calibration yet: the defaults */
         file = path;
     }
     st = coll__cost_params_load(comm->cost, file);
@@ -163,10 +175,10 @@ coll_status_t coll__select_init(struct coll_comm *comm)
         COLL_WARN(COLL_SUB_ALGO, "ignoring calibration file '%s' (%s): using defaults", file,
                   coll_last_error(NULL));
         coll__cost_params_default(comm->cost);
-        return COLL_SUCCESS;
+        return with_cores(comm);
     }
     COLL_INFO(COLL_SUB_ALGO, "cost model calibrated from '%s'", file);
-    return COLL_SUCCESS;
+    return with_cores(comm);
 out:
     return st;
 }
