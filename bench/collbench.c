@@ -248,6 +248,7 @@ struct opts {
     const char *json_path, *csv_path, *times_path, *plot_path;
     const char *algo, *transport;
     int np; /* --np: 0 = not given */
+    int per_host; /* --per-host: --explain --np N as hosts of this many ranks; 0 = one host */
     bool memtype_cuda;
     bool explain, calibrate;
     int nfiles; /* --compare: the files are argv[files[i]] */
@@ -300,7 +301,8 @@ static void usage(FILE *f, const char *prog)
             "  --json FILE, --csv FILE   every size and the run's metadata\n"
             "  --plot FILE.png        busbw and time vs size (python3 + matplotlib or gnuplot)\n"
             "  --explain              per size, the algorithms the cost model ranks and the one\n"
-            "                         the selector picks (--np N: for N ranks); runs nothing\n"
+            "                         the selector picks (--np N: for N ranks; --per-host K: on\n"
+            "                         hosts of K ranks, shm inside, tcp between); runs nothing\n"
             "  --calibrate            measure this machine (links between ranks 0 and 1, host\n"
             "                         reductions, copies) into COLL_CALIB_FILE or the default\n"
             "                         calibration file the selector reads\n"
@@ -440,6 +442,7 @@ enum opt_id {
     O_NGPUS,
     O_HELP,
     O_NP,
+    O_PER_HOST,
     O_BUDGET,
     O_ALGO,
     O_TRANSPORT,
@@ -485,6 +488,7 @@ static const struct opt_def opt_defs[] = {
     {'g', "ngpus", true, O_NGPUS},
     {'h', "help", false, O_HELP},
     {0, "np", true, O_NP},
+    {0, "per-host", true, O_PER_HOST},
     {0, "time-budget", true, O_BUDGET},
     {0, "algo", true, O_ALGO},
     {0, "transport", true, O_TRANSPORT},
@@ -650,6 +654,10 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
     case O_NP:
         if (!parse_int(v, 1, 4096, &o->np))
             return usage_error("bad rank count '%s' for --np (1..4096)", v);
+        break;
+    case O_PER_HOST:
+        if (!parse_int(v, 1, 4096, &o->per_host))
+            return usage_error("bad rank count '%s' for --per-host (1..4096)", v);
         break;
     case O_ALGO:
         if (!*v)
@@ -2669,8 +2677,19 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
     return 0;
 }
 
+/* --explain --np N --per-host K: hosts of K consecutive ranks, shared memory inside, the
+ * calibration's tcp between them. */
+static int explain_per_host = 1;
+static enum coll_link explain_host_link(void *arg, int32_t src, int32_t dst)
+{
+    (void)arg;
+    return src / explain_per_host == dst / explain_per_host ? COLL_LINK_SHM : COLL_LINK_TCP;
+}
+
 static int explain(struct bench *b)
 {
+    static int32_t hosts[4096];
+    struct coll_cost_params pooled;
     struct coll_cost_params defaults;
     struct explain_ctx x = {b->comm->cost, b->o.np ? b->o.np : b->nranks,
                             coll__cost_links_all(COLL_LINK_TCP), NULL, 0};
@@ -2699,6 +2718,21 @@ static int explain(struct bench *b)
         enum coll_link l = b->nranks > 1 && own.link_of ? own.link_of(own.arg, 0, 1) : own.link;
         x.links = coll__cost_links_all(l);
         snprintf(linkdesc, sizeof(linkdesc), "every link %s", coll__link_name(l));
+    }
+    if (b->o.per_host > 0 && b->o.np) {
+        explain_per_host = b->o.per_host;
+        for (int r = 0; r < x.nranks; r++)
+            hosts[r] = r / b->o.per_host;
+        x.hosts = hosts;
+        x.nhosts = (x.nranks + b->o.per_host - 1) / b->o.per_host;
+        x.links.link_of = explain_host_link;
+        x.links.arg = NULL;
+        /* hosts on paper: as many cores as ranks (no time-slicing of this machine) */
+        pooled = *x.params;
+        pooled.cores = 0;
+        x.params = &pooled;
+        snprintf(linkdesc, sizeof(linkdesc), "%d hosts of %d ranks (shm inside, tcp between)",
+                 x.nhosts, b->o.per_host);
     }
     b->nranks = x.nranks; /* the rows' layout is for the ranks explained, not the comm's */
     printf("# collbench %s --explain: %d ranks, %s; selection %s%s%s\n",

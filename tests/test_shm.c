@@ -226,6 +226,27 @@ TEST(peer_killed_np8_shrink)
     fault_case(8, SIGKILL, NULL);
 }
 
+/* A root that broadcasts and leaves at once (its channels to the others are made by this
+ * very call): the others still get the data, however late they connect. */
+static void rank_leave_early(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    int32_t v[64];
+    (void)arg;
+    for (int i = 0; i < 64; i++)
+        v[i] = rank == n - 1 ? i * 3 + 1 : -1;
+    if (rank != n - 1)
+        usleep((useconds_t)(rank * 3000)); /* late, later, latest */
+    RCHECK(coll_broadcast(v, v, 64, COLL_INT32, n - 1, comm) == COLL_SUCCESS);
+    for (int i = 0; i < 64; i++)
+        RCHECK(v[i] == i * 3 + 1);
+}
+
+TEST(root_leaves_right_after_broadcast)
+{
+    for (int k = 0; k < 8; k++)
+        ASSERT_EQ(run_ranks(4, rank_leave_early, NULL, -1), 4);
+}
+
 /* Bad lists are refused before anything happens; a healthy comm shrinks too. */
 static void rank_shrink_args(coll_comm_t *comm, int rank, int n, void *arg)
 {

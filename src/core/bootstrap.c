@@ -206,12 +206,18 @@ coll_status_t coll__id_decode(const coll_unique_id_t *id, struct coll_id_info *i
 /* ---- 3 host identity ----------------------------------------------------------------- */
 
 /* boot_id tells two containers with one hostname on different machines apart; the hostname
- * tells containers on one machine (same boot_id, own network namespaces) apart. */
+ * tells containers on one machine (same boot_id, own network namespaces) apart; so does the
+ * network namespace itself, for namespaces that share a hostname: shared memory needs its
+ * doorbell sockets, which live in the network namespace, so such ranks are not "local". */
 void coll__host_identity(struct coll_peer_info *self)
 {
-    char host[256] = "", boot[64] = "";
+    char host[256] = "", boot[64] = "", netns[64] = "";
     size_t n;
     int fd;
+    ssize_t nl = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+
+    if (nl > 0)
+        netns[nl] = '\0';
 
     if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
         snprintf(host, sizeof(host), "unknown-host");
@@ -225,7 +231,9 @@ void coll__host_identity(struct coll_peer_info *self)
     memset(self->hostname, 0, sizeof(self->hostname));
     n = strnlen(host, COLL_HOSTNAME_MAX - 1);
     memcpy(self->hostname, host, n);
-    self->host_hash = coll__hash64(boot, strlen(boot), coll__hash64(host, strlen(host), 0));
+    self->host_hash = coll__hash64(
+        netns, strlen(netns),
+        coll__hash64(boot, strlen(boot), coll__hash64(host, strlen(host), 0)));
     self->pid = (int32_t)getpid();
 }
 

@@ -508,8 +508,13 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
                              "shm: handing the ring to rank %d (%s) failed: %s", peer,
                              peer_host(ch), strerror(err));
     }
-    /* a peer that dies before both rings are mapped has sent us nothing */
-    if (ch->dead)
+    /* A peer may hand over its ring, write its messages into ours and exit before we get
+     * here (a root that broadcasts and leaves): its hand-over is still queued on the
+     * doorbell, and what it wrote can be read. Without its ring, or without ours, it has
+     * sent us nothing. */
+    if (ctx->peer_fd[peer] < 0 && ctx->bell_fd >= 0)
+        bell_cb(&ctx->bell_pe, EPOLLIN);
+    if (ch->dead && (ctx->peer_fd[peer] < 0 || !ch->fd_sent))
         return chan_fail(ch, COLL_REMOTE_ERROR,
                          "rank %d (%s, pid %d) exited before the shared-memory channel was up",
                          peer, peer_host(ch), (int)comm->peers[peer].pid);
