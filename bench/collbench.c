@@ -2626,6 +2626,12 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
         .hosts = x->hosts,
         .nhosts = x->nhosts,
     };
+    size_t forced_chunk = (size_t)b->comm->cfg.chunk_bytes;
+    /* COLL_CHUNK_BYTES given: the selector tries that chunk alone, and so does the ranking */
+    if (b->comm->cfg.chunk_forced) {
+        q.chunk_bytes = &forced_chunk;
+        q.nchunk_bytes = 1;
+    }
     struct coll_cost_result res[32];
     size_t nres = 0, chunk = 0;
     uint64_t bytes = (uint64_t)rs->l.param * dtypes[rs->dt].size *

@@ -12,6 +12,7 @@
 #include "transport/transport.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -245,6 +246,47 @@ TEST(root_leaves_right_after_broadcast)
 {
     for (int k = 0; k < 8; k++)
         ASSERT_EQ(run_ranks(4, rank_leave_early, NULL, -1), 4);
+}
+
+/* All ranks of a comm in one process (as ncclCommInitAll makes them), one thread issuing
+ * a group over all of them: while it waits on one rank, the others must still move. */
+static coll_unique_id_t clique_id;
+static coll_comm_t *clique[3];
+
+static void *clique_init(void *arg)
+{
+    int r = (int)(intptr_t)arg;
+    return coll_comm_init(&clique[r], 3, &clique_id, r) == COLL_SUCCESS ? NULL : arg;
+}
+
+TEST(one_process_all_ranks_grouped)
+{
+    pthread_t t[3];
+    float b[3][4096];
+
+    setenv("COLL_TIMEOUT_MS", "20000", 1); /* a stuck rank fails the case, not the alarm */
+    ASSERT_EQ(coll_get_unique_id(&clique_id), COLL_SUCCESS);
+    for (int r = 0; r < 3; r++)
+        ASSERT(pthread_create(&t[r], NULL, clique_init, (void *)(intptr_t)r) == 0);
+    for (int r = 0; r < 3; r++) {
+        void *ret;
+        ASSERT(pthread_join(t[r], &ret) == 0 && ret == NULL);
+    }
+    for (int k = 0; k < 5; k++) {
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < 4096; i++)
+                b[r][i] = (float)(r + 1);
+        ASSERT_EQ(coll_group_start(), COLL_SUCCESS);
+        for (int r = 0; r < 3; r++)
+            ASSERT_EQ(coll_allreduce(b[r], b[r], 4096, COLL_FLOAT32, COLL_SUM, clique[r]),
+                      COLL_SUCCESS);
+        ASSERT_EQ(coll_group_end(), COLL_SUCCESS);
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < 4096; i++)
+                ASSERT(b[r][i] == 6.0f);
+    }
+    for (int r = 0; r < 3; r++)
+        ASSERT_EQ(coll_comm_destroy(clique[r]), COLL_SUCCESS);
 }
 
 /* Bad lists are refused before anything happens; a healthy comm shrinks too. */

@@ -43,6 +43,11 @@
  * host. What this captures: with 8 ranks on 2 cores, an algorithm whose round has 8
  * messages in flight pays about 4 of them back to back, one with 2 pays 1.
  *
+ * Hosts (the arguments' hosts, two or more): a message between ranks of different hosts
+ * takes the send port of its sender's host and the receive port of its receiver's host
+ * for its link class, not the ranks' own ports: the ranks of a host share its NIC. Messages
+ * inside a host keep the ranks' ports.
+ *
  * Not modelled: CPU time spent in transports (TCP's copies), memory bandwidth shared by
  * reductions and transfers, contention beyond a rank's ports (switches, PCIe), eager
  * delivery of small messages. Calibrating alpha and beta with collbench folds the average
@@ -427,6 +432,8 @@ struct sim {
 
     /* oversubscription: per host, cores free now; ranks of each host (CSR) to wake */
     bool pool;
+    bool nic;              /* hosts share their NIC's ports (ports n + host) */
+    size_t nports;
     int32_t *host_of;      /* [n] */
     int32_t *cores_free;   /* [nhosts] */
     int32_t *host_ranks;   /* [n]: ranks by host */
@@ -575,11 +582,42 @@ static struct sim_event event_pop(struct sim *sm)
 }
 
 /* Cores shared per host when some host has more ranks than p->cores. */
+/* Ports of each host's NIC, after the ranks' own: (n + host) x link class. */
+static coll_status_t sim_nic_init(struct sim *sm, int32_t nhosts)
+{
+    size_t old = sm->nports, ports = ((size_t)sm->n + (size_t)nhosts) * COLL_NUM_LINKS;
+    bool *ob = realloc(sm->out_busy, ports * sizeof(*ob)), *ib;
+    struct u32vec *ow, *iw;
+
+    if (!ob)
+        return no_memory("the ports");
+    sm->out_busy = ob;
+    if (!(ib = realloc(sm->in_busy, ports * sizeof(*ib))))
+        return no_memory("the ports");
+    sm->in_busy = ib;
+    if (!(ow = realloc(sm->out_wait, ports * sizeof(*ow))))
+        return no_memory("the ports");
+    sm->out_wait = ow;
+    if (!(iw = realloc(sm->in_wait, ports * sizeof(*iw))))
+        return no_memory("the ports");
+    sm->in_wait = iw;
+    memset(ob + old, 0, (ports - old) * sizeof(*ob));
+    memset(ib + old, 0, (ports - old) * sizeof(*ib));
+    memset(ow + old, 0, (ports - old) * sizeof(*ow));
+    memset(iw + old, 0, (ports - old) * sizeof(*iw));
+    sm->nports = ports;
+    sm->nic = true;
+    return COLL_SUCCESS;
+}
+
 static coll_status_t sim_pool_init(struct sim *sm, const int32_t *hosts, int32_t nhosts)
 {
     int32_t n = sm->n, most = 0;
+    coll_status_t st;
 
-    if (sm->p->cores <= 0)
+    if (hosts && nhosts > 1 && (st = sim_nic_init(sm, nhosts)) != COLL_SUCCESS)
+        return st;
+    if (sm->p->cores <= 0 && !sm->nic)
         return COLL_SUCCESS;
     if (!hosts || nhosts < 1)
         nhosts = 1;
@@ -600,7 +638,7 @@ static coll_status_t sim_pool_init(struct sim *sm, const int32_t *hosts, int32_t
     for (int32_t h = 0; h < nhosts; h++) {
         most = COLL_MAX(most, sm->host_base[h + 1]);
         sm->host_base[h + 1] += sm->host_base[h];
-        sm->cores_free[h] = sm->p->cores;
+        sm->cores_free[h] = sm->p->cores > 0 ? sm->p->cores : INT32_MAX;
     }
     {
         int32_t *fill = calloc((size_t)nhosts, sizeof(*fill));
@@ -612,7 +650,7 @@ static coll_status_t sim_pool_init(struct sim *sm, const int32_t *hosts, int32_t
         }
         free(fill);
     }
-    sm->pool = most > sm->p->cores;
+    sm->pool = sm->p->cores > 0 && most > sm->p->cores;
     return COLL_SUCCESS;
 }
 
@@ -648,6 +686,7 @@ static coll_status_t sim_init(struct sim *sm, const struct coll_cost_params *p,
     const size_t ports = (size_t)n * COLL_NUM_LINKS;
 
     memset(sm, 0, sizeof(*sm));
+    sm->nports = ports;
     sm->p = p;
     sm->links = links ? *links : coll__cost_links_all(COLL_LINK_TCP);
     sm->n = n;
@@ -672,7 +711,7 @@ static coll_status_t sim_init(struct sim *sm, const struct coll_cost_params *p,
 
 static void sim_fini(struct sim *sm)
 {
-    const size_t ports = (size_t)sm->n * COLL_NUM_LINKS;
+    const size_t ports = sm->nports;
 
     free(sm->host_of);
     free(sm->host_ranks);
@@ -982,13 +1021,28 @@ static size_t port_of(int32_t rank, uint8_t link)
     return (size_t)rank * COLL_NUM_LINKS + link;
 }
 
+/* The ports a message takes: its ranks', or its hosts' NIC between hosts. */
+static size_t src_port(const struct sim *sm, const struct sim_msg *m)
+{
+    if (sm->nic && sm->host_of[m->src] != sm->host_of[m->dst])
+        return port_of(sm->n + sm->host_of[m->src], m->link);
+    return port_of(m->src, m->link);
+}
+
+static size_t dst_port(const struct sim *sm, const struct sim_msg *m)
+{
+    if (sm->nic && sm->host_of[m->src] != sm->host_of[m->dst])
+        return port_of(sm->n + sm->host_of[m->dst], m->link);
+    return port_of(m->dst, m->link);
+}
+
 /* Message id has both ends ready and is its channel's next: let its ports know. */
 static coll_status_t msg_may_start(struct sim *sm, uint32_t id)
 {
     const struct sim_msg *m = &sm->msgs[id];
 
-    if (!vec_push(&sm->out_wait[port_of(m->src, m->link)], id) ||
-        !vec_push(&sm->in_wait[port_of(m->dst, m->link)], id))
+    if (!vec_push(&sm->out_wait[src_port(sm, m)], id) ||
+        !vec_push(&sm->in_wait[dst_port(sm, m)], id))
         return no_memory("the waiting messages");
     mark_dirty(sm, m->src);
     mark_dirty(sm, m->dst);
@@ -1036,8 +1090,8 @@ static coll_status_t msg_done(struct sim *sm, uint32_t id)
     struct sim_chan *c = &sm->chans[m->chan];
     coll_status_t st;
 
-    sm->out_busy[port_of(m->src, m->link)] = false;
-    sm->in_busy[port_of(m->dst, m->link)] = false;
+    sm->out_busy[src_port(sm, m)] = false;
+    sm->in_busy[dst_port(sm, m)] = false;
     core_give(sm, m->dst);
     mark_dirty(sm, m->src);
     mark_dirty(sm, m->dst);
@@ -1058,8 +1112,8 @@ static coll_status_t msg_start(struct sim *sm, uint32_t id)
     struct sim_msg *m = &sm->msgs[id];
 
     m->state |= MSG_STARTED;
-    sm->out_busy[port_of(m->src, m->link)] = true;
-    sm->in_busy[port_of(m->dst, m->link)] = true;
+    sm->out_busy[src_port(sm, m)] = true;
+    sm->in_busy[dst_port(sm, m)] = true;
     core_take(sm, m->dst);
     if (!event_push(sm, sm->now + m->dur, id, true))
         return no_memory("the events");
@@ -1077,8 +1131,8 @@ static uint32_t pick(struct sim *sm, struct u32vec *w, bool at_receiver)
         uint32_t id = w->v[i];
         const struct sim_msg *m = &sm->msgs[id];
         uint32_t step = at_receiver ? m->recv : m->send;
-        bool other_busy = at_receiver ? sm->out_busy[port_of(m->src, m->link)]
-                                      : sm->in_busy[port_of(m->dst, m->link)];
+        bool other_busy = at_receiver ? sm->out_busy[src_port(sm, m)]
+                                      : sm->in_busy[dst_port(sm, m)];
 
         if (m->state & MSG_STARTED)
             continue;
@@ -1113,8 +1167,11 @@ static coll_status_t dispatch(struct sim *sm)
         bool at_receiver = pass == 0; /* the receiver's choice comes first */
 
         for (uint32_t i = 0; i < sm->ndirty; i++)
-            for (uint8_t l = 0; l < COLL_NUM_LINKS; l++) {
-                size_t port = port_of(sm->dirty[i], l);
+            for (uint8_t k = 0; k < (sm->nic ? 2 : 1) * COLL_NUM_LINKS; k++) {
+                uint8_t l = k % COLL_NUM_LINKS;
+                int32_t r = sm->dirty[i];
+                /* the rank's own ports, then its host's NIC */
+                size_t port = k < COLL_NUM_LINKS ? port_of(r, l) : port_of(sm->n + sm->host_of[r], l);
                 bool busy = at_receiver ? sm->in_busy[port] : sm->out_busy[port];
                 uint32_t id;
 

@@ -714,7 +714,10 @@ COLL_API coll_status_t coll_group_end(void)
         if (st == COLL_SUCCESS)
             nops++;
     }
-    /* wait for everything issued, even after a failure: coll owns the ops until then */
+    /* wait for everything issued, even after a failure: coll owns the ops until then; while
+     * this thread drives one comm, the others' progress threads drive theirs */
+    for (size_t i = 1; i < nops; i++)
+        coll__engine_kick(ops[i]->comm);
     for (size_t i = 0; i < nops; i++) {
         coll_status_t s2 = finish(ops[i]->comm, ops[i]);
         if (st == COLL_SUCCESS)

@@ -314,6 +314,14 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
     return (coll_status_t)atomic_load(&op->status);
 }
 
+void coll__engine_kick(struct coll_comm *comm)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (comm->progress_idle)
+        pthread_cond_signal(&comm->pcond);
+    pthread_mutex_unlock(&comm->lock);
+}
+
 void coll__engine_poll(struct coll_comm *comm)
 {
     pthread_mutex_lock(&comm->lock);

@@ -73,6 +73,10 @@ COLL_INTERNAL void coll__engine_submit(struct coll_comm *comm, struct coll_op *o
 COLL_INTERNAL coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op);
 /* One non-blocking pass (coll_test). */
 COLL_INTERNAL void coll__engine_poll(struct coll_comm *comm);
+/* Let comm's progress thread drive its ops (after its grace delay) while this thread waits
+ * on another comm: the other ops of a group that spans comms, whose ranks may all live in
+ * this process (ncclCommInitAll). */
+COLL_INTERNAL void coll__engine_kick(struct coll_comm *comm);
 COLL_INTERNAL void coll__op_free(struct coll_op *op);
 
 /* exec.c: advance op as far as it goes without blocking. Returns true if anything moved.
