@@ -66,6 +66,8 @@
 #include "algo/cost.h"
 #include "core/exec.h"
 #include "core/internal.h"
+#include "core/launcher.h"
+#include "core/topo.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
 #define CI(x) (x) /* an internal enum value */
@@ -225,7 +227,7 @@ static const char *const average_names[4] = {"rank 0", "mean", "min", "max"};
  * Options.
  */
 
-enum mode { MODE_RUN, MODE_HELP, MODE_HELP_ENV, MODE_VERSION, MODE_COMPARE };
+enum mode { MODE_RUN, MODE_HELP, MODE_HELP_ENV, MODE_VERSION, MODE_COMPARE, MODE_TOPO };
 
 struct opts {
     enum mode mode;
@@ -259,8 +261,14 @@ struct opts {
 /* Under a launcher every rank parses the same arguments: only rank 0 complains. */
 static bool quiet_rank(void)
 {
-    const char *r = getenv("COLL_RANK");
-    return r && strcmp(r, "0") != 0;
+    static const char *const vars[] = {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
+                                       "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *r = getenv(vars[i]);
+        if (r && *r)
+            return strcmp(r, "0") != 0;
+    }
+    return false;
 }
 
 static void usage(FILE *f, const char *prog)
@@ -306,7 +314,9 @@ static void usage(FILE *f, const char *prog)
             "  --calibrate            measure this machine (links between ranks 0 and 1, host\n"
             "                         reductions, copies) into COLL_CALIB_FILE or the default\n"
             "                         calibration file the selector reads\n"
-            "  --help-env             every COLL_* variable with its default\n",
+            "  --help-env             every COLL_* variable with its default\n"
+            "  --topo                 this host's cores, NUMA nodes, NICs, GPUs; under a launcher\n"
+            "                         also which ranks share a host (COLL_TOPO=sysfs: no hwloc)\n",
             prog, prog, prog, prog, WINDOW, MIN_ITERS, MAX_ITERS);
 }
 
@@ -453,6 +463,7 @@ enum opt_id {
     O_CSV,
     O_PLOT,
     O_HELPENV,
+    O_TOPO,
     O_VERSION,
     O_COMPARE,
     O_PLACEMENT,
@@ -499,6 +510,7 @@ static const struct opt_def opt_defs[] = {
     {0, "csv", true, O_CSV},
     {0, "plot", true, O_PLOT},
     {0, "help-env", false, O_HELPENV},
+    {0, "topo", false, O_TOPO},
     {0, "version", false, O_VERSION},
     {0, "compare", false, O_COMPARE},
     {0, "placement", true, O_PLACEMENT},
@@ -709,6 +721,7 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
         break;
     case O_HELP:
     case O_HELPENV:
+    case O_TOPO:
     case O_VERSION:
     case O_COMPARE:
         break; /* modes: handled by the caller */
@@ -759,6 +772,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->mode = MODE_HELP;
             return -1;
         }
+        if (d->id == O_TOPO)
+            o->mode = MODE_TOPO;
         if (d->id == O_HELPENV || d->id == O_VERSION || d->id == O_COMPARE)
             o->mode = d->id == O_HELPENV   ? MODE_HELP_ENV
                       : d->id == O_VERSION ? MODE_VERSION
@@ -766,7 +781,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         if (d->has_arg && !inl)
             i++; /* skip its value, which may look like anything */
     }
-    if (o->mode == MODE_HELP_ENV || o->mode == MODE_VERSION)
+    if (o->mode == MODE_HELP_ENV || o->mode == MODE_VERSION || o->mode == MODE_TOPO)
         return -1;
 
     for (int i = 1; i < argc; i++) {
@@ -2381,6 +2396,60 @@ static int help_env(void)
 #endif
 }
 
+static coll_status_t comm_open(coll_comm_t **comm_p);
+static bool launched(void);
+
+/* --topo: what this host has; under a launcher, rank 0 also lists every host's ranks. */
+static int print_topo(void)
+{
+#if !COLLBENCH_INTERNAL
+    fprintf(stderr, "%s: --topo: built without coll_internal\n", prog_name);
+    return EXIT_USAGE;
+#else
+    const char *v = getenv("COLL_TOPO");
+    struct coll_topo t;
+    coll_comm_t *comm = NULL;
+    coll_status_t st;
+    int *host, nhosts;
+
+    if (!launched()) {
+        coll__topo_discover(&t, !(v && !strcmp(v, "sysfs")));
+        coll__topo_print(&t, stdout);
+        return 0;
+    }
+    st = comm_open(&comm);
+    if (st != COLL_SUCCESS) {
+        fprintf(stderr, "%s: --topo: %s\n", prog_name, coll_last_error(NULL));
+        return 1;
+    }
+    host = malloc((size_t)comm->nranks * sizeof(*host));
+    if (comm->rank == 0 && host) {
+        coll__topo_discover(&t, !(v && !strcmp(v, "sysfs")));
+        coll__topo_print(&t, stdout);
+        nhosts = coll__topo_group_hosts(comm->peers, comm->nranks, host);
+        printf("%d ranks on %d hosts\n", comm->nranks, nhosts);
+        for (int h = 0; h < nhosts; h++) {
+            const char *name = "";
+            printf("  host %d", h);
+            for (int r = 0; r < comm->nranks; r++)
+                if (host[r] == h && !*name)
+                    name = comm->peers[r].hostname;
+            printf(" %-16s ranks", name);
+            for (int r = 0; r < comm->nranks; r++)
+                if (host[r] == h)
+                    printf(" %d", r);
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+    free(host);
+    /* nobody leaves before rank 0 has read the table: the comm would end under it */
+    st = coll_barrier(comm);
+    coll_comm_destroy(comm);
+    return st == COLL_SUCCESS ? 0 : 1;
+#endif
+}
+
 static int print_version(void)
 {
     char ver[32];
@@ -2524,7 +2593,11 @@ static int run_plot(const char *json_path, const char *png)
 
 static bool launched(void)
 {
+#if COLLBENCH_INTERNAL
+    return coll__launcher_present(); /* collrun, torchrun, mpirun or srun */
+#else
     return getenv("COLL_UNIQUE_ID") || getenv("COLL_SIZE");
+#endif
 }
 
 /* --np N outside a launcher: exec collrun -n N (found beside this executable, else on PATH)
@@ -3071,6 +3144,9 @@ int main(int argc, char **argv)
         goto out_opts;
     case MODE_HELP_ENV:
         rc = help_env();
+        goto out_opts;
+    case MODE_TOPO:
+        rc = print_topo();
         goto out_opts;
     case MODE_VERSION:
         rc = print_version();

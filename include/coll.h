@@ -326,6 +326,107 @@ COLL_API coll_status_t coll_test(coll_request_t *req, int *done_p);
  * briefly, then sleeps. */
 COLL_API coll_status_t coll_wait(coll_request_t *req);
 
+/* ---------------------------------------------------------------------------------------
+ * Quantized all-reduce: gradients cross the wire in fewer bits.
+ *
+ * Quantize once: each rank encodes the slice of its input that each rank owns and sends it
+ * there; the owner decodes every rank's slice, sums in fp32 (in rank order), encodes the
+ * result once, and an all-gather moves those bytes; every rank decodes the same bytes, so
+ * all ranks end with bitwise identical results. No value is requantized per hop, so the
+ * error does not grow with the number of ranks: per element it is at most the sum of each
+ * rank's encoding error plus one encoding error of the result. Small messages instead
+ * all-gather every rank's encoded vector and every rank sums them in rank order (one
+ * encoding per input, none of the result).
+ *
+ * Codecs (bytes per element; block codecs add one scale of 4 bytes, or 2 with an fp16
+ * scale, per block of `block` elements):
+ *   FP16, BF16  2       per element, no scale
+ *   INT8        1       integers -127..127 times blockmax / 127
+ *   E4M3, E5M2  1       OCP fp8 scaled so that blockmax maps to the format's largest value
+ *   INT4        1/2     integers -7..7 times blockmax / 7
+ *   E3M0        1/2     4-bit float: 0 or +-blockmax * 2^-k, k = 0..6
+ *   SIGN1       1/8     sign of each element times the block's mean |x|
+ * Rounding is to nearest (ties to even) unless stochastic is set; stochastic rounding is
+ * unbiased and reproducible (a hash of seed, rank, call and element index).
+ *
+ * NaN or Inf in any rank's input makes the affected elements NaN on every rank (for block
+ * codecs, the whole block they are in), never a finite value; so does a sum that overflows
+ * fp32.
+ */
+typedef enum {
+    COLL_QUANT_FP16 = 0,
+    COLL_QUANT_BF16 = 1,
+    COLL_QUANT_INT8 = 2,
+    COLL_QUANT_E4M3 = 3,
+    COLL_QUANT_E5M2 = 4,
+    COLL_QUANT_INT4 = 5,
+    COLL_QUANT_E3M0 = 6,
+    COLL_QUANT_SIGN1 = 7,
+    COLL_QUANT_NUM_CODECS = 8
+} coll_quant_codec_t;
+
+/* Which exchange: AUTO picks GATHER when the whole encoded vector times nranks is at most
+ * 64 KiB or there are fewer blocks than ranks; else HIER when the ranks form several nodes
+ * of equally many ranks (ranks sharing a host and a listen address, or consecutive groups
+ * of COLL_QUANT_NODE_RANKS), SCATTER otherwise. HIER sums each node's inputs exactly (fp32,
+ * over the node's own links) and runs quantize-once between nodes only, so only the
+ * node-to-node links carry encoded data: its error bound is that of SCATTER with one
+ * input per node. Forced HIER on ranks that do not form such nodes runs SCATTER. */
+typedef enum {
+    COLL_QUANT_ALGO_AUTO = 0,
+    COLL_QUANT_ALGO_SCATTER = 1, /* to the owners, sum, encode once, all-gather */
+    COLL_QUANT_ALGO_GATHER = 2,  /* all-gather every input, every rank sums */
+    COLL_QUANT_ALGO_HIER = 3     /* fp32 within nodes, SCATTER between them */
+} coll_quant_algo_t;
+
+/* Start from COLL_QUANT_CONFIG_INIT(codec); fields are only ever appended. */
+typedef struct {
+    size_t size;                /* sizeof(coll_quant_config_t) */
+    coll_quant_codec_t codec;
+    uint32_t block;             /* elements per scale: 1..65536, even for INT4/E3M0 (256) */
+    coll_dtype_t scale_dtype;   /* COLL_FLOAT32 (exact) or COLL_FLOAT16 (2 bytes less) */
+    int stochastic;             /* 0: round to nearest even; 1: stochastic rounding */
+    uint64_t seed;              /* with stochastic: the noise stream */
+    coll_quant_algo_t algo;
+} coll_quant_config_t;
+
+#define COLL_QUANT_CONFIG_INIT(c)                                                         \
+    {sizeof(coll_quant_config_t), (c), 256u, COLL_FLOAT32, 0, 0, COLL_QUANT_ALGO_AUTO}
+
+/* Error feedback state of one tensor on one comm: what quantization dropped in one call is
+ * added to the input of the next, so over many calls the sum of the results tracks the
+ * exact sum within one call's error instead of drifting. Created for a comm and a count;
+ * one per tensor. */
+typedef struct coll_qfeedback coll_quant_feedback_t;
+
+/* coll_allreduce_quantized - as coll_allreduce (same buffers, in place allowed, blocking),
+ * for dtype COLL_FLOAT32, COLL_FLOAT16 or COLL_BFLOAT16 and op COLL_SUM or COLL_AVG, with
+ * the data on the wire encoded as config says. config NULL: the comm's COLL_QUANT codec
+ * (int8 when COLL_QUANT is off). fb NULL: no error feedback; else a state made for this
+ * comm and count, updated by the call. Every rank must pass the same count, dtype, op and
+ * config (seed aside). Not inside a group. COLL_INVALID_ARGUMENT (with a message) for
+ * another dtype or op, a bad config (size, codec, block 0, above 65536 or odd for a
+ * 4-bit codec, scale dtype), or fb made for another comm or count; COLL_INVALID_USAGE
+ * inside a group. */
+COLL_API coll_status_t coll_allreduce_quantized(const void *sendbuf, void *recvbuf,
+                                                size_t count, coll_dtype_t dtype, coll_op_t op,
+                                                const coll_quant_config_t *config,
+                                                coll_quant_feedback_t *fb, coll_comm_t *comm);
+
+/* Make a zero feedback state for count elements on comm (not collective). */
+COLL_API coll_status_t coll_quant_feedback_create(coll_comm_t *comm, size_t count,
+                                                  coll_quant_feedback_t **fb_p);
+/* Zero the residuals (e.g. after a step was skipped because its result was NaN). */
+COLL_API coll_status_t coll_quant_feedback_reset(coll_quant_feedback_t *fb);
+/* Free fb; NULL is accepted. Destroy it before its comm. */
+COLL_API coll_status_t coll_quant_feedback_destroy(coll_quant_feedback_t *fb);
+
+/* Payload bytes this rank has handed to the transport for sending on comm since it was
+ * made, all collectives and sends counted (framing headers not included). With COLL_QUANT
+ * set (a codec name, as coll_quant_codec_t in lower case: int8, e4m3, ...), coll_allreduce
+ * of fp32/fp16/bf16 sum or avg of at least COLL_QUANT_MIN_BYTES runs quantized. */
+COLL_API coll_status_t coll_comm_bytes_sent(const coll_comm_t *comm, uint64_t *bytes_p);
+
 #ifdef __cplusplus
 }
 #endif

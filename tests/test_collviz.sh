@@ -175,7 +175,7 @@ fi
 CHROMIUM=${COLLVIZ_CHROMIUM-$(command -v chromium || command -v chromium-browser || true)}
 if [ -z "$CHROMIUM" ]; then
     skip "html page renders in chromium" "chromium not installed"
-    skip "html page runs its script in chromium" "chromium not installed"
+    skip "html page runs its script in chromium (first and last round)" "chromium not installed"
 else
     chrome() {
         local profile
@@ -206,10 +206,16 @@ PY
     else
         not_ok "html page renders in chromium (non-blank screenshot)"
     fi
-    if chrome --dump-dom "file://$page" | grep -q 'data-ready="8 ranks"'; then
-        ok "html page runs its script in chromium"
+    # first and last round drawn, and no script error on the way (the page marks its body)
+    chrome --dump-dom "file://$page" >"$TMP/first.html"
+    chrome --dump-dom "file://$page#last" >"$TMP/last.html"
+    if grep -q 'data-ready="8 ranks"' "$TMP/first.html" && grep -q 'data-frame="0"' \
+        "$TMP/first.html" && grep -q 'data-frame="13"' "$TMP/last.html" &&
+        ! grep -q 'data-error=' "$TMP/first.html" "$TMP/last.html"; then
+        ok "html page runs its script in chromium (first and last round)"
     else
-        not_ok "html page runs its script in chromium"
+        not_ok "html page runs its script in chromium (first and last round)" \
+            "$(grep -ho '<body[^>]*>' "$TMP/first.html" "$TMP/last.html")"
     fi
 fi
 

@@ -214,15 +214,161 @@ if ranks 4 --optim adamw --steps 120 --diloco 10 &&
 else
     not_ok "DiLoCo (H=10, 4 workers) learns the synthetic task (>= 80% test accuracy)"
 fi
-expect_fail "DiLoCo with a checkpoint is refused" 'cannot be combined with --ckpt' \
-    plain "$DPTRAIN" --synthetic 100 --diloco 4 --ckpt "$TMP/x.ckpt"
 
-# 6. --plot writes both PNGs (needs gnuplot).
+# 6. Streaming DiLoCo's fragment schedule covers every parameter exactly once per period:
+# over steps 1..H the printed ranges must tile [0, nparams) with no gap or overlap, one per
+# fragment. covers() reads dptrain --schedule's output.
+covers() {
+    awk '/^schedule:/ { n = $7; p = $5; next }
+         /^step/ { if (seen[$4]++) bad = 1; lo[NR] = $6; hi[NR] = $7; k++ }
+         END {
+             if (k != p || bad) exit 1
+             # every range starts where another ends, the first at 0, the last at n
+             at = 0
+             for (round = 0; round < k; round++) {
+                 found = 0
+                 for (i in lo) if (lo[i] == at && hi[i] > at) { at = hi[i]; found = 1; break }
+                 if (!found) exit 1
+             }
+             exit !(at == n)
+         }' "$1"
+}
+sched_ok=1
+for spec in "8 2 64,48,32,10" "12 3 784,256,128,10" "5 4 10,9,8,7,6" "3 3 16,8,4,2" \
+    "7 6 20,10,5"; do
+    set -- $spec
+    if ! plain "$DPTRAIN" --diloco "$1" --fragments "$2" --sizes "$3" --schedule ||
+        ! covers "$TMP/out"; then
+        sched_ok=0
+        echo "# schedule H=$1 P=$2 sizes $3 does not cover the parameters once"
+    fi
+done
+# The check can fail: a period with one fragment left out is caught.
+plain "$DPTRAIN" --diloco 12 --fragments 3 --schedule
+grep -v 'fragment 1 ' "$TMP/out" >"$TMP/out.short"
+if [ "$sched_ok" = 1 ] && ! covers "$TMP/out.short"; then
+    ok "Streaming DiLoCo's schedule covers every parameter once per period"
+else
+    not_ok "Streaming DiLoCo's schedule covers every parameter once per period"
+fi
+
+# 7. Overlapped Streaming DiLoCo. With tau = 0 the outer step lands in the step that
+# started it, and with alpha = 0 the local parameters become the global ones: exactly the
+# blocking algorithm, through the non-blocking path (coll_iallreduce, wait, merge).
+SD=(--optim adamw --steps 40 --diloco 8 --fragments 2)
+if ranks 3 "${SD[@]}" --dump-weights "$TMP/sd-block.bin" &&
+    ranks 3 "${SD[@]}" --overlap 0 --mix 0 --check-weights "$TMP/sd-block.bin" --tol 0 &&
+    matched; then
+    ok "overlapped Streaming DiLoCo with tau=0, alpha=0 equals the blocking one (bitwise)"
+else
+    not_ok "overlapped Streaming DiLoCo with tau=0, alpha=0 equals the blocking one (bitwise)"
+fi
+# With tau = 3 and alpha = 0.5 the run differs (the merge is real), keeps the schedule, and
+# ends with equal replicas.
+if ranks 3 "${SD[@]}" --overlap 3 --mix 0.5 --check-weights "$TMP/sd-block.bin" --tol 1e-3;
+    [ $? = 1 ] && grep -q MISMATCH "$TMP/out" &&
+    grep -q 'DiLoCo: 11 fragment syncs of 2 fragment(s)' "$TMP/out" &&
+    grep -q 'replicas: all 3 hold identical parameters' "$TMP/out"; then
+    ok "overlapped Streaming DiLoCo (tau=3, alpha=0.5) differs, keeps the schedule, ends equal"
+else
+    not_ok "overlapped Streaming DiLoCo (tau=3, alpha=0.5) differs, keeps the schedule, ends equal"
+fi
+# An identity for tau > 0: with alpha = 1 a worker never takes the global fragment, so it
+# trains alone, and with outer lr 1 and no outer momentum the final (alpha = 0) sync sets
+# every parameter to the workers' mean. That is DiLoCo whose only sync is the last step,
+# whatever tau, P and the syncs in flight did meanwhile, if the merge leaves the local
+# parameters alone and the in-flight all-reduces touch nothing but their own fragment.
+ONE=(--optim adamw --steps 40 --outer-lr 1 --outer-momentum 0)
+if ranks 3 "${ONE[@]}" --diloco 1000 --dump-weights "$TMP/sd-once.bin" &&
+    ranks 3 "${ONE[@]}" --diloco 8 --fragments 2 --overlap 3 --mix 1 \
+        --check-weights "$TMP/sd-once.bin" --tol "$TOL" && matched; then
+    ok "overlapped, alpha=1, outer lr 1: equals one final averaging (tau=3, P=2)"
+else
+    not_ok "overlapped, alpha=1, outer lr 1: equals one final averaging (tau=3, P=2)"
+fi
+expect_fail "--overlap must be below H" 'overlap 8 must be below --diloco 8' \
+    plain "$DPTRAIN" --synthetic 100 --diloco 8 --overlap 8
+expect_fail "--mix without --diloco is a usage error" 'need --diloco' \
+    plain "$DPTRAIN" --synthetic 100 --mix 0.5
+
+# 8. DiLoCo checkpoints: the run stopped after step 20 (as if killed) with fragment 1's
+# overlapped all-reduce in flight (it started at step 20, lands at 23), resumed to 50,
+# equals 50 steps straight: every worker's parameters and AdamW state, the outer momentum
+# and the pending averaged outer gradient are in the file.
+SDO=(--optim adamw --diloco 8 --fragments 2 --overlap 3 --mix 0.5)
+DCK="$TMP/diloco.ckpt"
+if ranks 3 "${SDO[@]}" --steps 50 --dump-weights "$TMP/sdo-50.bin" &&
+    ranks 3 "${SDO[@]}" --steps 50 --ckpt "$DCK" --ckpt-every 10 --stop-after 20 &&
+    grep -q 'stopped after step 20' "$TMP/out" &&
+    ranks 3 "${SDO[@]}" --steps 50 --resume "$DCK" --check-weights "$TMP/sdo-50.bin" \
+        --tol "$TOL" && matched && grep -q 'resumed .* at step 20' "$TMP/out"; then
+    ok "DiLoCo checkpoint (overlapped sync in flight), resume: equals the uninterrupted run"
+else
+    not_ok "DiLoCo checkpoint (overlapped sync in flight), resume: equals the uninterrupted run"
+fi
+# The comparison can fail: without the per-worker state (a DDP checkpoint of the same
+# model cannot stand in) the resume is refused; a changed world size or schedule too.
+expect_fail "DiLoCo resume with another world size is refused" \
+    'written by 3 ranks; this run has 2' ranks 2 "${SDO[@]}" --steps 50 --resume "$DCK"
+expect_fail "DiLoCo resume with another schedule is refused" \
+    'overlap 3; this run is --diloco 8 --fragments 2 --overlap 2: resume with the same' \
+    ranks 3 --optim adamw --diloco 8 --fragments 2 --overlap 2 --steps 50 --resume "$DCK"
+expect_fail "resuming a DiLoCo checkpoint as DDP is refused" 'this run is DDP' \
+    ranks 3 --optim adamw --steps 50 --resume "$DCK"
+cp "$DCK" "$TMP/dflip.ckpt"
+dsize=$(stat -c %s "$DCK")
+printf '\x55' | dd of="$TMP/dflip.ckpt" bs=1 seek=$((dsize - 100)) conv=notrunc status=none
+expect_fail "a flipped byte in a worker's state is a checksum error" 'corrupt: checksum' \
+    ranks 3 "${SDO[@]}" --steps 50 --resume "$TMP/dflip.ckpt"
+
+# 9. Quantized gradients with error feedback (coll_allreduce_quantized on a second comm,
+# overlapped with backward as the fp32 buckets are). The loss falls, the test accuracy is
+# high, every replica holds the same parameters (the codec's all-gather gives every rank the
+# same bytes), and coll's byte counter shows the smaller wire format.
+loss_of() { awk '/train loss/ { l[++k] = $7 } END { print l[1], l[k] }' "$TMP/out"; }
+sent_of() { awk '/bytes sent by rank 0/ { print $(NF-2) }' "$TMP/out"; }
+if ranks 3 --steps 120 --log-every 40; then
+    fp32_sent=$(sent_of)
+else
+    fp32_sent=0
+fi
+for codec in int8 int4; do
+    if ranks 3 --steps 120 --log-every 40 --quant "$codec" &&
+        grep -q 'replicas: all 3 hold identical parameters' "$TMP/out" &&
+        awk '/final test accuracy/ { a = $NF } END { exit !(a >= 0.9) }' "$TMP/out" &&
+        loss_of | awk '{ exit !($2 < 0.2 * $1) }' &&
+        awk -v q="$(sent_of)" -v f="$fp32_sent" \
+            -v lim="$([ "$codec" = int8 ] && echo 0.5 || echo 0.3)" \
+            'BEGIN { exit !(f > 0 && q > 0 && q < lim * f) }'; then
+        ok "$codec gradients with error feedback: loss falls, replicas equal, fewer bytes"
+    else
+        not_ok "$codec gradients with error feedback: loss falls, replicas equal, fewer bytes"
+    fi
+done
+# Streaming DiLoCo as the paper runs it: overlapped, mixed, 4-bit outer gradients.
+if ranks 4 --optim adamw --steps 160 --diloco 8 --fragments 2 --overlap 2 --mix 0.5 \
+    --quant e3m0 &&
+    grep -q 'replicas: all 4 hold identical parameters' "$TMP/out" &&
+    awk '/final test accuracy/ { a = $NF } END { exit !(a >= 0.8) }' "$TMP/out"; then
+    ok "Streaming DiLoCo, overlapped, 4-bit outer gradients: learns, replicas end equal"
+else
+    not_ok "Streaming DiLoCo, overlapped, 4-bit outer gradients: learns, replicas end equal"
+fi
+expect_fail "an unknown codec is a usage error" "unknown codec 'int3'" \
+    plain "$DPTRAIN" --synthetic 100 --quant int3
+
+# 10. Ranks started with different flags stop at once with a message naming the flag.
+expect_fail "ranks with different flags are refused" 'different --lr \(from 0.05 to 0.1' \
+    plain "$COLLRUN" -n 3 sh -c 'if [ "$COLL_RANK" = 2 ]; then x="--lr 0.1"; fi
+        exec "$0" "$@" $x' "$DPTRAIN" "${COMMON[@]}" --steps 20
+
+# 11. --plot writes the PNGs (needs gnuplot).
 if ! command -v gnuplot >/dev/null; then
     skip "--plot writes PNGs" "no gnuplot"
 elif ranks 2 --steps 40 --eval-every 10 --plot "$TMP/plot" &&
     [ "$(head -c 4 "$TMP/plot-accuracy.png" | od -An -c | tr -d ' ')" = '211PNG' ] &&
-    [ "$(head -c 4 "$TMP/plot-time.png" | od -An -c | tr -d ' ')" = '211PNG' ]; then
+    [ "$(head -c 4 "$TMP/plot-time.png" | od -An -c | tr -d ' ')" = '211PNG' ] &&
+    [ "$(head -c 4 "$TMP/plot-bytes.png" | od -An -c | tr -d ' ')" = '211PNG' ]; then
     ok "--plot writes PNGs"
 else
     not_ok "--plot writes PNGs"

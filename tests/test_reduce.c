@@ -13,7 +13,8 @@
  * Results are compared bit for bit; the only freedom is which NaN an fp32/fp64 op returns.
  *
  * Divisions: 1 reference formats, 2 conversion tests, 3 reduction tests (random, in
- * place, odd lengths), 4 edge cases (wraparound, NaN, signed zero, overflow), 5 AVG.
+ * place, odd lengths), 4 edge cases (wraparound, NaN, signed zero, overflow), 5 AVG,
+ * 6 every instruction set (reduce_isa.c), two outputs, n inputs, streaming stores, copy.
  */
 #include "reduce/elem.h"
 #include "reduce/reduce.h"
@@ -1025,6 +1026,622 @@ TEST(avg_division_edges)
     coll__reduce_div(f32, 1, COLL_FLOAT32, 0);
     ASSERT_EQ(i8[0], -7);
     ASSERT_EQ(fbits(f32[0]), 0x3f800000);
+}
+
+/* ---- 6 instruction sets, fused outputs, n inputs, streaming ----------------------------- */
+
+/* The sets this CPU should run, by its own feature bits: the kernels must offer all of them
+ * (so the sweeps below cover every set the machine has). */
+TEST(isa_every_supported_set_is_offered)
+{
+    const char *want[8];
+    size_t nwant = 0, n = 0;
+
+    want[nwant++] = "scalar";
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    want[nwant++] = "sse2";
+    if (__builtin_cpu_supports("avx2"))
+        want[nwant++] = "avx2";
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        want[nwant++] = "avx512";
+#endif
+    while (coll__reduce_isa_supported(n))
+        n++;
+    ASSERT_EQ(n, nwant);
+    for (size_t i = 0; i < nwant; i++) {
+        ASSERT_STR_CONTAINS(coll__reduce_isa_supported(i), want[i]);
+        ASSERT_EQ(coll__reduce_set_isa(want[i]), COLL_SUCCESS);
+        ASSERT(strcmp(coll__reduce_isa(), want[i]) == 0);
+    }
+    /* the default is the best one */
+    ASSERT_EQ(coll__reduce_set_isa(NULL), COLL_SUCCESS);
+    ASSERT(strcmp(coll__reduce_isa(), want[nwant - 1]) == 0);
+    printf("# reduction ISAs here:");
+    for (size_t i = 0; i < nwant; i++)
+        printf(" %s", want[i]);
+    printf("\n");
+}
+
+TEST(isa_bad_names_are_refused)
+{
+    const char *before = coll__reduce_isa();
+
+    ASSERT_EQ(coll__reduce_set_isa("avx1024"), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_set_isa("AVX2 "), COLL_INVALID_ARGUMENT);
+    ASSERT(strcmp(coll__reduce_isa(), before) == 0);
+}
+
+/* The environment is read once, at the first reduction of the process: each case here runs
+ * in a fresh forked child that has not reduced anything yet. */
+TEST(isa_env_forces_a_set)
+{
+    uint32_t a = 1, b = 2, d = 0;
+
+    setenv("COLL_REDUCE_ISA", "scalar", 1);
+    setenv("COLL_REDUCE_STREAM_BYTES", "12345", 1);
+    coll__reduce(&d, &a, &b, 1, COLL_UINT32, COLL_SUM);
+    ASSERT_EQ(d, 3);
+    ASSERT(strcmp(coll__reduce_isa(), "scalar") == 0);
+    ASSERT_EQ(coll__reduce_stream_bytes(), 12345);
+    coll__reduce_set_stream_bytes(0); /* back to the cache-derived default */
+    ASSERT(coll__reduce_stream_bytes() >= (size_t)512 << 10);
+}
+
+TEST(isa_env_unknown_falls_back_to_best)
+{
+    setenv("COLL_REDUCE_ISA", "neon", 1);
+    setenv("COLL_REDUCE_STREAM_BYTES", "lots", 1);
+    ASSERT(strcmp(coll__reduce_isa(), coll__reduce_isa_supported(0)) != 0 ||
+           coll__reduce_isa_supported(1) == NULL);
+    ASSERT(coll__reduce_stream_bytes() >= (size_t)512 << 10);
+}
+
+/*
+ * One dtype x op on the current set against the reference oracle: odd lengths 0..67 (every
+ * vector remainder), every element-aligned start within a cache line, and lengths that cross
+ * several blocks, with each aliasing mode in turn.
+ */
+static void check_kernel_sweep(coll_dtype_t dt, coll_op_t op)
+{
+    size_t sz = coll__dtype_size(dt);
+
+    for (size_t count = 0; count <= 67; count++)
+        check_reduce_once(dt, op, count, (int)(count % ALIAS_MODES), count % (64 / sz));
+    for (size_t shift = 1; shift < 64 / sz; shift++)
+        check_reduce_once(dt, op, 131, (int)(shift % ALIAS_MODES), shift);
+    check_reduce_once(dt, op, 20000 / sz + 3, ALIAS_NONE, 1);
+    check_reduce_once(dt, op, 20000 / sz + 5, ALIAS_DST_A, 0);
+}
+
+static void check_isa(const char *isa)
+{
+    if (coll__reduce_set_isa(isa) != COLL_SUCCESS) {
+        printf("# %s: not supported by this CPU, not tested\n", isa);
+        return;
+    }
+    /* both store paths: plain, and non-temporal for everything that can stream */
+    for (int stream = 0; stream < 2; stream++) {
+        coll__reduce_set_stream_bytes(stream ? 1 : SIZE_MAX);
+        for (int dt = 0; dt < COLL_NUM_DTYPES; dt++)
+            for (int op = 0; op < COLL_NUM_OPS; op++)
+                check_kernel_sweep((coll_dtype_t)dt, (coll_op_t)op);
+    }
+}
+
+TEST(isa_scalar_all_dtypes_ops)
+{
+    check_isa("scalar");
+}
+TEST(isa_sse2_all_dtypes_ops)
+{
+    check_isa("sse2");
+}
+TEST(isa_avx2_all_dtypes_ops)
+{
+    check_isa("avx2");
+}
+TEST(isa_avx512_all_dtypes_ops)
+{
+    check_isa("avx512");
+}
+
+/* Reduce with the named set into a fresh buffer (the caller frees it). */
+static uint8_t *reduce_with(const char *isa, const void *a, const void *b, size_t count,
+                            coll_dtype_t dt, coll_op_t op)
+{
+    uint8_t *d = malloc(count * coll__dtype_size(dt) + 1);
+
+    ASSERT(d);
+    ASSERT_EQ(coll__reduce_set_isa(isa), COLL_SUCCESS);
+    coll__reduce(d, a, b, count, dt, op);
+    return d;
+}
+
+/*
+ * Narrow floats, where the vector sets convert with other instructions (fp16: F16C): every
+ * code against random partners and against the special values (NaN, Inf, zeros, the largest
+ * finite, subnormals), each op, bit for bit equal to the scalar reference. Products of random
+ * codes land everywhere in fp32, subnormal results and overflow included, which exercises
+ * the rounding of the narrowing.
+ */
+TEST(isa_narrow_codes_match_scalar)
+{
+    static const coll_dtype_t dts[] = {COLL_FLOAT16, COLL_BFLOAT16, COLL_FLOAT8E4M3,
+                                       COLL_FLOAT8E5M2};
+    const size_t n = 65536 * 4;
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
+    uint8_t *a8 = malloc(n), *b8 = malloc(n);
+
+    ASSERT(a && b && a8 && b8);
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dts); t++) {
+        coll_dtype_t dt = dts[t];
+        const struct fmt *f = fmt_of(dt);
+        uint32_t codes = fmt_codes(f), maxfin = fmt_maxfin(f), sgn = fmt_sign(f);
+        const uint32_t special[] = {0,          sgn,    1,
+                                    sgn | 1,    maxfin, sgn | maxfin,
+                                    maxfin + 1, f->nan, (uint32_t)(1u << f->mbits)};
+        for (size_t i = 0; i < n; i++) {
+            uint32_t x = (uint32_t)(i % codes), y;
+            y = (i / codes) % 2 ? special[rnd() % COLL_ARRAY_SIZE(special)]
+                                : (uint32_t)(rnd() % codes);
+            a[i] = (uint16_t)x;
+            b[i] = (uint16_t)y;
+            a8[i] = (uint8_t)x;
+            b8[i] = (uint8_t)y;
+        }
+        const void *pa = coll__dtype_size(dt) == 2 ? (void *)a : (void *)a8;
+        const void *pb = coll__dtype_size(dt) == 2 ? (void *)b : (void *)b8;
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            uint8_t *want = reduce_with("scalar", pa, pb, n, dt, op);
+            for (size_t k = 1; coll__reduce_isa_supported(k); k++) {
+                const char *isa = coll__reduce_isa_supported(k);
+                uint8_t *got = reduce_with(isa, pa, pb, n, dt, op);
+                for (size_t i = 0; i < n; i++)
+                    ASSERT_MSG(memcmp(got + i * coll__dtype_size(dt),
+                                      want + i * coll__dtype_size(dt), coll__dtype_size(dt)) == 0,
+                               "%s %s %s [%zu]: 0x%x op 0x%x = 0x%llx, scalar 0x%llx", isa,
+                               coll__dtype_name(dt), coll__op_name(op), i, (unsigned)a[i],
+                               (unsigned)b[i],
+                               (unsigned long long)elem_hex(dt, got + i * coll__dtype_size(dt)),
+                               (unsigned long long)elem_hex(dt, want + i * coll__dtype_size(dt)));
+                free(got);
+            }
+            free(want);
+        }
+    }
+    free(a);
+    free(b);
+    free(a8);
+    free(b8);
+}
+
+/* fp32/fp64 max and min pick one operand, NaN included: bit for bit equal to the scalar
+ * reference on every set, NaN payloads and signed zeros too; sum and prod up to which NaN. */
+TEST(isa_float_specials_match_scalar)
+{
+    static const coll_dtype_t dts[] = {COLL_FLOAT32, COLL_FLOAT64};
+    const size_t n = 4099;
+
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dts); t++) {
+        coll_dtype_t dt = dts[t];
+        size_t sz = coll__dtype_size(dt);
+        uint8_t *a = malloc(n * sz), *b = malloc(n * sz);
+        ASSERT(a && b);
+        for (size_t i = 0; i < n; i++) {
+            gen_elem(dt, a + i * sz);
+            gen_elem(dt, b + i * sz);
+            if (i % 7 == 0) /* equal operands: ties between +0/-0 and NaN payloads */
+                memcpy(b + i * sz, a + i * sz, sz);
+        }
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            uint8_t *want = reduce_with("scalar", a, b, n, dt, op);
+            for (size_t k = 1; coll__reduce_isa_supported(k); k++) {
+                const char *isa = coll__reduce_isa_supported(k);
+                uint8_t *got = reduce_with(isa, a, b, n, dt, op);
+                bool exact = op == COLL_MAX || op == COLL_MIN;
+                for (size_t i = 0; i < n; i++)
+                    ASSERT_MSG(exact ? memcmp(got + i * sz, want + i * sz, sz) == 0
+                                     : elem_eq(dt, got + i * sz, want + i * sz),
+                               "%s %s %s [%zu]: 0x%llx, scalar 0x%llx", isa, coll__dtype_name(dt),
+                               coll__op_name(op), i, (unsigned long long)elem_hex(dt, got + i * sz),
+                               (unsigned long long)elem_hex(dt, want + i * sz));
+                free(got);
+            }
+            free(want);
+        }
+        free(a);
+        free(b);
+    }
+}
+
+/* Every ordered pair of special values (zeros of both signs, NaN, infinities, the largest
+ * finite, the smallest subnormal, ones), repeated so that vector bodies and not only the
+ * scalar tails meet them, on every set, against the reference oracle. */
+TEST(isa_special_pairs_every_set)
+{
+    static const double vals[] = {
+        0.0,     -0.0,     NAN,   -NAN, INFINITY, -INFINITY, 1.0,    -1.0,
+        65504.0, -65504.0, 448.0, 6e-8, -6e-8,    1e-45,     -1e-45, 3.4028234663852886e38,
+        2.0,     0.5};
+    enum { NV = COLL_ARRAY_SIZE(vals), N = NV * NV * 2 };
+
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(float_dts); t++) {
+        coll_dtype_t dt = float_dts[t];
+        size_t sz = coll__dtype_size(dt);
+        uint8_t a[N * 8], b[N * 8], d[N * 8], want[8];
+        for (size_t i = 0; i < N; i++) {
+            uint64_t x = enc(dt, vals[i % NV]), y = enc(dt, vals[(i / NV) % NV]);
+            memcpy(a + i * sz, &x, sz); /* little endian: the low bytes */
+            memcpy(b + i * sz, &y, sz);
+        }
+        for (size_t k = 0; coll__reduce_isa_supported(k); k++) {
+            ASSERT_EQ(coll__reduce_set_isa(coll__reduce_isa_supported(k)), COLL_SUCCESS);
+            for (int op = 0; op < COLL_NUM_OPS; op++) {
+                coll__reduce(d, a, b, N, dt, op);
+                for (size_t i = 0; i < N; i++) {
+                    ref_elem(dt, op, a + i * sz, b + i * sz, want);
+                    ASSERT_MSG(elem_eq(dt, d + i * sz, want),
+                               "%s %s %s [%zu]: 0x%llx op 0x%llx = 0x%llx, want 0x%llx",
+                               coll__reduce_isa(), coll__dtype_name(dt), coll__op_name(op), i,
+                               (unsigned long long)elem_hex(dt, a + i * sz),
+                               (unsigned long long)elem_hex(dt, b + i * sz),
+                               (unsigned long long)elem_hex(dt, d + i * sz),
+                               (unsigned long long)elem_hex(dt, want));
+                }
+            }
+        }
+    }
+}
+
+/* coll__reduce2: both outputs hold the reference result; neither writes outside its span;
+ * the inputs stay unchanged (or dst0 is an input exactly). */
+static void check_reduce2_once(coll_dtype_t dt, coll_op_t op, size_t count, size_t shift0,
+                               size_t shift1, bool in_place, bool second)
+{
+    size_t sz = coll__dtype_size(dt), bytes = count * sz;
+    size_t total = bytes + 2 * GUARD + 64;
+    uint8_t *ba = malloc(total), *bb = malloc(total), *b0 = malloc(total), *b1 = malloc(total);
+    uint8_t *a0 = malloc(bytes + 1), *bcopy = malloc(bytes + 1), want[8];
+    uint8_t *a = ba + GUARD + shift0 * sz, *b = bb + GUARD, *d0, *d1;
+
+    ASSERT(ba && bb && b0 && b1 && a0 && bcopy);
+    memset(ba, 0xa5, total);
+    memset(bb, 0xa5, total);
+    memset(b0, 0xa5, total);
+    memset(b1, 0xa5, total);
+    for (size_t i = 0; i < count; i++) {
+        gen_elem(dt, a + i * sz);
+        gen_elem(dt, b + i * sz);
+    }
+    memcpy(a0, a, bytes);
+    memcpy(bcopy, b, bytes);
+    d0 = in_place ? a : b0 + GUARD + shift0 * sz;
+    d1 = second ? b1 + GUARD + shift1 * sz : NULL;
+
+    coll__reduce2(d0, d1, a, b, count, dt, op);
+
+    for (size_t i = 0; i < count; i++) {
+        ref_elem(dt, op, a0 + i * sz, bcopy + i * sz, want);
+        ASSERT_MSG(elem_eq(dt, d0 + i * sz, want), "%s %s %s count %zu [%zu]: dst0 wrong",
+                   coll__reduce_isa(), coll__dtype_name(dt), coll__op_name(op), count, i);
+        if (d1)
+            ASSERT_MSG(memcmp(d1 + i * sz, d0 + i * sz, sz) == 0,
+                       "%s %s count %zu [%zu]: dst1 differs from dst0", coll__reduce_isa(),
+                       coll__dtype_name(dt), count, i);
+    }
+    ASSERT(memcmp(b, bcopy, bytes) == 0);
+    if (!in_place)
+        ASSERT(memcmp(a, a0, bytes) == 0);
+    for (uint8_t *base = in_place ? ba : b0, *d = d0;; base = b1, d = d1) {
+        for (uint8_t *p = base; p < d; p++)
+            ASSERT_MSG(*p == 0xa5, "write before an output");
+        for (uint8_t *p = d + bytes; p < base + total; p++)
+            ASSERT_MSG(*p == 0xa5, "%s count %zu: write past an output", coll__reduce_isa(), count);
+        if (!d1 || base == b1)
+            break;
+    }
+    if (!second)
+        for (size_t i = 0; i < total; i++)
+            ASSERT(b1[i] == 0xa5);
+    free(ba);
+    free(bb);
+    free(b0);
+    free(b1);
+    free(a0);
+    free(bcopy);
+}
+
+TEST(reduce2_two_outputs)
+{
+    static const coll_dtype_t dts[] = {COLL_INT8,    COLL_UINT32,  COLL_INT64,    COLL_FLOAT16,
+                                       COLL_FLOAT32, COLL_FLOAT64, COLL_BFLOAT16, COLL_FLOAT8E4M3};
+    static const size_t counts[] = {0, 1, 33, 67, 4099, 30011};
+
+    for (size_t k = 0; coll__reduce_isa_supported(k); k++) {
+        ASSERT_EQ(coll__reduce_set_isa(coll__reduce_isa_supported(k)), COLL_SUCCESS);
+        for (int stream = 0; stream < 2; stream++) {
+            coll__reduce_set_stream_bytes(stream ? 1 : SIZE_MAX);
+            for (size_t t = 0; t < COLL_ARRAY_SIZE(dts); t++) {
+                size_t sz = coll__dtype_size(dts[t]);
+                for (size_t c = 0; c < COLL_ARRAY_SIZE(counts); c++) {
+                    coll_op_t op = (coll_op_t)((c + t) % COLL_NUM_OPS);
+                    /* dst1 aligned like dst0, or not; dst0 in place or not; dst1 or none */
+                    check_reduce2_once(dts[t], op, counts[c], c % (64 / sz), c % (64 / sz), false,
+                                       true);
+                    check_reduce2_once(dts[t], op, counts[c], 0, (c + 1) % (64 / sz), c % 2, true);
+                    check_reduce2_once(dts[t], op, counts[c], 1 % (64 / sz), 0, c % 2, false);
+                }
+            }
+        }
+    }
+}
+
+/* The reference fold of coll__reduce_n: left to right; native types round at every step
+ * (ref_elem), narrow floats accumulate in fp32 (exact as double then one rounding per op)
+ * and round to the format once. */
+static void ref_fold(coll_dtype_t dt, coll_op_t op, const uint8_t *const *src, int k, size_t i,
+                     void *out)
+{
+    const struct fmt *f = fmt_of(dt);
+    size_t sz = coll__dtype_size(dt);
+
+    if (f && k > 1) { /* k == 1 is a copy, NaN payloads and all */
+        uint32_t c = 0, r;
+        float acc;
+        memcpy(&c, src[0] + i * sz, sz);
+        acc = (float)ref_decode(f, c);
+        for (int j = 1; j < k; j++) {
+            c = 0;
+            memcpy(&c, src[j] + i * sz, sz);
+            acc = (float)ref_float_op(acc, ref_decode(f, c), op);
+        }
+        r = ref_narrow(f, acc);
+        memcpy(out, &r, sz);
+        return;
+    }
+    memcpy(out, src[0] + i * sz, sz);
+    for (int j = 1; j < k; j++)
+        ref_elem(dt, op, out, src[j] + i * sz, out);
+}
+
+/* dst_idx < 0: a separate dst; else dst is src[dst_idx] (in place). */
+static void check_reduce_n_once(coll_dtype_t dt, coll_op_t op, int k, size_t count, size_t shift,
+                                int dst_idx)
+{
+    size_t sz = coll__dtype_size(dt), bytes = count * sz, total = bytes + 2 * GUARD + 64;
+    uint8_t *bufs[COLL_REDUCE_MAX_INPUTS], *orig[COLL_REDUCE_MAX_INPUTS];
+    const void *src[COLL_REDUCE_MAX_INPUTS];
+    uint8_t *bd = malloc(total), *dst, want[8];
+
+    ASSERT(bd);
+    memset(bd, 0xa5, total);
+    for (int j = 0; j < k; j++) {
+        bufs[j] = malloc(total);
+        orig[j] = malloc(bytes + 1);
+        ASSERT(bufs[j] && orig[j]);
+        memset(bufs[j], 0xa5, total);
+        for (size_t i = 0; i < count; i++)
+            gen_elem(dt, bufs[j] + GUARD + (shift + (size_t)j) % (64 / sz) * sz + i * sz);
+        src[j] = bufs[j] + GUARD + (shift + (size_t)j) % (64 / sz) * sz;
+        memcpy(orig[j], src[j], bytes);
+    }
+    dst = dst_idx >= 0 ? (uint8_t *)src[dst_idx] : bd + GUARD + shift * sz;
+
+    ASSERT_EQ(coll__reduce_n(dst, src, k, count, dt, op), COLL_SUCCESS);
+
+    for (size_t i = 0; i < count; i++) {
+        ref_fold(dt, op, (const uint8_t *const *)orig, k, i, want);
+        ASSERT_MSG(elem_eq(dt, dst + i * sz, want),
+                   "%s %s %s k %d count %zu dst %d [%zu]: 0x%llx, want 0x%llx", coll__reduce_isa(),
+                   coll__dtype_name(dt), coll__op_name(op), k, count, dst_idx, i,
+                   (unsigned long long)elem_hex(dt, dst + i * sz),
+                   (unsigned long long)elem_hex(dt, want));
+    }
+    for (int j = 0; j < k; j++) {
+        if (j != dst_idx)
+            ASSERT(memcmp(src[j], orig[j], bytes) == 0);
+        free(bufs[j]);
+        free(orig[j]);
+    }
+    if (dst_idx < 0) {
+        for (uint8_t *p = bd; p < dst; p++)
+            ASSERT_MSG(*p == 0xa5, "write before dst");
+        for (uint8_t *p = dst + bytes; p < bd + total; p++)
+            ASSERT_MSG(*p == 0xa5, "%s k %d count %zu: write past dst", coll__dtype_name(dt), k,
+                       count);
+    }
+    free(bd);
+}
+
+TEST(reduce_n_every_dtype_op_and_set)
+{
+    static const int ks[] = {1, 2, 3, 5, 16};
+    static const size_t counts[] = {0, 1, 67, 5003};
+
+    for (size_t s = 0; coll__reduce_isa_supported(s); s++) {
+        ASSERT_EQ(coll__reduce_set_isa(coll__reduce_isa_supported(s)), COLL_SUCCESS);
+        for (int stream = 0; stream < 2; stream++) {
+            coll__reduce_set_stream_bytes(stream ? 1 : SIZE_MAX);
+            for (int dt = 0; dt < COLL_NUM_DTYPES; dt++)
+                for (int op = 0; op < COLL_NUM_OPS; op++)
+                    for (size_t ki = 0; ki < COLL_ARRAY_SIZE(ks); ki++) {
+                        size_t c = (size_t)(dt + op + (int)ki) % COLL_ARRAY_SIZE(counts);
+                        int k = ks[ki];
+                        /* separate dst, dst = the first, the last or a middle input */
+                        int dst_idx = (op + (int)ki) % 3 == 0   ? -1
+                                      : (op + (int)ki) % 3 == 1 ? 0
+                                                                : k - 1 - (k > 2);
+                        check_reduce_n_once((coll_dtype_t)dt, (coll_op_t)op, k, counts[c],
+                                            (size_t)(dt + op) % 5, dst_idx);
+                    }
+        }
+    }
+}
+
+/* k == 2 is coll__reduce, bit for bit, narrow floats included. */
+TEST(reduce_n_two_inputs_is_reduce)
+{
+    const size_t n = 3001;
+
+    for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
+        size_t sz = coll__dtype_size(dt);
+        uint8_t *a = malloc(n * sz), *b = malloc(n * sz), *x = malloc(n * sz), *y = malloc(n * sz);
+        ASSERT(a && b && x && y);
+        for (size_t i = 0; i < n; i++) {
+            gen_elem(dt, a + i * sz);
+            gen_elem(dt, b + i * sz);
+        }
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            const void *src[2] = {a, b};
+            coll__reduce(x, a, b, n, dt, op);
+            ASSERT_EQ(coll__reduce_n(y, src, 2, n, dt, op), COLL_SUCCESS);
+            for (size_t i = 0; i < n; i++)
+                ASSERT(elem_eq(dt, x + i * sz, y + i * sz));
+        }
+        free(a);
+        free(b);
+        free(x);
+        free(y);
+    }
+}
+
+/* The fold order is fixed: 1 + 2^27 - 2^27 is 0 left to right in fp32 (the 1 is lost in the
+ * first sum), 1 in any order that adds the big values first. Every set, every path, and
+ * every rank computing it gets 0. Sixteen random fp32 inputs give the scalar bits too. */
+TEST(reduce_n_order_is_left_to_right)
+{
+    enum { N = 5003, K = 16 };
+    float *in[K], *want = malloc(N * sizeof(float)), *got = malloc(N * sizeof(float));
+    const void *src[K];
+
+    ASSERT(want && got);
+    for (int j = 0; j < K; j++) {
+        in[j] = malloc(N * sizeof(float));
+        ASSERT(in[j]);
+        for (size_t i = 0; i < N; i++)
+            in[j][i] = j == 0   ? 1.0f
+                       : j == 1 ? 0x1p27f
+                       : j == 2 ? -0x1p27f
+                                : (float)((rnd01() - 0.5) * 1e3);
+        src[j] = in[j];
+    }
+    ASSERT_EQ(coll__reduce_set_isa("scalar"), COLL_SUCCESS);
+    ASSERT_EQ(coll__reduce_n(want, src, 3, N, COLL_FLOAT32, COLL_SUM), COLL_SUCCESS);
+    for (size_t i = 0; i < N; i++)
+        ASSERT(want[i] == 0.0f);
+    ASSERT_EQ(coll__reduce_n(want, src, K, N, COLL_FLOAT32, COLL_SUM), COLL_SUCCESS);
+    for (size_t s = 1; coll__reduce_isa_supported(s); s++) {
+        ASSERT_EQ(coll__reduce_set_isa(coll__reduce_isa_supported(s)), COLL_SUCCESS);
+        for (int stream = 0; stream < 2; stream++) {
+            coll__reduce_set_stream_bytes(stream ? 1 : SIZE_MAX);
+            ASSERT_EQ(coll__reduce_n(got, src, 3, N, COLL_FLOAT32, COLL_SUM), COLL_SUCCESS);
+            for (size_t i = 0; i < N; i++)
+                ASSERT(fbits(got[i]) == 0);
+            ASSERT_EQ(coll__reduce_n(got, src, K, N, COLL_FLOAT32, COLL_SUM), COLL_SUCCESS);
+            ASSERT(memcmp(got, want, N * sizeof(float)) == 0);
+        }
+    }
+    for (int j = 0; j < K; j++)
+        free(in[j]);
+    free(want);
+    free(got);
+}
+
+TEST(reduce_n_bad_arguments_write_nothing)
+{
+    uint32_t a[4] = {1, 2, 3, 4}, d[4] = {7, 7, 7, 7};
+    const void *src[COLL_REDUCE_MAX_INPUTS + 1];
+    const void *with_null[3] = {a, NULL, a};
+
+    for (size_t j = 0; j < COLL_ARRAY_SIZE(src); j++)
+        src[j] = a;
+    ASSERT_EQ(coll__reduce_n(d, src, 0, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, -1, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, COLL_REDUCE_MAX_INPUTS + 1, 4, COLL_UINT32, COLL_SUM),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, 2, 4, COLL_NUM_DTYPES, COLL_SUM), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, 2, 4, COLL_UINT32, (coll_op_t)-1), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, with_null, 3, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, NULL, 3, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(NULL, src, 3, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(d[i], 7);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "reduce_n");
+    /* count 0 touches nothing, whatever the pointers */
+    ASSERT_EQ(coll__reduce_n(NULL, NULL, 3, 0, COLL_UINT32, COLL_SUM), COLL_SUCCESS);
+    /* the same input twice is fine: 16 x a */
+    ASSERT_EQ(coll__reduce_n(d, src, COLL_REDUCE_MAX_INPUTS, 4, COLL_UINT32, COLL_SUM),
+              COLL_SUCCESS);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(d[i], 16u * a[i]);
+}
+
+/* coll__copy: every size and misalignment of dst and src, streamed and not; canaries. */
+TEST(copy_streamed_and_plain)
+{
+    static const size_t sizes[] = {0, 1, 63, 64, 65, 127, 4096, 8191, 70001};
+
+    for (size_t s = 0; coll__reduce_isa_supported(s); s++) {
+        ASSERT_EQ(coll__reduce_set_isa(coll__reduce_isa_supported(s)), COLL_SUCCESS);
+        for (int stream = 0; stream < 2; stream++) {
+            coll__reduce_set_stream_bytes(stream ? 1 : SIZE_MAX);
+            for (size_t z = 0; z < COLL_ARRAY_SIZE(sizes); z++) {
+                size_t n = sizes[z], total = n + 2 * GUARD + 64;
+                uint8_t *src = malloc(total), *dst = malloc(total);
+                ASSERT(src && dst);
+                for (size_t i = 0; i < total; i++)
+                    src[i] = (uint8_t)rnd();
+                for (size_t off = 0; off < 64; off += 7) {
+                    size_t soff = GUARD + (off * 3) % 64, doff = GUARD + off;
+                    memset(dst, 0xa5, total);
+                    coll__copy(dst + doff, src + soff, n);
+                    ASSERT(memcmp(dst + doff, src + soff, n) == 0);
+                    for (size_t i = 0; i < doff; i++)
+                        ASSERT(dst[i] == 0xa5);
+                    for (size_t i = doff + n; i < total; i++)
+                        ASSERT_MSG(dst[i] == 0xa5, "%s: copy of %zu to +%zu wrote past the end",
+                                   coll__reduce_isa(), n, off);
+                }
+                free(src);
+                free(dst);
+            }
+        }
+    }
+}
+
+/* Streaming needs an element-aligned dst; a misaligned one (possible for a caller that packs
+ * bytes) still gets the right result through plain stores. */
+TEST(stream_threshold_and_odd_dst)
+{
+    const size_t n = 9000;
+    uint8_t *a = malloc(n * 4 + 8), *b = malloc(n * 4 + 8), *d = malloc(n * 4 + 8);
+    uint32_t x, y, z;
+
+    ASSERT(a && b && d);
+    for (size_t i = 0; i < n * 4 + 8; i++) {
+        a[i] = (uint8_t)rnd();
+        b[i] = (uint8_t)rnd();
+    }
+    coll__reduce_set_stream_bytes(1);
+    ASSERT_EQ(coll__reduce_stream_bytes(), 1);
+    /* through memcpy'd elements: the caller's uint32 views are misaligned by one byte */
+    coll__reduce(d + 1, a + 1, b + 1, n, COLL_UINT8, COLL_SUM);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(d[1 + i], (uint8_t)(a[1 + i] + b[1 + i]));
+    coll__reduce(d, a, b, n, COLL_UINT32, COLL_SUM);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&x, a + 4 * i, 4);
+        memcpy(&y, b + 4 * i, 4);
+        memcpy(&z, d + 4 * i, 4);
+        ASSERT_EQ(z, x + y);
+    }
+    coll__reduce_set_stream_bytes(0);
+    ASSERT(coll__reduce_stream_bytes() > 1);
+    free(a);
+    free(b);
+    free(d);
 }
 
 int main(int argc, char **argv)

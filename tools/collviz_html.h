@@ -7,6 +7,13 @@
  * round as arrows, the receive buffers' blocks as a table, and a timeline of the rounds;
  * play/pause, step, back and a speed slider move through it. Nothing in it depends on the
  * collective or the algorithm: it only reads rounds of (from, to, label) and tables of cells.
+ *
+ * D.timeline, when present, adds two time axes above the drawing: the cost model's rounds
+ * (pred) and a COLL_TRACE run's steps (meas), one lane per rank, the current round lit in
+ * both. The page opens on the first round, or on the last with #last in its address; it
+ * marks the body with data-frame (the round shown), data-lit (timeline bars of that round),
+ * data-ready once drawn, and data-error if a script error happened, so a headless browser
+ * can check it.
  */
 #ifndef COLLVIZ_HTML_H
 #define COLLVIZ_HTML_H
@@ -37,6 +44,8 @@ static const char collviz_html_template[] =
 "td.chg{background:#fff0c0}\n"
 "#info{font-family:monospace;margin:6px 0}\n"
 "#msgs{font-family:monospace;font-size:12px;white-space:pre;max-height:260px;overflow:auto}\n"
+"#tl svg{display:block;margin-bottom:8px}\n"
+"#tl .hd{font-family:monospace;margin-top:8px}\n"
 "</style></head><body>\n"
 "<h1 id=\"title\">collviz</h1><div id=\"sub\"></div>\n"
 "<div id=\"controls\"><button id=\"back\">&#9664; back</button>"
@@ -45,6 +54,7 @@ static const char collviz_html_template[] =
 "max=\"10\" value=\"4\"></div>\n"
 "<div id=\"timeline\"></div>\n"
 "<div id=\"info\"></div>\n"
+"<div id=\"tl\"></div>\n"
 "<div id=\"wrap\"><svg id=\"ring\" width=\"520\" height=\"520\" viewBox=\"0 0 520 520\">"
 "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" "
 "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\" "
@@ -53,6 +63,7 @@ static const char collviz_html_template[] =
 "into a block)</div><div id=\"table\"></div><div id=\"msgs\"></div></div></div>\n"
 "<div id=\"result\" style=\"margin-top:10px\"></div>\n"
 "<script>\n"
+"window.onerror=function(m){document.body.setAttribute('data-error',String(m));};\n"
 "var D=/*COLLVIZ_DATA*/;\n"
 "(function(){\n"
 "var NS='http://www.w3.org/2000/svg',n=D.n,cur=-1,timer=null;\n"
@@ -97,6 +108,39 @@ static const char collviz_html_template[] =
 "$('msgs').textContent=lines.join('\\n');"
 "if(rd.holds)$('table').innerHTML=table(rd.holds,j>0?D.rounds[j-1].holds:D.initial);"
 "if(j==D.rounds.length-1&&D.result)$('result').textContent='result: '+D.result;}\n"
+"var COL=['#c03030','#2a5d9f','#2e8b57','#999999'];\n"
+"function fmt(us){return us>=1e6?(us/1e6).toPrecision(3)+' s':us>=1e3?(us/1e3).toPrecision(3)+"
+"' ms':us.toPrecision(3)+' us';}\n"
+"function gantt(P,title,j){var box=$('tl'),W=900,x0=34,lh=Math.max(5,Math.min(16,320/n)),"
+"H=lh*n+34,T=P.total>0?P.total:1,sc=(W-x0-10)/T;"
+"var h=document.createElement('div');h.className='hd';"
+"h.textContent=title+': '+fmt(P.total)+' ('+P.note+')';box.appendChild(h);"
+"var s=el('svg',{width:W,height:H,viewBox:'0 0 '+W+' '+H},box);"
+"for(var r=0;r<n;r++){var t=el('text',{x:2,y:12+r*lh+lh*0.75,'font-size':Math.min(11,lh)},s);"
+"t.textContent='r'+r;}"
+"for(var i=0;i<=4;i++){var x=x0+(W-x0-10)*i/4;el('line',{x1:x,y1:10,x2:x,y2:H-18,"
+"stroke:'#ddd'},s);var tx=el('text',{x:x,y:H-4,'font-size':10,'text-anchor':'middle'},s);"
+"tx.textContent=fmt(T*i/4);}"
+"function ly(it){return 12+it[0]*lh+(P.split?(it[1]==1?lh/2:0):0);}"
+"var bh=Math.max(1,(P.split?lh/2:lh)-1);"
+"P.items.forEach(function(it){el('rect',{x:x0+it[2]*sc,y:ly(it)+0.5,"
+"width:Math.max(1,(it[3]-it[2])*sc),height:bh,fill:COL[it[1]]||'#999',"
+"opacity:it[4]==j?1:0.22},s);if(it[4]==j)lit++;});"
+"P.items.forEach(function(it){if(it[4]!=j||it[5]<0)return;var q=P.items[it[5]];"
+"el('line',{x1:x0+it[2]*sc,y1:ly(it)+bh/2,x2:x0+q[3]*sc,y2:ly(q)+bh/2,"
+"stroke:'#333','stroke-width':1},s);});}\n"
+"var lit=0;\n"
+"function timeline(j){var box=$('tl');lit=0;if(!D.timeline)return;box.innerHTML='';"
+"var L=D.timeline;if(L.pred||L.meas){var k=document.createElement('div');k.innerHTML="
+"'<b>timeline</b> <span style=\"color:#c03030\">send/recv</span> "
+"<span style=\"color:#2a5d9f\">recv (posted to done)</span> "
+"<span style=\"color:#2e8b57\">reduce</span> <span style=\"color:#999\">copy</span>';"
+"box.appendChild(k);}"
+"if(L.pred)gantt(L.pred,'predicted',j);if(L.meas){L.meas.split=1;"
+"gantt(L.meas,'measured (per rank: sends, reduces, copies above; receives below)',j);}"
+"document.body.setAttribute('data-lit',String(lit));}\n"
+"var show0=show;show=function(j){show0(j);timeline(j);"
+"document.body.setAttribute('data-frame',String(j));};\n"
 "function stop(){if(timer){clearInterval(timer);timer=null;}$('play').textContent='play';}\n"
 "function next(){if(cur<D.rounds.length-1)show(cur+1);else stop();}\n"
 "$('step').onclick=function(){stop();next();};\n"
@@ -104,7 +148,7 @@ static const char collviz_html_template[] =
 "$('reset').onclick=function(){stop();show(-1);};\n"
 "$('play').onclick=function(){if(timer){stop();return;}if(cur>=D.rounds.length-1)show(-1);"
 "$('play').textContent='pause';timer=setInterval(next,2200/$('speed').value);};\n"
-"show(D.rounds.length?0:-1);\n"
+"show(!D.rounds.length?-1:location.hash=='#last'?D.rounds.length-1:0);\n"
 "document.body.setAttribute('data-ready',n+' ranks');\n"
 "$('result').setAttribute('data-ranks',n+' ranks');\n"
 "})();\n"

@@ -7,6 +7,7 @@
  * recorded, and coll_group_end turns all the group's calls on one comm into one op.
  */
 #include "exec.h"
+#include "qallreduce.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +34,11 @@ static _Thread_local struct {
     struct call *calls;
     size_t n, cap;
 } grp;
+
+bool coll__group_active(void)
+{
+    return grp.depth > 0;
+}
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
@@ -260,6 +266,8 @@ static coll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t cou
     CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
     CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
     CHECK_CALL(check_overlap(comm, fn, sendbuf, bytes, recvbuf, bytes, 0, true));
+    if (!req_p && grp.depth == 0 && coll__quant_wanted(comm, count, dtype, op))
+        return coll__allreduce_quant_env(comm, sendbuf, recvbuf, count, dtype, op);
     return run(&c, req_p, fn);
 }
 

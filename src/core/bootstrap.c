@@ -11,7 +11,7 @@
  *
  * Wire records (little-endian):
  *   peer info   rank i32 | pid i32 | host_hash u64 | hostname[64] | addr_len u16 | addr[28] |
- *               tp_mask u32
+ *               tp_mask u32 | tp_addr[8][32] (opaque, per transport)
  *   join        magic u32 | version u32 | comm_id u64 | rank i32 | nranks i32 |
  *               rank_nonce[16] | peer info | mac[32]
  *               mac = HMAC(secret, "coll-join" | root_nonce | join record up to the mac)
@@ -36,7 +36,9 @@
 
 #define BOOTSTRAP_DEFAULT_TIMEOUT_MS 300000
 #define BS_NONCE_BYTES 16
-#define PEER_WIRE_BYTES (4 + 4 + 8 + COLL_HOSTNAME_MAX + 2 + COLL_ADDR_MAX + 4) /* 114 */
+#define PEER_WIRE_BYTES                                                                    \
+    (4 + 4 + 8 + COLL_HOSTNAME_MAX + 2 + COLL_ADDR_MAX + 4 +                               \
+     COLL_MAX_TRANSPORTS * COLL_TP_ADDR_MAX) /* 370 */
 #define JOIN_MAGIC 0x4e4a4243u                                              /* "CBJN" */
 #define JOIN_VERSION 2u
 #define JOIN_BODY_BYTES (4 + 4 + 8 + 4 + 4 + BS_NONCE_BYTES + PEER_WIRE_BYTES)
@@ -101,6 +103,7 @@ static void peer_encode(uint8_t *p, const struct coll_peer_info *info)
     put16(p + 16 + COLL_HOSTNAME_MAX, info->addr_len);
     memcpy(p + 18 + COLL_HOSTNAME_MAX, info->addr, COLL_ADDR_MAX);
     put32(p + 18 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX, info->tp_mask);
+    memcpy(p + 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX, info->tp_addr, sizeof(info->tp_addr));
 }
 
 /* Decode and validate: a NUL-terminated hostname and an address that fits. */
@@ -114,6 +117,7 @@ static bool peer_decode(const uint8_t *p, struct coll_peer_info *info)
     info->addr_len = get16(p + 16 + COLL_HOSTNAME_MAX);
     memcpy(info->addr, p + 18 + COLL_HOSTNAME_MAX, COLL_ADDR_MAX);
     info->tp_mask = get32(p + 18 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX);
+    memcpy(info->tp_addr, p + 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX, sizeof(info->tp_addr));
     return memchr(info->hostname, '\0', COLL_HOSTNAME_MAX) && info->addr_len <= COLL_ADDR_MAX;
 }
 
@@ -1020,7 +1024,8 @@ static coll_status_t join_parse_table(struct coll_comm *comm, const uint8_t *bod
         const struct coll_peer_info *p = &peers[comm->rank];
         if (p->pid != mine->pid || p->host_hash != mine->host_hash ||
             p->addr_len != mine->addr_len || memcmp(p->addr, mine->addr, p->addr_len) ||
-            strcmp(p->hostname, mine->hostname) || p->tp_mask != mine->tp_mask) {
+            strcmp(p->hostname, mine->hostname) || p->tp_mask != mine->tp_mask ||
+            memcmp(p->tp_addr, mine->tp_addr, sizeof(p->tp_addr))) {
             free(peers);
             return coll__error(comm, COLL_REMOTE_ERROR,
                                "bootstrap: the table from the root at %s does not hold this "

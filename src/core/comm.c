@@ -9,6 +9,8 @@
  */
 #include "bootstrap.h"
 #include "exec.h"
+#include "launcher.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -105,6 +107,7 @@ static void comm_free(struct coll_comm *comm)
         comm->tp_ctx[i] = NULL;
     }
     pthread_mutex_unlock(&comm->lock);
+    coll__trace_fini(comm); /* the engine has stopped: no more events */
     if (comm->epfd >= 0)
         close(comm->epfd);
     if (comm->wakefd >= 0)
@@ -307,6 +310,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     COLL_CHECK_GOTO(init_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
@@ -323,53 +327,13 @@ out_free:
     return st;
 }
 
-static bool env_int(const char *name, int *out_p, bool *present_p)
-{
-    const char *v = getenv(name);
-    char *end;
-    long x;
-
-    *present_p = v && *v;
-    if (!*present_p)
-        return false;
-    errno = 0;
-    x = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0' || x < INT_MIN || x > INT_MAX)
-        return false;
-    *out_p = (int)x;
-    return true;
-}
-
+/* The launchers and how the id reaches every rank: src/core/launcher.c. */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p)
 {
-    const char *idstr = getenv("COLL_UNIQUE_ID");
-    coll_unique_id_t id;
-    int rank = -1, size = -1;
-    bool have_rank, have_size;
-    coll_status_t st;
-
     coll__log_init();
     if (!comm_p)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_init_env: comm_p is NULL");
-    if (!idstr || !*idstr)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT,
-                           "COLL_UNIQUE_ID is not set: start the program under collrun "
-                           "(collrun -n N prog), or call coll_comm_init with an id");
-    if (!env_int("COLL_RANK", &rank, &have_rank))
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "COLL_RANK is %s",
-                           have_rank ? "not an integer" : "not set");
-    if (!env_int("COLL_SIZE", &size, &have_size))
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "COLL_SIZE is %s",
-                           have_size ? "not an integer" : "not set");
-    if (size < 1)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "COLL_SIZE=%d is less than 1", size);
-    if (rank < 0 || rank >= size)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT,
-                           "COLL_RANK=%d is out of range for COLL_SIZE=%d", rank, size);
-    st = coll_unique_id_from_string(idstr, &id);
-    if (st != COLL_SUCCESS)
-        return coll__error(NULL, st, "COLL_UNIQUE_ID is malformed: %s", coll_last_error(NULL));
-    return coll_comm_init(comm_p, size, &id, rank);
+    return coll__launcher_comm_init(comm_p);
 }
 
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)

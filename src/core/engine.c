@@ -13,6 +13,7 @@
  * needs.
  */
 #include "exec.h"
+#include "topo.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -225,6 +226,7 @@ coll_status_t coll__engine_start(struct coll_comm *comm)
     if (err)
         return coll__sys_error(comm, err, "cannot start the progress thread");
     comm->progress_started = true;
+    coll__topo_comm_start(comm); /* INFO log of the hosts; the thread moves near the NIC */
     return COLL_SUCCESS;
 }
 

@@ -14,6 +14,7 @@
  * the k-th receive over a FIFO link, and the receiver can check it.
  */
 #include "exec.h"
+#include "trace.h"
 #include "../reduce/reduce.h"
 
 #include <stdio.h>
@@ -84,6 +85,7 @@ static coll_status_t exec_start(struct coll_op *op)
     }
     op->started = true;
     op->last_progress_ns = coll__now_ns();
+    COLL_TRACE_HOOK(comm, op_begin, op);
     COLL_TRACE(COLL_SUB_COLL, "%s #%llu start: %d part(s), algo %s, %u steps",
                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq, op->nparts,
                op->parts[0].plan->sched.algo ? op->parts[0].plan->sched.algo->name : "-",
@@ -146,6 +148,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
 
     if (!deps_done(p, st))
         return false;
+    COLL_TRACE_HOOK(comm, step_begin, op, p, i);
     if (st->kind == COLL_STEP_REDUCE) {
         void *dst = slice_ptr(p, &st->dst);
         const void *a = slice_ptr(p, &st->src), *b = slice_ptr(p, &st->src2);
@@ -156,6 +159,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
         coll__reduce(dst, a, b, st->dst.count, s->dtype, p->op == COLL_AVG ? COLL_SUM : p->op);
         p->state[i] = STEP_DONE;
         p->ndone++;
+        COLL_TRACE_HOOK(comm, step_done, op, p, i);
         return true;
     }
     if (st->kind == COLL_STEP_COPY) {
@@ -169,6 +173,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
             memmove(dst, src, st->dst.count * s->elem_size);
         p->state[i] = STEP_DONE;
         p->ndone++;
+        COLL_TRACE_HOOK(comm, step_done, op, p, i);
         return true;
     }
     /* SEND / RECV: only the next message of its way to its peer may be posted */
@@ -201,7 +206,10 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     atomic_store(&x->status, COLL_IN_PROGRESS);
     p->state[i] = STEP_POSTED;
     op->posted[way]++;
+    COLL_TRACE_HOOK(comm, step_posted, op, p, i);
     ch = comm->chans[st->peer];
+    if (st->kind == COLL_STEP_SEND)
+        atomic_fetch_add_explicit(&comm->bytes_sent, x->len, memory_order_relaxed);
     *st_p = st->kind == COLL_STEP_SEND ? ch->tp->post_send(ch, x) : ch->tp->post_recv(ch, x);
     return *st_p == COLL_SUCCESS;
 }
@@ -229,6 +237,7 @@ static bool part_advance(struct coll_op *op, struct coll_part *p, coll_status_t 
                 }
                 p->state[i] = STEP_DONE;
                 p->ndone++;
+                COLL_TRACE_HOOK(op->comm, step_done, op, p, i);
                 moved = again = true;
                 continue;
             }
@@ -281,8 +290,10 @@ bool coll__exec_advance(struct coll_op *op)
     }
     if (moved)
         op->last_progress_ns = coll__now_ns();
-    if (all_done)
+    if (all_done) {
+        COLL_TRACE_HOOK(comm, op_end, op, COLL_SUCCESS);
         atomic_store(&op->status, COLL_SUCCESS);
+    }
     return moved;
 
 fail:
@@ -291,6 +302,7 @@ fail:
         coll__comm_fail(comm, st);
         failed = st;
     }
+    COLL_TRACE_HOOK(comm, op_end, op, (coll_status_t)failed);
     atomic_store(&op->status, failed);
     return true;
 }

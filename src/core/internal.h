@@ -43,7 +43,17 @@ struct coll_config {
     int64_t spin_us;        /* COLL_SPIN_US: how long a wait polls before it sleeps */
     int64_t progress_delay_us; /* COLL_PROGRESS_DELAY_US: before the thread takes an op */
     int64_t sockbuf_bytes;  /* COLL_SOCKBUF_BYTES: SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
+    char ib_hca[256];       /* COLL_IB_HCA: "mlx5_0:1,mlx5_1", "^mlx5_1", "=mlx5_0" */
+    int64_t ib_gid_index;   /* COLL_IB_GID_INDEX: -1 = choose */
+    int64_t ib_timeout;     /* COLL_IB_TIMEOUT: local ACK timeout exponent (4.096 us << t) */
+    int64_t ib_retry_cnt;   /* COLL_IB_RETRY_CNT */
+    char ib_fake[512];      /* COLL_IB_FAKE: verbs emulation to load (tests) */
     int64_t bootstrap_timeout_ms; /* COLL_BOOTSTRAP_TIMEOUT_MS: root rendezvous deadline */
+    char trace[512];        /* COLL_TRACE: Chrome trace file name pattern, "" = off */
+    char quant[16];         /* COLL_QUANT: "" or "off" (plain), else a codec name */
+    int64_t quant_min_bytes; /* COLL_QUANT_MIN_BYTES: smaller all-reduces stay plain */
+    int64_t quant_block;    /* COLL_QUANT_BLOCK: elements per scale */
+    int64_t quant_node_ranks; /* COLL_QUANT_NODE_RANKS: 0 = by host and address */
 };
 
 enum coll_param_type { COLL_PARAM_INT, COLL_PARAM_SIZE, COLL_PARAM_STRING };
@@ -124,6 +134,8 @@ COLL_INTERNAL void coll__set_thread_error(const char *msg);
 
 #define COLL_HOSTNAME_MAX 64
 #define COLL_ADDR_MAX 28 /* bytes of a sockaddr_in6 */
+#define COLL_MAX_TRANSPORTS 8
+#define COLL_TP_ADDR_MAX 32 /* bytes of a transport's own address in the peer info */
 
 /* What each rank publishes at bootstrap; fixed size, sent as is (same ABI on both ends:
  * every field is validated by the receiver). */
@@ -135,6 +147,10 @@ struct coll_peer_info {
     uint16_t addr_len;                /* bytes used in addr */
     uint8_t addr[COLL_ADDR_MAX];      /* sockaddr of this rank's data listener */
     uint32_t tp_mask;                 /* bit i: coll__transports[i] is up on this rank */
+    /* slot i: what coll__transports[i] needs to reach this rank when that is not the socket
+     * address above (ib: LID, GID and the QP that answers connection requests); its init
+     * fills it, the bootstrap carries it as opaque bytes, its probe and connect read it */
+    uint8_t tp_addr[COLL_MAX_TRANSPORTS][COLL_TP_ADDR_MAX];
 };
 
 /* The bootstrap's view of an id (src/core/bootstrap.c). */
@@ -148,7 +164,6 @@ struct coll_id_info {
 
 struct coll_transport;
 struct coll_chan;
-#define COLL_MAX_TRANSPORTS 8
 struct coll_op;
 
 /* Something registered in comm->epfd. The engine calls cb with the epoll events; the
@@ -194,6 +209,9 @@ struct coll_comm {
     pthread_t progress_thread;
     bool progress_started;
 
+    /* payload bytes handed to the transport for sending (coll_comm_bytes_sent) */
+    _Atomic uint64_t bytes_sent;
+
     /* failure: first error wins; later calls fail fast with it */
     _Atomic int failed;               /* coll_status_t, COLL_SUCCESS while healthy */
     _Atomic int aborted;
@@ -205,6 +223,7 @@ struct coll_comm {
     /* caches */
     struct coll_sched_cache *sched_cache;
     struct coll_cost_params *cost;    /* the selector's model of this machine */
+    struct coll_tracer *tracer;       /* COLL_TRACE (src/core/trace.c), NULL = off */
 
     /* last error text (coll_last_error); errlock because abort can come from any thread */
     pthread_mutex_t errlock;

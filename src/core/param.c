@@ -22,6 +22,16 @@ const struct coll_param coll__params[] = {
      COLL_PARAM_STRING, NOCFG, 0, 0},
     {"COLL_DEBUG_FILE", "", "log to this file instead of stderr; %h = host, %p = pid",
      COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_LAUNCHER", "",
+     "coll_comm_init_env: take rank, size and the id from this launcher's variables "
+     "(collrun, torchrun, mpirun, srun) instead of detecting it (docs/multihost.md)",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_ID_DIR", "",
+     "srun without PMIx: a directory all hosts share where rank 0 leaves the unique id "
+     "(mode 0600) for the others; default $HOME/.coll",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_TOPO", "", "sysfs: discover the host topology from sysfs even when built with hwloc",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
     {"COLL_TIMEOUT_MS", "600000",
      "an operation that makes no progress for this long fails with COLL_TIMEOUT on every rank "
      "(0 = wait forever)",
@@ -73,8 +83,51 @@ const struct coll_param coll__params[] = {
     {"COLL_CUDA_LIBRARY", "",
      "libcudart to dlopen; empty = libcudart.so.13, then libcudart.so; read once per process",
      COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_REDUCE_ISA", "",
+     "instruction set of the host reduction kernels: scalar, sse2, avx2 or avx512; empty = the "
+     "best this CPU runs; read once per process",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_REDUCE_STREAM_BYTES", "0",
+     "host reductions with outputs of at least this many bytes write them with non-temporal "
+     "stores; 0 = half the largest CPU cache (4M where sysfs does not say); read once per process",
+     COLL_PARAM_SIZE, NOCFG, 0, INT64_MAX},
+    {"COLL_QUANT", "",
+     "quantize fp32/fp16/bf16 sum and avg all-reduces of at least COLL_QUANT_MIN_BYTES on the "
+     "wire with this codec: fp16, bf16, int8, e4m3, e5m2, int4, e3m0 or sign1; empty or off = "
+     "never (coll_allreduce_quantized asks for it per call)",
+     COLL_PARAM_STRING, CFG(quant), 0, 0},
+    {"COLL_QUANT_MIN_BYTES", "1M", "with COLL_QUANT: smaller all-reduces are not quantized",
+     COLL_PARAM_SIZE, CFG(quant_min_bytes), 0, INT64_MAX},
+    {"COLL_QUANT_BLOCK", "256",
+     "with COLL_QUANT: elements per scale of the block codecs (even for int4 and e3m0)",
+     COLL_PARAM_INT, CFG(quant_block), 1, 65536},
+    {"COLL_QUANT_NODE_RANKS", "0",
+     "nodes of the hierarchical quantized all-reduce: 0 = ranks sharing a host and a listen "
+     "address; k = consecutive groups of k ranks",
+     COLL_PARAM_INT, CFG(quant_node_ranks), 0, 1 << 20},
     {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
      COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30},
+    {"COLL_IB_HCA", "",
+     "RDMA devices and ports the ib transport may use, NCCL's syntax: mlx5_0:1,mlx5_1 (prefix "
+     "match), =mlx5_0 (exact), ^mlx5_1 (all but); empty = the first active port",
+     COLL_PARAM_STRING, CFG(ib_hca), 0, 0},
+    {"COLL_IB_GID_INDEX", "-1",
+     "GID table index for RoCE (and IB with a GRH); -1 = the first RoCE v2 IPv4 GID, else 0",
+     COLL_PARAM_INT, CFG(ib_gid_index), -1, 255},
+    {"COLL_IB_TIMEOUT", "20",
+     "InfiniBand local ACK timeout of the queue pairs: 4.096 us << value; a dead peer is "
+     "detected after about (COLL_IB_RETRY_CNT + 1) times that",
+     COLL_PARAM_INT, CFG(ib_timeout), 1, 31},
+    {"COLL_IB_RETRY_CNT", "7", "InfiniBand transport retries before a send fails",
+     COLL_PARAM_INT, CFG(ib_retry_cnt), 0, 7},
+    {"COLL_IB_FAKE", "",
+     "tests only: path of a verbs emulation (libcoll_fakeverbs.so) the ib transport loads "
+     "instead of libibverbs",
+     COLL_PARAM_STRING, CFG(ib_fake), 0, 0},
+    {"COLL_TRACE", "",
+     "write every step with timestamps to this Chrome trace / Perfetto JSON file; %r = rank "
+     "(else .r<rank> goes before the extension), %p = pid, %h = host, %c = comm id",
+     COLL_PARAM_STRING, CFG(trace), 0, 0},
 };
 const size_t coll__nparams = COLL_ARRAY_SIZE(coll__params);
 
@@ -130,11 +183,13 @@ coll_status_t coll__config_load(struct coll_comm *comm, struct coll_config *cfg)
     for (size_t i = 0; i < coll__nparams; i++) {
         const struct coll_param *p = &coll__params[i];
         const char *env = getenv(p->name), *val = env && *env ? env : p->defval;
-        char *field = (char *)cfg + p->offset;
+        char *field;
         int64_t v = 0;
 
+        /* SIZE_MAX marks knobs read elsewhere; cfg + SIZE_MAX would be undefined behaviour */
         if (p->offset == SIZE_MAX)
             continue;
+        field = (char *)cfg + p->offset;
         if (p->type == COLL_PARAM_STRING) {
             if (strlen(val) >= p->size)
                 return coll__error(comm, COLL_INVALID_ARGUMENT,

@@ -2,6 +2,7 @@
  * transport.c - the registry of transports, in preference order. Only this file knows which
  * transports a build has.
  */
+#include "coll_config.h"
 #include "transport.h"
 
 #include <string.h>
@@ -9,6 +10,9 @@
 const struct coll_transport *const coll__transports[] = {
     &coll__shm_transport,
     &coll__tcp_transport,
+#if COLL_HAVE_IBVERBS
+    &coll__ib_transport, /* after tcp for now: used where COLL_TRANSPORT=ib asks for it */
+#endif
     NULL,
 };
 _Static_assert(COLL_ARRAY_SIZE(coll__transports) <= COLL_MAX_TRANSPORTS + 1,

@@ -69,6 +69,7 @@ struct coll_transport {
 };
 
 COLL_INTERNAL extern const struct coll_transport coll__tcp_transport;
+COLL_INTERNAL extern const struct coll_transport coll__ib_transport; /* COLL_HAVE_IBVERBS */
 COLL_INTERNAL extern const struct coll_transport coll__shm_transport;
 /* Test hook: datagrams the shm doorbell refused (ctx is the shm ctx). */
 COLL_INTERNAL uint64_t coll__shm_refused(const void *ctx);

@@ -38,17 +38,41 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-static int nstate(uint32_t optim)
+static size_t nstate(uint32_t optim)
 {
     return optim == OPTIM_ADAMW ? 2 : 1;
 }
 
-int ckpt_write(const char *path, const struct ckpt_header *h, const float *params,
-               const float *m, const float *v, char *err, size_t errlen)
+size_t ckpt_narrays(const struct ckpt_header *h)
+{
+    if (!h->diloco)
+        return 1 + nstate(h->optim);
+    return 3 + (size_t)h->world_size * (1 + nstate(h->optim));
+}
+
+/* "DDP" or "--diloco 8 --fragments 2 --overlap 1", for messages. */
+static const char *describe(const struct ckpt_header *h, char *buf, size_t len)
+{
+    if (!h->diloco)
+        snprintf(buf, len, "DDP");
+    else if (h->overlap < 0)
+        snprintf(buf, len, "--diloco %u --fragments %u", h->diloco, h->fragments);
+    else
+        snprintf(buf, len, "--diloco %u --fragments %u --overlap %d", h->diloco,
+                 h->fragments, h->overlap);
+    return buf;
+}
+
+size_t ckpt_worker_array(const struct ckpt_header *h, int w)
+{
+    return 3 + (size_t)w * (1 + nstate(h->optim));
+}
+
+int ckpt_write(const char *path, const struct ckpt_header *h, const float *const *arrays,
+               char *err, size_t errlen)
 {
     char tmp[4096], dir[4096];
     size_t bytes = h->nparams * sizeof(float);
-    const float *arrays[3] = {params, m, v};
     uint64_t sum = fnv1a(FNV_INIT, h, sizeof(*h));
     int fd, dfd;
 
@@ -60,7 +84,7 @@ int ckpt_write(const char *path, const struct ckpt_header *h, const float *param
     }
     if (write_all(fd, h, sizeof(*h)) != 0)
         goto out_write_error;
-    for (int a = 0; a < 1 + nstate(h->optim); a++) {
+    for (size_t a = 0; a < ckpt_narrays(h); a++) {
         if (write_all(fd, arrays[a], bytes) != 0)
             goto out_write_error;
         sum = fnv1a(sum, arrays[a], bytes);
@@ -95,7 +119,7 @@ out_write_error:
 }
 
 int ckpt_read(const char *path, const struct ckpt_header *want, struct ckpt_header *h,
-              float *params, float *m, float *v, char *err, size_t errlen)
+              const struct ckpt_pick *picks, int npicks, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     unsigned char *buf = NULL;
@@ -133,9 +157,16 @@ int ckpt_read(const char *path, const struct ckpt_header *want, struct ckpt_head
                  got.version, CKPT_VERSION);
         goto out_free;
     }
-    expect = sizeof(got) + (size_t)(1 + nstate(got.optim)) * got.nparams * sizeof(float) +
-             sizeof(sum);
-    if (got.nparams > (1ull << 40) || (size_t)len != expect) {
+    /* Bounds first, so that a corrupt header cannot make the size arithmetic wrap. */
+    if (got.nparams > (1ull << 36) || got.world_size > (1u << 20) ||
+        got.fragments > MLP_MAX_LAYERS) {
+        snprintf(err, errlen, "checkpoint '%s' is corrupt: impossible header (%llu "
+                 "parameters, %u ranks, %u fragments)", path, (unsigned long long)got.nparams,
+                 got.world_size, got.fragments);
+        goto out_free;
+    }
+    expect = sizeof(got) + ckpt_narrays(&got) * got.nparams * sizeof(float) + sizeof(sum);
+    if ((size_t)len != expect) {
         snprintf(err, errlen, "checkpoint '%s' is corrupt: %ld bytes, its header implies %zu",
                  path, len, expect);
         goto out_free;
@@ -167,13 +198,25 @@ int ckpt_read(const char *path, const struct ckpt_header *want, struct ckpt_head
                  want->world_size);
         goto out_free;
     }
+    if (got.diloco != want->diloco || got.fragments != want->fragments ||
+        got.overlap != want->overlap) {
+        char a[96], b[96];
+        snprintf(err, errlen, "checkpoint '%s' was written by %s; this run is %s: resume "
+                 "with the same schedule", path, describe(&got, a, sizeof(a)),
+                 describe(want, b, sizeof(b)));
+        goto out_free;
+    }
+    for (int i = 0; i < npicks; i++) {
+        if (picks[i].index >= ckpt_narrays(&got)) {
+            snprintf(err, errlen, "checkpoint '%s' has no array %zu", path, picks[i].index);
+            goto out_free;
+        }
+    }
     {
         size_t bytes = got.nparams * sizeof(float);
         const unsigned char *p = buf + sizeof(got);
-        memcpy(params, p, bytes);
-        memcpy(m, p + bytes, bytes);
-        if (got.optim == OPTIM_ADAMW)
-            memcpy(v, p + 2 * bytes, bytes);
+        for (int i = 0; i < npicks; i++)
+            memcpy(picks[i].dst, p + picks[i].index * bytes, bytes);
     }
     *h = got;
     ret = 0;

@@ -22,8 +22,12 @@
  * Since every replica applies the same averaged gradient, the replicas stay equal, and the
  * run matches one process on the same global batch up to float summation order.
  *
- * Divisions: options; timing and the comm wrappers; buckets; evaluation; checkpoints and
- * weights files; plotting; the training loop; main.
+ * Instead of DDP, --diloco H runs DiLoCo and, with --fragments/--overlap/--mix, Streaming
+ * DiLoCo; --quant sends gradients or outer gradients through coll_allreduce_quantized on a
+ * worker thread (qworker.h), overlapped as the fp32 all-reduces are.
+ *
+ * Divisions: options; timing and the comm wrappers; buckets; DiLoCo; evaluation;
+ * checkpoints, weights files and the flag check; plotting; the training loop; main.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -45,6 +49,7 @@
 #include "ckpt.h"
 #include "data.h"
 #include "mlp.h"
+#include "qworker.h"
 
 #define EXIT_USAGE 2
 #define ERRLEN 512
@@ -76,6 +81,13 @@ struct opts {
     int diloco;           /* H: inner steps between outer syncs; 0: DDP */
     int fragments;        /* P: Streaming DiLoCo fragments (1: plain DiLoCo) */
     double outer_lr, outer_momentum;
+    int overlap;          /* tau: a fragment's outer step lands tau inner steps after its
+                           * all-reduce starts; -1: blocking outer syncs */
+    double mix;           /* alpha: local = alpha local + (1 - alpha) global after a sync */
+    int quant;            /* coll_quant_codec_t of gradients / outer gradients; -1: fp32 */
+    bool feedback;        /* error feedback with --quant */
+    bool schedule;        /* print one period of the fragment schedule and exit */
+    long stop_after;      /* end after this step as a crash would (tests of --resume) */
     bool lr_set, wd_set;
 };
 
@@ -108,15 +120,29 @@ static void usage(FILE *f)
         "  --fragments P      Streaming DiLoCo: P fragments of layers synced on a staggered "
         "schedule\n"
         "  --outer-lr X --outer-momentum X   outer Nesterov SGD (default 0.7 0.9)\n"
+        "  --overlap TAU      a fragment's outer all-reduce runs during the next TAU inner "
+        "steps\n"
+        "                     (non-blocking; 0 <= TAU < H); default: blocking syncs\n"
+        "  --mix ALPHA        after a fragment's outer step, local = ALPHA local + (1 - ALPHA)"
+        " global\n"
+        "                     (default 0: take the global parameters)\n"
+        "  --schedule         print which parameters sync at which step of one period; exit\n"
+        "quantized communication:\n"
+        "  --quant CODEC      gradients (DDP) or outer gradients (DiLoCo) cross the wire as "
+        "CODEC:\n"
+        "                     fp16 bf16 int8 e4m3 e5m2 int4 e3m0 sign1 (default: fp32)\n"
+        "  --no-feedback      without error feedback (default: with)\n"
         "checkpoints:\n"
         "  --ckpt PATH        rank 0 writes PATH atomically every --ckpt-every steps and at "
         "the end\n"
         "  --ckpt-every N     (default 0: at the end only)\n"
         "  --resume PATH      start from a checkpoint (same sizes, optimizer, ranks)\n"
+        "  --stop-after N     end after step N as if killed: no final sync, no final "
+        "checkpoint\n"
         "output:\n"
         "  --log-every N      print loss every N steps (default 0: per epoch)\n"
         "  --eval-every N     test accuracy every N steps (default 0: per epoch)\n"
-        "  --plot PREFIX      PREFIX-accuracy.png and PREFIX-time.png (gnuplot)\n"
+        "  --plot PREFIX      PREFIX-accuracy.png, -bytes.png and -time.png (gnuplot)\n"
         "  --dump-weights F   write the final parameters (raw floats) to F\n"
         "  --check-weights F  compare the final parameters with F; exit 1 beyond --tol\n"
         "  --tol X            relative tolerance of --check-weights (default 1e-5)\n");
@@ -152,6 +178,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"check-weights", 1, 0, 'k'}, {"tol", 1, 0, 't'},      {"help", 0, 0, 'h'},
         {"cosine", 0, 0, 'K'},      {"diloco", 1, 0, 'H'},     {"fragments", 1, 0, 'P'},
         {"outer-lr", 1, 0, 'O'},    {"outer-momentum", 1, 0, 'M'},
+        {"overlap", 1, 0, 'T'},     {"mix", 1, 0, 'A'},        {"quant", 1, 0, 'Q'},
+        {"no-feedback", 0, 0, 'F'}, {"schedule", 0, 0, 'G'},  {"stop-after", 1, 0, 'X'},
         {0, 0, 0, 0},
     };
     int c;
@@ -161,7 +189,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         .data_dir = DEFAULT_DATA, .sizes = "784,256,128,10", .optim = OPTIM_SGD,
         .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .batch = 128, .accum = 1,
         .epochs = 1, .seed = 1, .bucket_mb = 25.0, .tol = 1e-5, .fragments = 1,
-        .outer_lr = 0.7, .outer_momentum = 0.9,
+        .outer_lr = 0.7, .outer_momentum = 0.9, .overlap = -1, .quant = -1,
+        .feedback = true,
     };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int st = 0;
@@ -211,6 +240,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'O': st = parse_num("outer-lr", optarg, 0, 1e3, &o->outer_lr); break;
         case 'M': st = parse_num("outer-momentum", optarg, 0, 1, &o->outer_momentum); break;
+        case 'T': st = parse_num("overlap", optarg, 0, 1e9, &v); o->overlap = (int)v; break;
+        case 'A': st = parse_num("mix", optarg, 0, 1, &o->mix); break;
+        case 'Q':
+            o->quant = qworker_codec(optarg);
+            if (o->quant < 0) {
+                fprintf(stderr, "dptrain: unknown codec '%s' for --quant: want fp16, bf16, "
+                        "int8, e4m3, e5m2, int4, e3m0 or sign1\n", optarg);
+                st = -1;
+            }
+            break;
+        case 'F': o->feedback = false; break;
+        case 'G': o->schedule = true; break;
+        case 'X': st = parse_num("stop-after", optarg, 1, 1e12, &v); o->stop_after = (long)v;
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -221,13 +264,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         fprintf(stderr, "dptrain: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (o->diloco && (o->ckpt || o->resume)) {
-        fprintf(stderr, "dptrain: checkpoints do not hold DiLoCo's outer state yet: "
-                "--diloco cannot be combined with --ckpt or --resume\n");
+    if (!o->diloco && (o->fragments > 1 || o->overlap >= 0 || o->mix != 0 || o->schedule)) {
+        fprintf(stderr, "dptrain: --fragments, --overlap, --mix and --schedule need "
+                "--diloco H\n");
         return -1;
     }
-    if (o->fragments > 1 && !o->diloco) {
-        fprintf(stderr, "dptrain: --fragments needs --diloco H\n");
+    /* A fragment's next all-reduce starts H steps after its last: that one must have
+     * landed by then, so its delta buffer is free again. */
+    if (o->diloco && o->overlap >= o->diloco) {
+        fprintf(stderr, "dptrain: --overlap %d must be below --diloco %d: a fragment's outer "
+                "step must land before its next sync starts\n", o->overlap, o->diloco);
         return -1;
     }
     if (!o->lr_set)
@@ -253,8 +299,8 @@ struct run {
     int rank, nranks;
     /* This step's and the whole run's communication accounting. */
     double comm_s, wait_s;         /* inside launching/blocking coll calls; inside coll_wait */
-    double payload_bytes;          /* bytes handed to all-reduces and broadcasts */
-    double sent_bytes;             /* estimate of bytes this rank put on the wire */
+    double payload_bytes;          /* fp32 bytes handed to all-reduces and broadcasts */
+    struct qworker *qw;            /* --quant: the thread running quantized all-reduces */
 };
 
 static void die_coll(struct run *r, coll_status_t st, const char *what)
@@ -264,12 +310,16 @@ static void die_coll(struct run *r, coll_status_t st, const char *what)
     exit(1);
 }
 
-/* Bytes a rank sends in a bandwidth-optimal all-reduce (ring: reduce-scatter, then
- * all-gather) of bytes: 2 (n - 1) / n of them. An estimate: coll may pick another schedule
- * for small messages. */
-static double allreduce_sent(const struct run *r, double bytes)
+/* Payload bytes this rank has handed to coll's transports, as coll counts them, on the
+ * job's comm and the quantized all-reduce thread's. */
+static double bytes_sent(const struct run *r)
 {
-    return 2.0 * (r->nranks - 1) / r->nranks * bytes;
+    uint64_t b = 0;
+
+    if (!r->comm)
+        return 0;
+    coll_comm_bytes_sent(r->comm, &b);
+    return (double)b + (r->qw ? (double)atomic_load(&r->qw->bytes_sent) : 0.0);
 }
 
 static void allreduce_doubles(struct run *r, double *buf, int n)
@@ -284,7 +334,6 @@ static void allreduce_doubles(struct run *r, double *buf, int n)
         die_coll(r, st, "coll_allreduce");
     r->comm_s += now_s() - t0;
     r->payload_bytes += n * sizeof(double);
-    r->sent_bytes += allreduce_sent(r, n * sizeof(double));
 }
 
 static void broadcast_floats(struct run *r, float *buf, size_t n)
@@ -299,9 +348,6 @@ static void broadcast_floats(struct run *r, float *buf, size_t n)
         die_coll(r, st, "coll_broadcast");
     r->comm_s += now_s() - t0;
     r->payload_bytes += n * sizeof(float);
-    /* A pipelined broadcast has every rank but the last forward the whole buffer; root
-     * sends it once. Estimate: (n - 1) / n of a copy per rank on average. */
-    r->sent_bytes += (double)(r->nranks - 1) / r->nranks * n * sizeof(float);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -312,6 +358,9 @@ struct bucket {
     int lo, hi;        /* layers lo..hi */
     size_t off, count; /* floats of m->grads */
     coll_request_t *req;
+    struct qjob job;   /* --quant: the bucket's all-reduce on the worker thread */
+    bool posted;
+    coll_quant_feedback_t *fb;
 };
 
 struct ddp {
@@ -361,13 +410,19 @@ static void ddp_layer_done(int l, void *arg)
         return;
     b = &d->b[k];
     t0 = now_s();
-    st = coll_iallreduce(d->m->grads + b->off, d->m->grads + b->off, b->count, COLL_FLOAT32,
-                         COLL_SUM, r->comm, &b->req);
-    if (st != COLL_SUCCESS)
-        die_coll(r, st, "coll_iallreduce");
+    if (r->qw) {
+        b->job = (struct qjob){.buf = d->m->grads + b->off, .count = b->count, .op = COLL_SUM,
+                               .fb = b->fb};
+        qworker_post(r->qw, &b->job);
+        b->posted = true;
+    } else {
+        st = coll_iallreduce(d->m->grads + b->off, d->m->grads + b->off, b->count,
+                             COLL_FLOAT32, COLL_SUM, r->comm, &b->req);
+        if (st != COLL_SUCCESS)
+            die_coll(r, st, "coll_iallreduce");
+    }
     r->comm_s += now_s() - t0;
     r->payload_bytes += b->count * sizeof(float);
-    r->sent_bytes += allreduce_sent(r, b->count * sizeof(float));
 }
 
 static void ddp_wait_all(struct ddp *d)
@@ -378,6 +433,18 @@ static void ddp_wait_all(struct ddp *d)
         coll_status_t st;
         double t0;
 
+        if (d->b[k].posted) {
+            t0 = now_s();
+            st = qworker_wait(r->qw, &d->b[k].job);
+            d->b[k].posted = false;
+            if (st != COLL_SUCCESS) {
+                fprintf(stderr, "dptrain: rank %d: quantized gradient all-reduce failed: "
+                        "%s: %s\n", r->rank, coll_status_string(st), qworker_error(r->qw));
+                exit(1);
+            }
+            r->wait_s += now_s() - t0;
+            continue;
+        }
         if (!d->b[k].req)
             continue;
         t0 = now_s();
@@ -390,22 +457,35 @@ static void ddp_wait_all(struct ddp *d)
 }
 
 /* ---------------------------------------------------------------------------------------
- * DiLoCo (Douillard et al. 2023) and Streaming DiLoCo (2025). Workers train alone for H
- * inner steps (their own optimizer, no gradient all-reduce), then average how far they
- * moved from the last global parameters, the "outer gradient" delta = global - local, and
- * take an outer SGD step with Nesterov momentum on it; everyone restarts from the result.
+ * DiLoCo (Douillard et al. 2023) and Streaming DiLoCo (Douillard et al. 2025). Workers train
+ * alone for H inner steps (their own optimizer, no gradient all-reduce), then average how
+ * far they moved from the last global parameters, the "outer gradient" delta = global -
+ * local, and take an outer SGD step with Nesterov momentum on it.
+ *
  * Streaming splits the layers into P fragments and syncs fragment p at inner steps t with
- * t mod H = p H / P, so the traffic of one full sync is spread over the H steps instead of
- * arriving at once. Here each sync is a blocking all-reduce (no overlap with inner steps).
+ * t mod H = p H / P, so the traffic of one full sync is spread over the H steps. With
+ * --overlap tau the fragment's all-reduce is non-blocking: the worker goes on with tau more
+ * inner steps while it travels, and only then applies the outer step to the global copy
+ * and merges it into its (moved-on) local parameters with the mixing factor alpha:
+ *     local = alpha * local + (1 - alpha) * global_after_outer_step.
+ * The next outer gradient is taken against the global copy, never the mixed local one. The
+ * last step syncs every fragment, blocking and with alpha 0, so all replicas end equal.
  */
 struct diloco {
     float *global;   /* the parameters as of each fragment's last outer step */
     float *momentum; /* outer Nesterov buffer */
-    float *delta;
+    float *delta;    /* outer gradients; a pending fragment's slice is borrowed by coll */
     int nfrag;
     size_t frag_off[MLP_MAX_LAYERS + 1]; /* fragment f is [frag_off[f], frag_off[f + 1]) */
     int shift[MLP_MAX_LAYERS];           /* inner step mod H at which fragment f syncs */
     long syncs;                          /* fragment syncs done (a full sync counts P) */
+    /* Overlapped syncs in flight: started, not yet applied. */
+    bool pending[MLP_MAX_LAYERS];
+    long due[MLP_MAX_LAYERS];            /* the step after which the outer step lands */
+    coll_request_t *req[MLP_MAX_LAYERS]; /* fp32: coll_iallreduce; NULL once reduced */
+    struct qjob job[MLP_MAX_LAYERS];     /* --quant: on the worker thread */
+    bool posted[MLP_MAX_LAYERS];
+    coll_quant_feedback_t *fb[MLP_MAX_LAYERS];
 };
 
 static int diloco_init(struct diloco *dl, const struct mlp *m, const struct opts *o,
@@ -415,12 +495,11 @@ static int diloco_init(struct diloco *dl, const struct mlp *m, const struct opts
 
     dl->global = malloc(m->nparams * sizeof(float));
     dl->momentum = calloc(m->nparams, sizeof(float));
-    dl->delta = malloc(m->nparams * sizeof(float));
+    dl->delta = calloc(m->nparams, sizeof(float));
     if (!dl->global || !dl->momentum || !dl->delta) {
         snprintf(err, errlen, "out of memory for DiLoCo's outer state");
         return -1;
     }
-    memcpy(dl->global, m->params, m->nparams * sizeof(float));
     /* Fragments of whole, consecutive layers, as even in count as the layers allow. */
     dl->nfrag = nfrag;
     for (int f = 0; f <= nfrag; f++)
@@ -432,41 +511,138 @@ static int diloco_init(struct diloco *dl, const struct mlp *m, const struct opts
 
 static void diloco_free(struct diloco *dl)
 {
+    for (int f = 0; f < MLP_MAX_LAYERS; f++)
+        coll_quant_feedback_destroy(dl->fb[f]);
     free(dl->global);
     free(dl->momentum);
     free(dl->delta);
 }
 
-/* Outer step on fragment f after inner step t (1-based), when its turn has come or force. */
-static void diloco_maybe_sync(struct diloco *dl, struct run *r, struct mlp *m,
-                              const struct opts *o, long t, bool force)
+/* Whether fragment f's turn comes after inner step t (1-based). The schedule test prints
+ * this very predicate over a period. */
+static bool diloco_due(const struct diloco *dl, const struct opts *o, int f, long t)
 {
-    for (int f = 0; f < dl->nfrag; f++) {
-        size_t a = dl->frag_off[f], b = dl->frag_off[f + 1], n = b - a;
-        float lr = (float)o->outer_lr, mu = (float)o->outer_momentum;
-        coll_status_t st;
+    return t % o->diloco == dl->shift[f];
+}
 
-        if (!force && t % o->diloco != dl->shift[f])
+/* Starts the averaging of fragment f's outer gradient (already in dl->delta). */
+static void diloco_launch(struct diloco *dl, struct run *r, int f)
+{
+    size_t a = dl->frag_off[f], n = dl->frag_off[f + 1] - a;
+    double t0 = now_s();
+
+    if (!r->comm)
+        return;
+    if (r->qw) {
+        dl->job[f] = (struct qjob){.buf = dl->delta + a, .count = n, .op = COLL_AVG,
+                                   .fb = dl->fb[f]};
+        qworker_post(r->qw, &dl->job[f]);
+        dl->posted[f] = true;
+    } else {
+        coll_status_t st = coll_iallreduce(dl->delta + a, dl->delta + a, n, COLL_FLOAT32,
+                                           COLL_AVG, r->comm, &dl->req[f]);
+        if (st != COLL_SUCCESS)
+            die_coll(r, st, "coll_iallreduce (DiLoCo outer gradient)");
+    }
+    r->comm_s += now_s() - t0;
+    r->payload_bytes += n * sizeof(float);
+}
+
+/* Waits for fragment f's averaged outer gradient, if it is still travelling. */
+static void diloco_reduced(struct diloco *dl, struct run *r, int f)
+{
+    double t0 = now_s();
+    coll_status_t st;
+
+    if (dl->posted[f]) {
+        st = qworker_wait(r->qw, &dl->job[f]);
+        dl->posted[f] = false;
+        if (st != COLL_SUCCESS) {
+            fprintf(stderr, "dptrain: rank %d: quantized outer gradient all-reduce failed: "
+                    "%s: %s\n", r->rank, coll_status_string(st), qworker_error(r->qw));
+            exit(1);
+        }
+    } else if (dl->req[f]) {
+        st = coll_wait(dl->req[f]);
+        dl->req[f] = NULL;
+        if (st != COLL_SUCCESS)
+            die_coll(r, st, "coll_wait (DiLoCo outer gradient)");
+    }
+    r->wait_s += now_s() - t0;
+}
+
+/* The outer step on fragment f's global copy, then the merge into the local parameters. */
+static void diloco_apply(struct diloco *dl, struct mlp *m, const struct opts *o, int f,
+                         float alpha)
+{
+    size_t a = dl->frag_off[f], b = dl->frag_off[f + 1];
+    float lr = (float)o->outer_lr, mu = (float)o->outer_momentum;
+
+    for (size_t i = a; i < b; i++) {
+        dl->momentum[i] = mu * dl->momentum[i] + dl->delta[i];
+        dl->global[i] -= lr * (dl->delta[i] + mu * dl->momentum[i]); /* Nesterov */
+        m->params[i] = alpha * m->params[i] + (1.0f - alpha) * dl->global[i];
+    }
+}
+
+/* After inner step t (1-based): land the overlapped syncs that are due, then start (or, when
+ * blocking, do) the syncs whose turn it is; last syncs everything. */
+static void diloco_step(struct diloco *dl, struct run *r, struct mlp *m, const struct opts *o,
+                        long t, bool last)
+{
+    float alpha = (float)o->mix;
+
+    for (int f = 0; f < dl->nfrag; f++) {
+        if (dl->pending[f] && (t >= dl->due[f] || last)) {
+            diloco_reduced(dl, r, f);
+            diloco_apply(dl, m, o, f, alpha);
+            dl->pending[f] = false;
+        }
+    }
+    for (int f = 0; f < dl->nfrag; f++) {
+        size_t a = dl->frag_off[f], b = dl->frag_off[f + 1];
+
+        if (!last && !diloco_due(dl, o, f, t))
             continue;
         dl->syncs++;
         for (size_t i = a; i < b; i++)
             dl->delta[i] = dl->global[i] - m->params[i];
-        if (r->comm) {
-            double t0 = now_s();
-            st = coll_allreduce(dl->delta + a, dl->delta + a, n, COLL_FLOAT32, COLL_AVG,
-                                r->comm);
-            if (st != COLL_SUCCESS)
-                die_coll(r, st, "coll_allreduce (DiLoCo outer gradient)");
-            r->comm_s += now_s() - t0;
-            r->payload_bytes += n * sizeof(float);
-            r->sent_bytes += allreduce_sent(r, n * sizeof(float));
+        if (last || o->overlap < 0) {
+            if (r->comm && !r->qw) { /* the blocking path, as DiLoCo describes it */
+                double t0 = now_s();
+                coll_status_t st = coll_allreduce(dl->delta + a, dl->delta + a, b - a,
+                                                  COLL_FLOAT32, COLL_AVG, r->comm);
+                if (st != COLL_SUCCESS)
+                    die_coll(r, st, "coll_allreduce (DiLoCo outer gradient)");
+                r->comm_s += now_s() - t0;
+                r->payload_bytes += (b - a) * sizeof(float);
+            } else {
+                diloco_launch(dl, r, f);
+                diloco_reduced(dl, r, f);
+            }
+            diloco_apply(dl, m, o, f, last ? 0.0f : alpha);
+            continue;
         }
-        for (size_t i = a; i < b; i++) {
-            dl->momentum[i] = mu * dl->momentum[i] + dl->delta[i];
-            dl->global[i] -= lr * (dl->delta[i] + mu * dl->momentum[i]); /* Nesterov */
-            m->params[i] = dl->global[i];
+        diloco_launch(dl, r, f);
+        dl->pending[f] = true;
+        dl->due[f] = t + o->overlap;
+        if (o->overlap == 0) {
+            diloco_reduced(dl, r, f);
+            diloco_apply(dl, m, o, f, alpha);
+            dl->pending[f] = false;
         }
     }
+}
+
+/* --schedule: one period of diloco_due, as "step T fragment F params A B" lines. */
+static void diloco_print_schedule(const struct diloco *dl, const struct opts *o, size_t nparams)
+{
+    printf("schedule: H %d fragments %d parameters %zu\n", o->diloco, dl->nfrag, nparams);
+    for (long t = 1; t <= o->diloco; t++)
+        for (int f = 0; f < dl->nfrag; f++)
+            if (diloco_due(dl, o, f, t))
+                printf("step %ld fragment %d params %zu %zu\n", t, f, dl->frag_off[f],
+                       dl->frag_off[f + 1]);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -507,8 +683,8 @@ static void evaluate(struct run *r, struct mlp *m, const struct dataset *test, f
  * Checkpoints and weights files.
  */
 static void fill_header(struct ckpt_header *h, const struct mlp *m, const struct opts *o,
-                        const struct run *r, const struct optim *opt, uint64_t step,
-                        uint64_t rng_state)
+                        const struct run *r, const struct optim *opt,
+                        const struct diloco *dl, uint64_t step, uint64_t rng_state)
 {
     memset(h, 0, sizeof(*h));
     memcpy(h->magic, CKPT_MAGIC, 8);
@@ -525,6 +701,158 @@ static void fill_header(struct ckpt_header *h, const struct mlp *m, const struct
     h->seed = o->seed;
     h->rng_state = rng_state;
     h->nparams = m->nparams;
+    if (o->diloco) {
+        h->diloco = (uint32_t)o->diloco;
+        h->fragments = (uint32_t)dl->nfrag;
+        h->overlap = o->overlap;
+    }
+}
+
+/* Rank 0 writes the job's state. DDP: its own, since every replica is equal. DiLoCo: every
+ * worker's parameters and optimizer state, gathered to rank 0 (so collective); overlapped
+ * syncs still travelling are waited for and their averaged outer gradients stored, so that
+ * the resumed run lands them at the same step as an uninterrupted one. */
+static int save_checkpoint(struct run *r, const struct opts *o, const struct mlp *m,
+                           const struct optim *opt, struct diloco *dl, uint64_t step,
+                           uint64_t rng_state, char *err, size_t errlen)
+{
+    struct ckpt_header h;
+    size_t k = opt->v ? 3 : 2, n = m->nparams, na;
+    float *mine = NULL, *all = NULL;
+    const float **arrays = NULL;
+    int ret = -1;
+
+    fill_header(&h, m, o, r, opt, dl, step, rng_state);
+    if (!o->diloco) {
+        const float *ddp[3] = {m->params, opt->m, opt->v};
+        return r->rank == 0 ? ckpt_write(o->ckpt, &h, ddp, err, errlen) : 0;
+    }
+    for (int f = 0; f < dl->nfrag; f++) {
+        if (!dl->pending[f])
+            continue;
+        diloco_reduced(dl, r, f);
+        h.pending |= 1ull << f;
+        h.due[f] = (uint64_t)dl->due[f];
+    }
+    na = ckpt_narrays(&h);
+    mine = malloc(k * n * sizeof(float));
+    all = r->rank == 0 ? malloc((size_t)r->nranks * k * n * sizeof(float)) : NULL;
+    arrays = malloc(na * sizeof(*arrays));
+    if (!mine || !arrays || (r->rank == 0 && !all)) {
+        snprintf(err, errlen, "out of memory for a checkpoint");
+        goto out_free;
+    }
+    memcpy(mine, m->params, n * sizeof(float));
+    memcpy(mine + n, opt->m, n * sizeof(float));
+    if (opt->v)
+        memcpy(mine + 2 * n, opt->v, n * sizeof(float));
+    if (r->comm) {
+        coll_status_t st = coll_gather(mine, all, k * n, COLL_FLOAT32, 0, r->comm);
+        if (st != COLL_SUCCESS)
+            die_coll(r, st, "coll_gather (checkpoint)");
+    } else {
+        memcpy(all, mine, k * n * sizeof(float));
+    }
+    if (r->rank == 0) {
+        arrays[0] = dl->global;
+        arrays[1] = dl->momentum;
+        arrays[2] = dl->delta;
+        for (size_t i = 3; i < na; i++)
+            arrays[i] = all + (i - 3) * n;
+        if (ckpt_write(o->ckpt, &h, arrays, err, errlen) != 0)
+            goto out_free;
+    }
+    ret = 0;
+out_free:
+    free(arrays);
+    free(all);
+    free(mine);
+    return ret;
+}
+
+/* --resume: every rank reads the file itself and takes its own worker's state. */
+static int load_checkpoint(struct run *r, const struct opts *o, struct mlp *m,
+                           struct optim *opt, struct diloco *dl, struct ckpt_header *got,
+                           char *err, size_t errlen)
+{
+    struct ckpt_header want;
+    struct ckpt_pick picks[6];
+    int np = 0;
+
+    fill_header(&want, m, o, r, opt, dl, 0, 0);
+    if (!o->diloco) {
+        picks[np++] = (struct ckpt_pick){0, m->params};
+        picks[np++] = (struct ckpt_pick){1, opt->m};
+        if (opt->v)
+            picks[np++] = (struct ckpt_pick){2, opt->v};
+    } else {
+        size_t w = ckpt_worker_array(&want, r->rank);
+        picks[np++] = (struct ckpt_pick){0, dl->global};
+        picks[np++] = (struct ckpt_pick){1, dl->momentum};
+        picks[np++] = (struct ckpt_pick){2, dl->delta};
+        picks[np++] = (struct ckpt_pick){w, m->params};
+        picks[np++] = (struct ckpt_pick){w + 1, opt->m};
+        if (opt->v)
+            picks[np++] = (struct ckpt_pick){w + 2, opt->v};
+    }
+    if (ckpt_read(o->resume, &want, got, picks, np, err, errlen) != 0)
+        return -1;
+    if (o->diloco)
+        for (int f = 0; f < dl->nfrag; f++) {
+            dl->pending[f] = (got->pending >> f) & 1;
+            dl->due[f] = (long)got->due[f];
+        }
+    return 0;
+}
+
+/* Every rank must run the same schedule: flags that decide which collectives run, with
+ * what sizes, or what the replicas compute. Compared at start (the max and min of each over
+ * the ranks must agree), so a launch with mixed flags fails with a message instead of
+ * hanging in mismatched collectives or silently diverging. */
+static int check_flags(struct run *r, const struct opts *o, char *err, size_t errlen)
+{
+    uint64_t sizes_hash = 0xcbf29ce484222325ull;
+    for (const char *c = o->sizes; *c; c++)
+        sizes_hash = (sizes_hash ^ (unsigned char)*c) * 0x100000001b3ull;
+    const struct {
+        const char *name;
+        double v;
+    } f[] = {
+        {"--sizes", (double)(sizes_hash >> 12)}, {"--optim", o->optim}, {"--lr", o->lr},
+        {"--momentum", o->momentum}, {"--wd", o->weight_decay}, {"--beta1", o->beta1},
+        {"--beta2", o->beta2}, {"--eps", o->eps}, {"--batch", o->batch},
+        {"--accum", o->accum}, {"--epochs", o->epochs}, {"--steps", (double)o->steps},
+        {"--seed", (double)o->seed}, {"--bucket-mb", o->bucket_mb}, {"--cosine", o->cosine},
+        {"--diloco", o->diloco}, {"--fragments", o->fragments}, {"--outer-lr", o->outer_lr},
+        {"--outer-momentum", o->outer_momentum}, {"--overlap", o->overlap},
+        {"--mix", o->mix}, {"--quant", o->quant}, {"--no-feedback", !o->feedback},
+        {"--synthetic", o->synthetic}, {"--ckpt (given or not)", o->ckpt != NULL},
+        {"--ckpt-every", (double)o->ckpt_every}, {"--resume (given or not)", o->resume != NULL},
+        {"--log-every", (double)o->log_every}, {"--eval-every", (double)o->eval_every},
+        {"--stop-after", (double)o->stop_after},
+    };
+    enum { N = sizeof(f) / sizeof(f[0]) };
+    double mm[2 * N];
+    coll_status_t st;
+
+    if (!r->comm)
+        return 0;
+    for (int i = 0; i < N; i++) {
+        mm[i] = f[i].v;
+        mm[N + i] = -f[i].v;
+    }
+    st = coll_allreduce(mm, mm, 2 * N, COLL_FLOAT64, COLL_MAX, r->comm);
+    if (st != COLL_SUCCESS)
+        die_coll(r, st, "coll_allreduce (flag check)");
+    for (int i = 0; i < N; i++) {
+        if (mm[i] != -mm[N + i]) {
+            snprintf(err, errlen, "the ranks were started with different %s (from %g to %g "
+                     "across ranks; this rank has %g): start every rank with the same flags",
+                     f[i].name, -mm[N + i], mm[i], f[i].v);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int dump_weights(const char *path, const struct mlp *m)
@@ -588,7 +916,7 @@ struct history {
     size_t n, cap;
     double *step_compute, *step_comm, *step_wait, *step_loss;
     size_t neval, evcap;
-    double *eval_step, *eval_acc;
+    double *eval_step, *eval_acc, *eval_bytes;
 };
 
 /* Appends one row to ncols parallel arrays of n rows, growing them all together. */
@@ -621,13 +949,14 @@ static void hist_step(struct history *h, double compute, double comm, double wai
     h->n++;
 }
 
-static void hist_eval(struct history *h, double step, double acc)
+static void hist_eval(struct history *h, double step, double acc, double bytes)
 {
-    double *cols[2] = {h->eval_step, h->eval_acc};
-    double add[2] = {step, acc};
-    hist_push(h->neval, &h->evcap, 2, cols, add);
+    double *cols[3] = {h->eval_step, h->eval_acc, h->eval_bytes};
+    double add[3] = {step, acc, bytes};
+    hist_push(h->neval, &h->evcap, 3, cols, add);
     h->eval_step = cols[0];
     h->eval_acc = cols[1];
+    h->eval_bytes = cols[2];
     h->neval++;
 }
 
@@ -669,9 +998,9 @@ static int write_plots(const char *prefix, const struct history *h, long first_s
     snprintf(path, sizeof(path), "%s-eval.dat", prefix);
     if (!(f = fopen(path, "w")))
         goto out_file;
-    fprintf(f, "# step test_accuracy\n");
+    fprintf(f, "# step test_accuracy bytes_sent_by_rank0\n");
     for (size_t i = 0; i < h->neval; i++)
-        fprintf(f, "%.0f %.6f\n", h->eval_step[i], h->eval_acc[i]);
+        fprintf(f, "%.0f %.6f %.0f\n", h->eval_step[i], h->eval_acc[i], h->eval_bytes[i]);
     fclose(f);
 
     f = popen("gnuplot", "w");
@@ -686,6 +1015,11 @@ static int write_plots(const char *prefix, const struct history *h, long first_s
             "set title 'test accuracy, %2$d rank(s)'\n"
             "set xlabel 'optimizer step'\nset ylabel 'accuracy'\n"
             "plot '%1$s-eval.dat' using 1:2 with linespoints title 'test accuracy'\n"
+            "set output '%1$s-bytes.png'\n"
+            "set title 'test accuracy vs bytes sent by rank 0 (coll counter), %2$d rank(s)'\n"
+            "set xlabel 'MB sent'\n"
+            "plot '%1$s-eval.dat' using ($3/1e6):2 with linespoints title 'test accuracy'\n"
+            "set xlabel 'optimizer step'\n"
             "set output '%1$s-time.png'\n"
             "set title 'time per step (window means), %2$d rank(s)'\n"
             "set ylabel 'ms'\nset style fill solid 0.8 noborder\n"
@@ -718,6 +1052,7 @@ int main(int argc, char **argv)
     struct ddp d = {0};
     struct history hist = {0};
     struct diloco dl = {0};
+    struct qworker qw = {0};
     struct dp_rng rng;
     char err[ERRLEN];
     uint32_t *perm = NULL;
@@ -736,6 +1071,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "dptrain: %s\n", err);
         return EXIT_USAGE;
     }
+    if (o.schedule) { /* no data, no ranks: just the fragments and their turns */
+        if (mlp_init(&m, 1, err, sizeof(err)) != 0 || diloco_init(&dl, &m, &o, err,
+                                                                  sizeof(err)) != 0) {
+            fprintf(stderr, "dptrain: %s\n", err);
+            ret = 1;
+        } else {
+            diloco_print_schedule(&dl, &o, m.nparams);
+            ret = 0;
+        }
+        diloco_free(&dl);
+        mlp_free(&m);
+        return ret;
+    }
 
     if (getenv("COLL_UNIQUE_ID")) {
         st = coll_comm_init_env(&r.comm);
@@ -746,6 +1094,10 @@ int main(int argc, char **argv)
         }
         coll_comm_rank(r.comm, &r.rank);
         coll_comm_size(r.comm, &r.nranks);
+        if (check_flags(&r, &o, err, sizeof(err)) != 0) {
+            fprintf(stderr, "dptrain: rank %d: %s\n", r.rank, err);
+            goto out_comm;
+        }
     }
     if (o.batch < r.nranks) {
         fprintf(stderr, "dptrain: --batch %d is smaller than the %d ranks: every rank needs a "
@@ -793,13 +1145,31 @@ int main(int argc, char **argv)
         goto out_err;
     }
 
+    d = (struct ddp){.run = &r, .m = &m};
+    ddp_make_buckets(&d, o.bucket_mb);
+    if (o.diloco && diloco_init(&dl, &m, &o, err, sizeof(err)) != 0)
+        goto out_err;
+    if (o.quant >= 0 && r.comm) {
+        if (qworker_init(&qw, r.comm, (coll_quant_codec_t)o.quant, err, sizeof(err)) != 0)
+            goto out_err;
+        r.qw = &qw;
+        for (int k = 0; o.feedback && !o.diloco && k < d.nbuckets; k++)
+            if (qworker_feedback(&qw, d.b[k].count, &d.b[k].fb, err, sizeof(err)) != 0)
+                goto out_err;
+        for (int f = 0; o.feedback && o.diloco && f < dl.nfrag; f++)
+            if (qworker_feedback(&qw, dl.frag_off[f + 1] - dl.frag_off[f], &dl.fb[f], err,
+                                 sizeof(err)) != 0)
+                goto out_err;
+        if (qworker_start(&qw, err, sizeof(err)) != 0)
+            goto out_err;
+    }
+
     dp_rng_seed(&rng, o.seed);
     if (o.resume) {
         /* Every rank reads the file (it is on a shared or local filesystem) and checks it,
          * so a rank with a bad copy fails loudly instead of diverging. */
-        struct ckpt_header want, got;
-        fill_header(&want, &m, &o, &r, &opt, 0, 0);
-        if (ckpt_read(o.resume, &want, &got, m.params, opt.m, opt.v, err, sizeof(err)) != 0)
+        struct ckpt_header got;
+        if (load_checkpoint(&r, &o, &m, &opt, &dl, &got, err, sizeof(err)) != 0)
             goto out_err;
         start_step = (long)got.step;
         if (start_step >= total_steps) {
@@ -822,12 +1192,10 @@ int main(int argc, char **argv)
         else
             dp_rng_next(&rng); /* keep every rank's generator in the same state */
         broadcast_floats(&r, m.params, m.nparams);
+        if (o.diloco)
+            memcpy(dl.global, m.params, m.nparams * sizeof(float));
     }
 
-    d = (struct ddp){.run = &r, .m = &m};
-    ddp_make_buckets(&d, o.bucket_mb);
-    if (o.diloco && diloco_init(&dl, &m, &o, err, sizeof(err)) != 0)
-        goto out_err;
     if (r.rank == 0) {
         printf("dptrain: %d rank(s), model %s (%zu parameters, %.2f MB), %s lr %g, global "
                "batch %d x accum %d, %ld steps/epoch, %d bucket(s) of <= %g MB, %s\n",
@@ -837,8 +1205,16 @@ int main(int argc, char **argv)
                o.synthetic ? "synthetic data" : o.data_dir);
         if (o.diloco)
             printf("dptrain: DiLoCo: %d inner steps per sync, %d fragment(s), outer Nesterov "
-                   "lr %g momentum %g (no gradient all-reduce)\n", o.diloco, dl.nfrag,
-                   o.outer_lr, o.outer_momentum);
+                   "lr %g momentum %g (no gradient all-reduce), %s\n", o.diloco, dl.nfrag,
+                   o.outer_lr, o.outer_momentum,
+                   o.overlap < 0 ? "blocking syncs" : "overlapped syncs");
+        if (o.diloco && o.overlap >= 0)
+            printf("dptrain: overlap: outer step lands %d inner step(s) after its all-reduce "
+                   "starts, mixing factor alpha %g\n", o.overlap, o.mix);
+        if (o.quant >= 0)
+            printf("dptrain: %s cross the wire as %s, %s error feedback%s\n",
+                   o.diloco ? "outer gradients" : "gradients", qworker_codec_name(o.quant),
+                   o.feedback ? "with" : "without", r.comm ? "" : " (alone: no effect)");
         if (start_step)
             printf("dptrain: resumed from '%s' at step %ld\n", o.resume, start_step);
         fflush(stdout);
@@ -877,7 +1253,7 @@ int main(int argc, char **argv)
             opt.lr = o.lr * 0.5 * (1.0 + cos(M_PI * (double)step / (double)total_steps));
         optim_step(&opt, m.params, m.grads, m.nparams);
         if (o.diloco) /* the last step syncs everything, so all replicas end equal */
-            diloco_maybe_sync(&dl, &r, &m, &o, step + 1, step + 1 == total_steps);
+            diloco_step(&dl, &r, &m, &o, step + 1, step + 1 == total_steps);
 
         double comm = r.comm_s - comm0, wait = r.wait_s - wait0;
         double compute = now_s() - t0 - comm - wait;
@@ -913,19 +1289,27 @@ int main(int argc, char **argv)
             if (r.rank == 0) {
                 printf("step %ld: test accuracy %.4f, test loss %.4f\n", step + 1, acc,
                        test_loss);
-                hist_eval(&hist, (double)(step + 1), acc);
+                hist_eval(&hist, (double)(step + 1), acc, bytes_sent(&r));
             }
         }
-        if (o.ckpt && r.rank == 0 &&
-            ((o.ckpt_every && (step + 1) % o.ckpt_every == 0) || last)) {
-            struct ckpt_header h;
-            fill_header(&h, &m, &o, &r, &opt, (uint64_t)(step + 1), rng.s);
-            if (ckpt_write(o.ckpt, &h, m.params, opt.m, opt.v, err, sizeof(err)) != 0)
-                goto out_err;
-        }
+        if (o.ckpt && ((o.ckpt_every && (step + 1) % o.ckpt_every == 0) || last) &&
+            save_checkpoint(&r, &o, &m, &opt, &dl, (uint64_t)(step + 1), rng.s, err,
+                            sizeof(err)) != 0)
+            goto out_err;
         fflush(stdout);
         if (epoch_end)
             epoch_t0 = now_s(); /* evaluation and checkpoints are not the epoch's time */
+        if (o.stop_after && step + 1 == o.stop_after && !last) {
+            /* As a crash would: no final sync, so DiLoCo replicas still differ. The
+             * outer all-reduces in flight are drained so the comm closes cleanly. */
+            for (int f = 0; o.diloco && f < dl.nfrag; f++)
+                if (dl.pending[f])
+                    diloco_reduced(&dl, &r, f);
+            if (r.rank == 0)
+                printf("dptrain: stopped after step %ld (--stop-after)\n", o.stop_after);
+            ret = 0;
+            goto out_free;
+        }
     }
 
     /* Every replica must hold the same parameters now (DDP: always; DiLoCo: after the
@@ -953,9 +1337,9 @@ int main(int argc, char **argv)
                "ms (inside coll calls), waiting %.3f ms (coll_wait)\n", steps, wall,
                steps ? tot_compute / steps * 1e3 : 0, steps ? tot_comm / steps * 1e3 : 0,
                steps ? tot_wait / steps * 1e3 : 0);
-        printf("summary: all-reduce/broadcast payload %.1f MB, estimated bytes sent by rank 0 "
-               "%.1f MB (ring: 2(n-1)/n of the payload)\n", r.payload_bytes / 1e6,
-               r.sent_bytes / 1e6);
+        printf("summary: all-reduce/broadcast payload %.1f MB (fp32), bytes sent by rank 0 "
+               "%.3f MB (coll_comm_bytes_sent)\n", r.payload_bytes / 1e6,
+               bytes_sent(&r) / 1e6);
         if (epochs_timed)
             printf("summary: %.3f s per epoch (mean of %d), final test accuracy %.4f\n",
                    epoch_time_sum / epochs_timed, epochs_timed, acc);
@@ -989,7 +1373,11 @@ out_free:
     free(hist.step_loss);
     free(hist.eval_step);
     free(hist.eval_acc);
+    free(hist.eval_bytes);
     diloco_free(&dl);
+    for (int k = 0; k < d.nbuckets; k++)
+        coll_quant_feedback_destroy(d.b[k].fb);
+    qworker_fini(&qw);
     free(perm);
     free(xb);
     free(yb);

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# netns_hosts.sh - K emulated hosts on one machine: a network namespace and a UTS namespace
+# (its own hostname) per host, each joined to one bridge by a veth pair whose two ends are
+# rate-limited by tc htb. Needs root (ip, tc, unshare, nsenter from iproute2/util-linux).
+#
+#   bench/netns_hosts.sh run K PER_HOST [-r RATE] [-c COLLRUN] -- PROG ARGS...
+#       create K hosts, start K*PER_HOST ranks with collrun (ranks 0..P-1 on host 0, ...),
+#       each inside its host, remove the hosts afterwards (also on failure or Ctrl-C);
+#       exits with collrun's status
+#   bench/netns_hosts.sh up K [-r RATE]    create and leave them (prints their names)
+#   bench/netns_hosts.sh down              remove what `up` left (state in $NETNS_STATE)
+#   bench/netns_hosts.sh check             exit 0 when namespaces can be made here
+#
+# RATE is tc's ("1gbit", "10gbit"; default 1gbit): the link of every host, both ways.
+# Names carry this run's pid, so runs side by side do not meet. collrun stays in the
+# root namespace and serves the unique id on the bridge's address; each rank enters its
+# host with nsenter and talks over its veth ("eth0" inside), so every byte between hosts
+# crosses the rate limit and coll sees K hostnames.
+set -u
+
+die() { echo "netns_hosts: $*" >&2; exit 2; }
+STATE=${NETNS_STATE:-/tmp/netns_hosts.state}
+
+# ---- naming ---------------------------------------------------------------------------
+init_names() {
+    local id=$1
+    PFX="cn$id"                       # IFNAMSIZ is 16: "cn12345v3" fits
+    NET="10.$((64 + id % 64)).$((id / 64 % 250)).0"
+    BR="${PFX}br"
+    D="/tmp/netns_hosts.$id"          # UTS namespace files
+}
+ns_name() { echo "${PFX}h$1"; }
+ns_addr() { echo "${NET%.0}.$(($1 + 1))"; }
+br_addr() { echo "${NET%.0}.254"; }
+
+# ---- up / down ------------------------------------------------------------------------
+htb() { # htb DEV RATE [ip netns exec NS]
+    local dev=$1 rate=$2
+    shift 2
+    "$@" tc qdisc add dev "$dev" root handle 1: htb default 10 &&
+        "$@" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" quantum 60000
+}
+
+up() {
+    local k=$1 rate=$2 i ns
+    mkdir -p "$D" || return 1
+    ip link add "$BR" type bridge || return 1
+    ip addr add "$(br_addr)/24" dev "$BR" && ip link set "$BR" up || return 1
+    for ((i = 0; i < k; i++)); do
+        ns=$(ns_name "$i")
+        ip netns add "$ns" || return 1
+        ip link add "${PFX}v$i" type veth peer name eth0 netns "$ns" || return 1
+        ip link set "${PFX}v$i" master "$BR" up || return 1
+        ip -n "$ns" addr add "$(ns_addr "$i")/24" dev eth0 || return 1
+        ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
+        htb "${PFX}v$i" "$rate" || return 1            # bridge -> host i
+        htb eth0 "$rate" ip netns exec "$ns" || return 1 # host i -> bridge
+        # a UTS namespace kept alive by a bind mount on a file, named like its host
+        touch "$D/uts$i" && unshare --uts="$D/uts$i" hostname "host$i" || return 1
+    done
+    return 0
+}
+
+down() {
+    local i
+    [ -n "${PFX:-}" ] || return 0
+    for ((i = 0; i < 64; i++)); do
+        [ -e "$D/uts$i" ] && { umount "$D/uts$i" 2>/dev/null; rm -f "$D/uts$i"; }
+        ip netns del "$(ns_name "$i")" 2>/dev/null # takes its veth pair along
+    done
+    ip link del "$BR" 2>/dev/null
+    rmdir "$D" 2>/dev/null
+    return 0
+}
+
+check() {
+    local n="cnchk$$"
+    [ "$(id -u)" -eq 0 ] || { echo "not root"; return 1; }
+    for p in ip tc unshare nsenter; do
+        command -v "$p" >/dev/null || { echo "$p is missing"; return 1; }
+    done
+    ip netns add "$n" 2>/dev/null || { echo "cannot create a network namespace"; return 1; }
+    ip netns del "$n"
+    ip link add "${n}br" type bridge 2>/dev/null || { echo "cannot create a bridge"; return 1; }
+    ip link del "${n}br"
+    unshare --uts true 2>/dev/null || { echo "cannot create a UTS namespace"; return 1; }
+    return 0
+}
+
+# ---- run --------------------------------------------------------------------------------
+# Inside collrun: this script is each rank's program; it enters the rank's host and execs.
+enter() {
+    local id=$1 per=$2
+    shift 2
+    init_names "$id"
+    local h=$((COLL_RANK / per))
+    exec nsenter --net="/run/netns/$(ns_name "$h")" --uts="$D/uts$h" -- \
+        env COLL_SOCKET_IFNAME==eth0 "$@"
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+check) check ;;
+up)
+    k=${1:?usage: up K [-r RATE]}
+    shift
+    rate=1gbit
+    [ "${1:-}" = -r ] && rate=${2:?-r needs a rate}
+    init_names $$
+    if ! up "$k" "$rate"; then down; die "could not create the hosts"; fi
+    echo "$$" >"$STATE"
+    for ((i = 0; i < k; i++)); do echo "$(ns_name "$i") host$i $(ns_addr "$i")"; done
+    ;;
+down)
+    [ -s "$STATE" ] || exit 0
+    init_names "$(cat "$STATE")"
+    down
+    rm -f "$STATE"
+    ;;
+_enter)
+    enter "$@"
+    ;;
+run)
+    k=${1:?usage: run K PER_HOST [-r RATE] [-c COLLRUN] -- PROG ARGS}
+    per=${2:?usage: run K PER_HOST ...}
+    shift 2
+    rate=1gbit
+    collrun=$(dirname "$0")/../build/collrun
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        case $1 in
+        -r) rate=$2; shift 2 ;;
+        -c) collrun=$2; shift 2 ;;
+        *) die "unknown flag '$1'" ;;
+        esac
+    done
+    [ "${1:-}" = -- ] && shift
+    [ $# -gt 0 ] || die "run: no program"
+    init_names $$
+    trap down EXIT
+    trap 'exit 130' INT TERM
+    up "$k" "$rate" || die "could not create the hosts (root? see: $0 check)"
+    COLL_SOCKET_IFNAME="=$BR" "$collrun" -n $((k * per)) \
+        "$(readlink -f "$0")" _enter $$ "$per" "$@"
+    ;;
+*)
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac

@@ -1,0 +1,483 @@
+/*
+ * reduce_isa.c - the kernel sets: reduce_kern.h compiled four times, for the scalar
+ * reference (vectorizer off), SSE2 (the x86-64 baseline), AVX2 and AVX-512, each through
+ * function target attributes so that one binary carries them all and reduce.c picks one
+ * when it first runs (__builtin_cpu_supports).
+ *
+ * Hand-written on top of the generic loops:
+ *   - fp16 on AVX2 and AVX-512 with the F16C conversions (vcvtph2ps/vcvtps2ph): elem.h's
+ *     bit-exact software conversion costs about 20 instructions per element, far from
+ *     memory speed. The hardware rounds to nearest even exactly as elem.h does; only NaN
+ *     differs (it keeps payloads), so NaN results are replaced by the canonical 0x7fff;
+ *   - fp8 with two inputs by table lookup: 65536 input pairs per format and op, so a
+ *     64 KiB table filled from elem.h's own functions gives the reference's bits by
+ *     construction, at a few instructions per element instead of two software widenings
+ *     and a software rounding (gathers on AVX2 and AVX-512);
+ *   - the streaming copies (non-temporal stores) that reduce.c uses for large outputs.
+ *
+ * Divisions: 1 vectorizer switches, 2 fp8 tables, 3 scalar and SSE2 sets, 4 AVX2 set,
+ * 5 AVX-512 set, 6 the list.
+ */
+#include "reduce_isa.h"
+
+#include "elem.h"
+
+#include <pthread.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define KERN_X86 1
+#else
+#define KERN_X86 0
+#endif
+
+/* ---- 1 vectorizer switches ------------------------------------------------------------- */
+
+/*
+ * GCC at -O2 vectorizes with the "very cheap" cost model, which refuses any loop that needs
+ * a runtime alias check: ours all do (dst may equal a or b). Ask for the dynamic cost model
+ * on these functions (O3's choice); the scalar reference asks for no vectorizing at all.
+ * clang has no per-function optimize attribute: it vectorizes at -O2 already, and a loop
+ * pragma keeps the reference scalar.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KERN_VEC __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#define KERN_NOVEC __attribute__((optimize("no-tree-vectorize")))
+#define KERN_NOVEC_LOOP
+#define KERN_512 ",prefer-vector-width=512"
+#else
+#define KERN_VEC
+#define KERN_NOVEC
+#define KERN_NOVEC_LOOP _Pragma("clang loop vectorize(disable) interleave(disable)")
+#define KERN_512 ""
+#endif
+
+/* ---- 2 fp8 tables ---------------------------------------------------------------------- */
+
+/* [format][op]: e4m3, e5m2 x sum, prod, max, min; index (a << 8) | b. Four bytes of slack:
+ * a gather reads a 32-bit word at every index and keeps its low byte. */
+#define FP8_TAB_BYTES (65536 + 4)
+static uint8_t fp8_tabs[2][4][FP8_TAB_BYTES];
+static pthread_once_t fp8_once[2][4] = {
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+};
+
+#define FP8_BUILD(f, o, tag, op)                                                                   \
+    static void fp8_build_##tag##_##op(void)                                                       \
+    {                                                                                              \
+        for (uint32_t x = 0; x < 65536; x++)                                                       \
+            fp8_tabs[f][o][x] = coll__##op##_##tag((uint8_t)(x >> 8), (uint8_t)x);                 \
+    }
+FP8_BUILD(0, 0, e4m3, sum)
+FP8_BUILD(0, 1, e4m3, prod)
+FP8_BUILD(0, 2, e4m3, max)
+FP8_BUILD(0, 3, e4m3, min)
+FP8_BUILD(1, 0, e5m2, sum)
+FP8_BUILD(1, 1, e5m2, prod)
+FP8_BUILD(1, 2, e5m2, max)
+FP8_BUILD(1, 3, e5m2, min)
+
+static void (*const fp8_builders[2][4])(void) = {
+    {fp8_build_e4m3_sum, fp8_build_e4m3_prod, fp8_build_e4m3_max, fp8_build_e4m3_min},
+    {fp8_build_e5m2_sum, fp8_build_e5m2_prod, fp8_build_e5m2_max, fp8_build_e5m2_min},
+};
+
+/* Built on first use: 64 KiB each, and most programs never reduce fp8. */
+static const uint8_t *fp8_table(int f, int o)
+{
+    pthread_once(&fp8_once[f][o], fp8_builders[f][o]);
+    return fp8_tabs[f][o];
+}
+
+static void fp8_lookup(const uint8_t *t, void *dst_, const void *a_, const void *b_, size_t n)
+{
+    uint8_t *dst = dst_;
+    const uint8_t *a = a_, *b = b_;
+
+    for (size_t i = 0; i < n; i++)
+        dst[i] = t[(size_t)a[i] << 8 | b[i]];
+}
+
+/* fp8t_<tag>_<op>_<sfx>: the lookup loop LOOKUP over the (tag, op) table */
+#define FP8T_FN(sfx, ATTR, LOOKUP, f, o, tag, op)                                                  \
+    static ATTR void fp8t_##tag##_##op##_##sfx(void *dst, const void *a, const void *b, size_t n)  \
+    {                                                                                              \
+        LOOKUP(fp8_table(f, o), dst, a, b, n);                                                     \
+    }
+#define FP8T_FNS(sfx, ATTR, LOOKUP)                                                                \
+    FP8T_FN(sfx, ATTR, LOOKUP, 0, 0, e4m3, sum)                                                    \
+    FP8T_FN(sfx, ATTR, LOOKUP, 0, 1, e4m3, prod)                                                   \
+    FP8T_FN(sfx, ATTR, LOOKUP, 0, 2, e4m3, max)                                                    \
+    FP8T_FN(sfx, ATTR, LOOKUP, 0, 3, e4m3, min)                                                    \
+    FP8T_FN(sfx, ATTR, LOOKUP, 1, 0, e5m2, sum)                                                    \
+    FP8T_FN(sfx, ATTR, LOOKUP, 1, 1, e5m2, prod)                                                   \
+    FP8T_FN(sfx, ATTR, LOOKUP, 1, 2, e5m2, max)                                                    \
+    FP8T_FN(sfx, ATTR, LOOKUP, 1, 3, e5m2, min)
+
+/* ---- 3 scalar and SSE2 sets ------------------------------------------------------------ */
+
+static bool isa_always(void)
+{
+    return true;
+}
+
+#define KERN_SFX scalar
+#define KERN_ATTR KERN_NOVEC
+#define KERN_LOOP KERN_NOVEC_LOOP
+#define KERN_NAME "scalar"
+#define KERN_SUPPORTED isa_always
+#define KERN_STREAM NULL
+#define KERN_F16 0
+#define KERN_FP8 0
+#include "reduce_kern.h"
+#undef KERN_SFX
+#undef KERN_SFX_NAME
+#undef KERN_ATTR
+#undef KERN_LOOP
+#undef KERN_NAME
+#undef KERN_SUPPORTED
+#undef KERN_STREAM
+#undef KERN_F16
+#undef KERN_FP8
+
+#if KERN_X86
+static void stream_sse2(void *dst, const void *src, size_t bytes)
+{
+    __m128i *d = dst;
+    const __m128i *s = src;
+
+    for (size_t i = 0; i < bytes / 16; i += 4) {
+        _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
+        _mm_stream_si128(d + i + 1, _mm_loadu_si128(s + i + 1));
+        _mm_stream_si128(d + i + 2, _mm_loadu_si128(s + i + 2));
+        _mm_stream_si128(d + i + 3, _mm_loadu_si128(s + i + 3));
+    }
+}
+#define KERN_SFX sse2
+#define KERN_SFX_NAME sse2
+#define KERN_NAME "sse2"
+#define KERN_STREAM stream_sse2
+#else
+/* Elsewhere the baseline vector set has no name of an x86 ISA and does not stream. */
+#define KERN_SFX generic
+#define KERN_SFX_NAME generic
+#define KERN_NAME "generic"
+#define KERN_STREAM NULL
+#endif
+#define KERN_ATTR KERN_VEC
+#define KERN_LOOP
+#define KERN_SUPPORTED isa_always
+#define KERN_F16 0
+#define KERN_FP8 1
+FP8T_FNS(KERN_SFX_NAME, , fp8_lookup)
+#include "reduce_kern.h"
+#undef KERN_SFX
+#undef KERN_SFX_NAME
+#undef KERN_ATTR
+#undef KERN_LOOP
+#undef KERN_NAME
+#undef KERN_SUPPORTED
+#undef KERN_STREAM
+#undef KERN_F16
+#undef KERN_FP8
+
+#if KERN_X86
+
+/* ---- 4 AVX2 set ------------------------------------------------------------------------ */
+
+#define AVX2_ATTR __attribute__((target("avx2,f16c")))
+
+static bool isa_avx2(void)
+{
+    unsigned eax, ebx, ecx, edx;
+
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+        return false;
+    return (ecx & bit_F16C) != 0;
+}
+
+static void AVX2_ATTR stream_avx2(void *dst, const void *src, size_t bytes)
+{
+    __m256i *d = dst;
+    const __m256i *s = src;
+
+    for (size_t i = 0; i < bytes / 32; i += 2) {
+        _mm256_stream_si256(d + i, _mm256_loadu_si256(s + i));
+        _mm256_stream_si256(d + i + 1, _mm256_loadu_si256(s + i + 1));
+    }
+}
+
+/* 8 fp16 -> 8 fp32, exact */
+static inline AVX2_ATTR __m256 h8_load(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* Any fp16 NaN (exponent all ones, mantissa not zero) becomes the canonical 0x7fff. */
+static inline AVX2_ATTR __m128i h8_canon(__m128i h)
+{
+    const __m128i abs = _mm_set1_epi16(0x7fff);
+    __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, abs), _mm_set1_epi16(0x7c00));
+
+    return _mm_or_si128(_mm_andnot_si128(nan, h), _mm_and_si128(nan, abs));
+}
+
+/* 8 fp32 -> 8 fp16, round to nearest even */
+static inline AVX2_ATTR void h8_store(uint16_t *p, __m256 x)
+{
+    __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+
+    _mm_storeu_si128((__m128i *)(void *)p, h8_canon(h));
+}
+
+static inline AVX2_ATTR __m256 v8_sum(__m256 a, __m256 b)
+{
+    return _mm256_add_ps(a, b);
+}
+static inline AVX2_ATTR __m256 v8_prod(__m256 a, __m256 b)
+{
+    return _mm256_mul_ps(a, b);
+}
+/* coll__max_f32, lane-wise: a when a > b, a is NaN, or a == b and a is not -0 */
+static inline AVX2_ATTR __m256 v8_max(__m256 a, __m256 b)
+{
+    __m256 pos =
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_castps_si256(a), _mm256_set1_epi32(-1)));
+    __m256 m = _mm256_or_ps(
+        _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q)),
+        _mm256_and_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ), pos));
+    return _mm256_blendv_ps(b, a, m);
+}
+/* coll__min_f32, lane-wise: a when a < b, a is NaN, or a == b and a is -0 */
+static inline AVX2_ATTR __m256 v8_min(__m256 a, __m256 b)
+{
+    __m256 neg =
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_setzero_si256(), _mm256_castps_si256(a)));
+    __m256 m = _mm256_or_ps(
+        _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q)),
+        _mm256_and_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ), neg));
+    return _mm256_blendv_ps(b, a, m);
+}
+
+/*
+ * The hardware fp16 loops of one vector width W: VLOAD/VSTORE convert W elements, V_<op>
+ * combine two vectors; the tail goes through elem.h one element at a time (same bits: the
+ * conversions agree except on NaN, which both sides make canonical).
+ */
+#define F16H_LOOPS(sfx, ATTR, W, VT, VLOAD, VSTORE, VOPS)                                          \
+    F16H_OP(sfx, ATTR, W, VLOAD, VSTORE, sum, VOPS##_sum)                                          \
+    F16H_OP(sfx, ATTR, W, VLOAD, VSTORE, prod, VOPS##_prod)                                        \
+    F16H_OP(sfx, ATTR, W, VLOAD, VSTORE, max, VOPS##_max)                                          \
+    F16H_OP(sfx, ATTR, W, VLOAD, VSTORE, min, VOPS##_min)                                          \
+    F16H_ACC(sfx, ATTR, W, VT, VLOAD, sum, VOPS##_sum)                                             \
+    F16H_ACC(sfx, ATTR, W, VT, VLOAD, prod, VOPS##_prod)                                           \
+    F16H_ACC(sfx, ATTR, W, VT, VLOAD, max, VOPS##_max)                                             \
+    F16H_ACC(sfx, ATTR, W, VT, VLOAD, min, VOPS##_min)                                             \
+    static ATTR void f16h_widen_##sfx(float *acc, const void *a_, size_t count)                    \
+    {                                                                                              \
+        const uint16_t *a = a_;                                                                    \
+        size_t i = 0;                                                                              \
+        for (; i + W <= count; i += W)                                                             \
+            VT##_STOREF(acc + i, VLOAD(a + i));                                                    \
+        for (; i < count; i++)                                                                     \
+            acc[i] = coll__f16_to_f32(a[i]);                                                       \
+    }                                                                                              \
+    static ATTR void f16h_narrow_##sfx(void *dst_, const float *acc, size_t count)                 \
+    {                                                                                              \
+        uint16_t *dst = dst_;                                                                      \
+        size_t i = 0;                                                                              \
+        for (; i + W <= count; i += W)                                                             \
+            VSTORE(dst + i, VT##_LOADF(acc + i));                                                  \
+        for (; i < count; i++)                                                                     \
+            dst[i] = coll__f32_to_f16(acc[i]);                                                     \
+    }
+
+#define F16H_OP(sfx, ATTR, W, VLOAD, VSTORE, op, VOP)                                              \
+    static ATTR void f16h_##op##_##sfx(void *dst_, const void *a_, const void *b_, size_t count)   \
+    {                                                                                              \
+        uint16_t *dst = dst_;                                                                      \
+        const uint16_t *a = a_, *b = b_;                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 2 * W <= count; i += 2 * W) {                                                   \
+            VSTORE(dst + i, VOP(VLOAD(a + i), VLOAD(b + i)));                                      \
+            VSTORE(dst + i + W, VOP(VLOAD(a + i + W), VLOAD(b + i + W)));                          \
+        }                                                                                          \
+        for (; i + W <= count; i += W)                                                             \
+            VSTORE(dst + i, VOP(VLOAD(a + i), VLOAD(b + i)));                                      \
+        for (; i < count; i++)                                                                     \
+            dst[i] = coll__##op##_f16(a[i], b[i]);                                                 \
+    }
+
+#define F16H_ACC(sfx, ATTR, W, VT, VLOAD, op, VOP)                                                 \
+    static ATTR void f16h_acc_##op##_##sfx(float *acc, const void *a_, size_t count)               \
+    {                                                                                              \
+        const uint16_t *a = a_;                                                                    \
+        size_t i = 0;                                                                              \
+        for (; i + W <= count; i += W)                                                             \
+            VT##_STOREF(acc + i, VOP(VT##_LOADF(acc + i), VLOAD(a + i)));                          \
+        for (; i < count; i++)                                                                     \
+            acc[i] = coll__##op##_f32(acc[i], coll__f16_to_f32(a[i]));                             \
+    }
+
+#define v8_LOADF _mm256_loadu_ps
+#define v8_STOREF _mm256_storeu_ps
+F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
+
+static AVX2_ATTR void fp8_lookup_avx2(const uint8_t *t, void *dst_, const void *a_, const void *b_,
+                                      size_t n)
+{
+    uint8_t *dst = dst_;
+    const uint8_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        __m256i va = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(a + i)));
+        __m256i vb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + i)));
+        __m256i g = _mm256_i32gather_epi32((const int *)(const void *)t,
+                                           _mm256_or_si256(_mm256_slli_epi32(va, 8), vb), 1);
+        __m128i w;
+
+        g = _mm256_and_si256(g, _mm256_set1_epi32(0xff));
+        w = _mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+        _mm_storel_epi64((__m128i *)(void *)(dst + i), _mm_packus_epi16(w, w));
+    }
+    fp8_lookup(t, dst + i, a + i, b + i, n - i);
+}
+FP8T_FNS(avx2, AVX2_ATTR, fp8_lookup_avx2)
+
+#define KERN_SFX avx2
+#define KERN_ATTR KERN_VEC AVX2_ATTR
+#define KERN_LOOP
+#define KERN_NAME "avx2"
+#define KERN_SUPPORTED isa_avx2
+#define KERN_STREAM stream_avx2
+#define KERN_F16 1
+#define KERN_FP8 1
+#include "reduce_kern.h"
+#undef KERN_SFX
+#undef KERN_SFX_NAME
+#undef KERN_ATTR
+#undef KERN_LOOP
+#undef KERN_NAME
+#undef KERN_SUPPORTED
+#undef KERN_STREAM
+#undef KERN_F16
+#undef KERN_FP8
+
+/* ---- 5 AVX-512 set --------------------------------------------------------------------- */
+
+#define AVX512_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq" KERN_512)))
+
+static bool isa_avx512(void)
+{
+    __builtin_cpu_init();
+    return isa_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+static void AVX512_ATTR stream_avx512(void *dst, const void *src, size_t bytes)
+{
+    __m512i *d = dst;
+    const __m512i *s = src;
+
+    for (size_t i = 0; i < bytes / 64; i++)
+        _mm512_stream_si512(d + i, _mm512_loadu_si512(s + i));
+}
+
+static inline AVX512_ATTR __m512 h16_load(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+
+static inline AVX512_ATTR void h16_store(uint16_t *p, __m512 x)
+{
+    const __m256i abs = _mm256_set1_epi16(0x7fff);
+    __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __mmask16 nan = _mm256_cmpgt_epi16_mask(_mm256_and_si256(h, abs), _mm256_set1_epi16(0x7c00));
+
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm256_mask_mov_epi16(h, nan, abs));
+}
+
+static inline AVX512_ATTR __m512 v16_sum(__m512 a, __m512 b)
+{
+    return _mm512_add_ps(a, b);
+}
+static inline AVX512_ATTR __m512 v16_prod(__m512 a, __m512 b)
+{
+    return _mm512_mul_ps(a, b);
+}
+static inline AVX512_ATTR __m512 v16_max(__m512 a, __m512 b)
+{
+    __mmask16 pos = _mm512_cmpgt_epi32_mask(_mm512_castps_si512(a), _mm512_set1_epi32(-1));
+    __mmask16 m = _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) |
+                  (_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ) & pos);
+    return _mm512_mask_blend_ps(m, b, a);
+}
+static inline AVX512_ATTR __m512 v16_min(__m512 a, __m512 b)
+{
+    __mmask16 neg = _mm512_cmplt_epi32_mask(_mm512_castps_si512(a), _mm512_setzero_si512());
+    __mmask16 m = _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) |
+                  (_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ) & neg);
+    return _mm512_mask_blend_ps(m, b, a);
+}
+
+#define v16_LOADF _mm512_loadu_ps
+#define v16_STOREF _mm512_storeu_ps
+F16H_LOOPS(avx512, AVX512_ATTR, 16, v16, h16_load, h16_store, v16)
+
+static AVX512_ATTR void fp8_lookup_avx512(const uint8_t *t, void *dst_, const void *a_,
+                                          const void *b_, size_t n)
+{
+    uint8_t *dst = dst_;
+    const uint8_t *a = a_, *b = b_;
+    size_t i = 0;
+
+    for (; i + 16 <= n; i += 16) {
+        __m512i va = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(a + i)));
+        __m512i vb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + i)));
+        __m512i g = _mm512_i32gather_epi32(_mm512_or_si512(_mm512_slli_epi32(va, 8), vb),
+                                           (const void *)t, 1);
+
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(g));
+    }
+    fp8_lookup(t, dst + i, a + i, b + i, n - i);
+}
+FP8T_FNS(avx512, AVX512_ATTR, fp8_lookup_avx512)
+
+#define KERN_SFX avx512
+#define KERN_ATTR KERN_VEC AVX512_ATTR
+#define KERN_LOOP
+#define KERN_NAME "avx512"
+#define KERN_SUPPORTED isa_avx512
+#define KERN_STREAM stream_avx512
+#define KERN_F16 1
+#define KERN_FP8 1
+#include "reduce_kern.h"
+#undef KERN_SFX
+#undef KERN_SFX_NAME
+#undef KERN_ATTR
+#undef KERN_LOOP
+#undef KERN_NAME
+#undef KERN_SUPPORTED
+#undef KERN_STREAM
+#undef KERN_F16
+#undef KERN_FP8
+
+#endif /* KERN_X86 */
+
+/* ---- 6 the list ------------------------------------------------------------------------ */
+
+const struct coll__reduce_isa *const coll__reduce_isas[] = {
+    &kern_set_scalar,
+#if KERN_X86
+    &kern_set_sse2,
+    &kern_set_avx2,
+    &kern_set_avx512,
+#else
+    &kern_set_generic,
+#endif
+};
+const size_t coll__reduce_nisas = COLL_ARRAY_SIZE(coll__reduce_isas);

@@ -1,0 +1,184 @@
+/*
+ * fuzz_tcp_frame.c - libFuzzer harness: the TCP transport's acceptor handshake and frame
+ * parsing, the real code over a real loopback socket. Each input gets a fresh rank 1 of a
+ * 2-rank comm (its own epoll set, listener and TCP context); the harness plays rank 0:
+ * dials, reads the nonce, answers, and sends frames, while it runs the acceptor's callbacks
+ * itself (no threads, so runs are reproducible).
+ *
+ * Input: flags u8 | recv_len u16 | handshake answer[56] | stream...
+ *   flags & 1: replace the answer with a correct one (the harness knows the secret), so
+ *              the fuzzer reaches the frame parser
+ *   flags & 2: prefix the stream with a correct frame header for the posted receive, so the
+ *              payload path (inbox copy, read-ahead into the next header) is reached
+ * A receive of recv_len % 8192 bytes is posted once the link is up. Whatever the bytes, the
+ * receive must end in success (only when the bytes were exactly right), an error, or still
+ * be pending, and never be written beyond its length (ASan watches the buffer's bounds).
+ */
+#include "core/bootstrap.h"
+#include "transport/sys.h"
+#include "transport/transport.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define HS_BYTES 56
+#define HDR_BYTES 40
+static const uint8_t secret[COLL_SECRET_BYTES] = "tcp-fuzz-secret";
+static const uint64_t comm_id = 0x7cf0220000000001ull;
+#define SLOT coll__transport_index(&coll__tcp_transport)
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The engine's loop, one round without sleeping: run the ready callbacks. */
+static int drive(struct coll_comm *c, int ms)
+{
+    struct epoll_event evs[16];
+    int n = epoll_wait(c->epfd, evs, 16, ms);
+
+    for (int i = 0; i < n; i++) {
+        struct coll_pollent *pe = evs[i].data.ptr;
+        pe->cb(pe, evs[i].events);
+    }
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct coll_comm c;
+    static struct coll_peer_info peers[2];
+    struct coll_chan *chans[2] = {NULL, NULL};
+    struct coll_xfer x;
+    uint8_t nonce[16], hs[HS_BYTES], hdr[HDR_BYTES], *buf = NULL;
+    struct sockaddr_storage ss;
+    size_t rlen, got = 0;
+    int fd = -1, flags;
+
+    if (size < 3 + HS_BYTES)
+        return 0;
+    flags = data[0];
+    rlen = (size_t)(data[1] | data[2] << 8) % 8192;
+
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_mutex_init(&c.errlock, NULL);
+    pthread_cond_init(&c.cond, NULL);
+    c.wakefd = -1;
+    c.rank = 1;
+    c.nranks = 2;
+    c.cfg.timeout_ms = 2000;
+    c.cfg.nsocks = 1;
+    snprintf(c.cfg.socket_ifname, sizeof(c.cfg.socket_ifname), "lo");
+    c.epfd = epoll_create1(EPOLL_CLOEXEC);
+    c.self.rank = 1;
+    coll__host_identity(&c.self);
+    if (c.epfd < 0 || coll__tcp_transport.init(&c, &c.tp_ctx[SLOT]) != COLL_SUCCESS)
+        abort();
+    peers[0] = c.self;
+    peers[0].rank = 0;
+    peers[1] = c.self;
+    c.peers = peers;
+    c.chans = chans;
+    c.comm_id = comm_id;
+    memcpy(c.secret, secret, COLL_SECRET_BYTES);
+
+    memset(&ss, 0, sizeof(ss));
+    memcpy(&ss, c.self.addr, c.self.addr_len);
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, c.self.addr_len) < 0)
+        abort();
+    /* accept and send the nonce */
+    for (int i = 0; i < 200 && got < sizeof(nonce); i++) {
+        ssize_t n;
+        drive(&c, i ? 1 : 0);
+        n = recv(fd, nonce + got, sizeof(nonce) - got, MSG_DONTWAIT);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    if (got < sizeof(nonce))
+        abort(); /* the listener never answered a plain connection */
+
+    memcpy(hs, data + 3, HS_BYTES);
+    if (flags & 1) {
+        uint8_t m[9 + 16 + 20];
+        put32(hs, 0x32534843u); /* "CHS2" */
+        put64(hs + 4, comm_id);
+        put32(hs + 12, 0);
+        put32(hs + 16, 1);
+        put16(hs + 20, 0);
+        put16(hs + 22, 1);
+        memcpy(m, "coll-data", 9);
+        memcpy(m + 9, nonce, 16);
+        memcpy(m + 25, hs + 4, 20);
+        coll__hmac_sha256(secret, COLL_SECRET_BYTES, m, sizeof(m), hs + 24);
+    }
+    if (send(fd, hs, HS_BYTES, MSG_NOSIGNAL) != HS_BYTES)
+        goto out;
+    for (int i = 0; i < 20 && !chans[0]; i++) {
+        drive(&c, 1);
+        if (coll__tcp_transport.connect(c.tp_ctx[SLOT], 0, &chans[0]) != COLL_SUCCESS)
+            break;
+    }
+    if (!chans[0]) {
+        if (flags & 1)
+            abort(); /* a correct handshake must bring the link up */
+        goto out;
+    }
+    buf = malloc(rlen ? rlen : 1);
+    memset(&x, 0, sizeof(x));
+    x.buf = buf;
+    x.len = rlen;
+    x.peer = 0;
+    x.seq = 5;
+    x.tag = 3;
+    atomic_store(&x.status, COLL_IN_PROGRESS);
+    if (coll__tcp_transport.post_recv(chans[0], &x) != COLL_SUCCESS)
+        goto out;
+    if (flags & 2) {
+        put32(hdr, 0x31464443u); /* "CDF1" */
+        put16(hdr + 4, 1);
+        put16(hdr + 6, 0);
+        put32(hdr + 8, 3);
+        put32(hdr + 12, 0);
+        put64(hdr + 16, comm_id);
+        put64(hdr + 24, 5);
+        put64(hdr + 32, rlen);
+        (void)!send(fd, hdr, HDR_BYTES, MSG_NOSIGNAL);
+    }
+    if (size > 3 + HS_BYTES)
+        (void)!send(fd, data + 3 + HS_BYTES, size - 3 - HS_BYTES, MSG_NOSIGNAL);
+    for (int i = 0; i < 50 && atomic_load(&x.status) == COLL_IN_PROGRESS; i++)
+        if (drive(&c, 0) == 0 && i > 5)
+            break;
+    {
+        int st = atomic_load(&x.status);
+        if (st == COLL_SUCCESS && !(flags & 2) && size - 3 - HS_BYTES < HDR_BYTES)
+            abort(); /* completed without a header */
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < 5; i++)
+        drive(&c, 0);
+    coll__tcp_transport.fini(c.tp_ctx[SLOT]);
+    close(c.epfd);
+    free(buf);
+    return 0;
+}

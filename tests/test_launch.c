@@ -1,0 +1,302 @@
+/*
+ * test_launch.c - launcher detection and its bad inputs, the TCPStore client against
+ * rank 0's one-key server, the Slurm node list, PCI distances and host grouping. Each case
+ * runs in its own forked process (tests/harness.h), so environment changes stay in it.
+ */
+#include "harness.h"
+
+#include "core/launcher.h"
+#include "core/topo.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const all_vars[] = {
+    "COLL_LAUNCHER", "COLL_UNIQUE_ID", "COLL_RANK", "COLL_SIZE", "COLL_LOCAL_RANK",
+    "COLL_LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_RANK", "PMIX_NAMESPACE", "SLURM_PROCID",
+    "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_ID",
+};
+
+static void clean_env(void)
+{
+    for (size_t i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
+        unsetenv(all_vars[i]);
+}
+
+static coll_status_t detect(struct coll_launch *l)
+{
+    memset(l, 0, sizeof(*l));
+    return coll__launcher_detect(l);
+}
+
+TEST(no_launcher_names_them_all)
+{
+    struct coll_launch l;
+
+    clean_env();
+    ASSERT(!coll__launcher_present());
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_UNIQUE_ID");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "MASTER_ADDR");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "OMPI_COMM_WORLD_RANK");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "SLURM_PROCID");
+}
+
+TEST(torchrun_variables)
+{
+    struct coll_launch l;
+
+    clean_env();
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    ASSERT(coll__launcher_present());
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(!strcmp(l.name, "torchrun"));
+    ASSERT_EQ(l.rank, 3);
+    ASSERT_EQ(l.size, 8);
+    ASSERT_EQ(l.local_rank, 1);
+    ASSERT_EQ(l.local_size, 2);
+    setenv("LOCAL_RANK", "2", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "LOCAL_RANK=2 is out of range for LOCAL_WORLD_SIZE=2");
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("RANK", "8", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "RANK=8 is out of range for WORLD_SIZE=8");
+    setenv("RANK", "x", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "RANK='x' is not an integer");
+    unsetenv("RANK");
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "RANK is not set");
+}
+
+TEST(mpirun_and_torchrun_disagree)
+{
+    struct coll_launch l;
+
+    clean_env();
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(!strcmp(l.name, "mpirun") && l.pmix && l.rank == 1 && l.size == 4);
+    setenv("PMIX_RANK", "2", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "PMIX_RANK='2' disagrees with OMPI_COMM_WORLD_RANK=1");
+    setenv("PMIX_RANK", "1", 1);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "h", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "launcher environments disagree");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "WORLD_SIZE=2");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "OMPI_COMM_WORLD_SIZE=4");
+    /* COLL_LAUNCHER settles it */
+    setenv("COLL_LAUNCHER", "mpirun", 1);
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(!strcmp(l.name, "mpirun"));
+    setenv("COLL_LAUNCHER", "qsub", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_LAUNCHER='qsub'");
+}
+
+TEST(srun_variables_and_precedence)
+{
+    struct coll_launch l;
+
+    clean_env();
+    setenv("SLURM_PROCID", "2", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    setenv("SLURM_LOCALID", "0", 1);
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(!strcmp(l.name, "srun") && !l.pmix && l.rank == 2 && l.size == 4);
+    setenv("PMIX_RANK", "2", 1);
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(l.pmix);
+    setenv("PMIX_RANK", "0", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "disagrees with SLURM_PROCID=2");
+    unsetenv("PMIX_RANK");
+    setenv("SLURM_NTASKS", "2", 1);
+    ASSERT_EQ(detect(&l), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "SLURM_PROCID=2 is out of range for SLURM_NTASKS=2");
+    /* torchrun started by srun (one agent per node): torchrun's variables describe us */
+    setenv("RANK", "5", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("MASTER_ADDR", "h", 1);
+    setenv("MASTER_PORT", "1", 1);
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(!strcmp(l.name, "torchrun") && l.rank == 5);
+    /* collrun's own variables win over everything around it */
+    setenv("COLL_UNIQUE_ID", "00", 1);
+    setenv("COLL_RANK", "0", 1);
+    setenv("COLL_SIZE", "1", 1);
+    ASSERT_EQ(detect(&l), COLL_SUCCESS);
+    ASSERT(!strcmp(l.name, "collrun") && l.size == 1);
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Two processes in a torch environment without an agent: rank 0 serves the id on
+ * MASTER_PORT, rank 1's store client waits for it there; two comms in a row (the second
+ * may meet rank 0's first server while it goes down). */
+TEST(store_client_against_rank0_server)
+{
+    char port[16];
+    int status = -1;
+    pid_t child;
+
+    clean_env();
+    snprintf(port, sizeof(port), "%d", free_port());
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    child = fork();
+    ASSERT(child >= 0);
+    setenv("RANK", child == 0 ? "1" : "0", 1);
+    for (int round = 0; round < 2; round++) {
+        coll_comm_t *comm = NULL;
+        int x = 1, rank = -1;
+        if (coll_comm_init_env(&comm) != COLL_SUCCESS ||
+            coll_comm_rank(comm, &rank) != COLL_SUCCESS ||
+            coll_allreduce(&x, &x, 1, COLL_INT32, COLL_SUM, comm) != COLL_SUCCESS || x != 2 ||
+            rank != (child == 0)) {
+            if (child == 0)
+                _exit(1);
+            ASSERT_MSG(false, "round %d: %s", round, coll_last_error(comm));
+        }
+        coll_comm_destroy(comm);
+    }
+    if (child == 0)
+        _exit(0);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(collrun_id_makes_one_comm)
+{
+    coll_comm_t *comm = NULL, *again = NULL;
+    coll_unique_id_t id;
+    char text[COLL_UNIQUE_ID_STRLEN];
+
+    clean_env();
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    ASSERT_EQ(coll_unique_id_to_string(&id, text, sizeof(text)), COLL_SUCCESS);
+    setenv("COLL_UNIQUE_ID", text, 1);
+    setenv("COLL_RANK", "0", 1);
+    setenv("COLL_SIZE", "1", 1);
+    ASSERT_EQ(coll_comm_init_env(&comm), COLL_SUCCESS);
+    /* the root of that id is gone: a second comm fails at once instead of at the timeout */
+    ASSERT_EQ(coll_comm_init_env(&again), COLL_INVALID_USAGE);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "COLL_UNIQUE_ID made one communicator");
+    ASSERT(again == NULL);
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+}
+
+TEST(store_get_times_out_naming_the_store)
+{
+    char buf[8];
+
+    /* port 1 on loopback: nobody listens */
+    ASSERT_EQ(coll__tcpstore_get("127.0.0.1", "1", "k", buf, sizeof(buf), 300), COLL_TIMEOUT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "MASTER_ADDR='127.0.0.1' MASTER_PORT=1");
+    ASSERT_EQ(coll__tcpstore_get("no-such-host.invalid", "1", "k", buf, sizeof(buf), 300),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "no-such-host.invalid");
+}
+
+TEST(slurm_first_host)
+{
+    char h[64];
+
+    ASSERT(coll__slurm_first_host("node7", h, sizeof(h)) && !strcmp(h, "node7"));
+    ASSERT(coll__slurm_first_host("n[01-04,7],m2", h, sizeof(h)) && !strcmp(h, "n01"));
+    ASSERT(coll__slurm_first_host("gpu-a,gpu-b", h, sizeof(h)) && !strcmp(h, "gpu-a"));
+    ASSERT(coll__slurm_first_host("rack1-n[3]", h, sizeof(h)) && !strcmp(h, "rack1-n3"));
+    ASSERT(!coll__slurm_first_host("n[x-2]", h, sizeof(h)));
+    ASSERT(!coll__slurm_first_host("n[1-2", h, sizeof(h)));
+    ASSERT(!coll__slurm_first_host("", h, sizeof(h)));
+    ASSERT(!coll__slurm_first_host("averyveryverylongname", h, 8));
+}
+
+TEST(pci_distance)
+{
+    const char *gpu = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:03:00.0";
+    const char *nic_same_switch =
+        "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:04:00.0";
+    const char *nic_other_root = "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0";
+    const char *nic_root_port = "/sys/devices/pci0000:00/0000:00:03.0";
+
+    ASSERT_EQ(coll__topo_path_distance(gpu, nic_same_switch), 4);
+    ASSERT_EQ(coll__topo_path_distance(gpu, nic_root_port), 5);
+    ASSERT_EQ(coll__topo_path_distance(gpu, nic_other_root), -1);
+    ASSERT_EQ(coll__topo_path_distance(gpu, gpu), 0);
+    ASSERT_EQ(coll__topo_path_distance("", gpu), -1);
+}
+
+TEST(group_hosts)
+{
+    struct coll_peer_info p[6];
+    int host[6];
+    const uint64_t hash[6] = {7, 9, 7, 9, 11, 7};
+
+    memset(p, 0, sizeof(p));
+    for (int i = 0; i < 6; i++) {
+        p[i].rank = i;
+        p[i].host_hash = hash[i];
+        strcpy(p[i].hostname, hash[i] == 7 ? "a" : hash[i] == 9 ? "b" : "c");
+    }
+    ASSERT_EQ(coll__topo_group_hosts(p, 6, host), 3);
+    ASSERT(host[0] == 0 && host[2] == 0 && host[5] == 0);
+    ASSERT(host[1] == 1 && host[3] == 1);
+    ASSERT_EQ(host[4], 2);
+    /* one hash, two names (containers of one boot): two hosts */
+    strcpy(p[2].hostname, "a2");
+    ASSERT_EQ(coll__topo_group_hosts(p, 6, host), 4);
+}
+
+TEST(topology_sources_agree)
+{
+    struct coll_topo a, b;
+
+    coll__topo_discover(&a, true);
+    coll__topo_discover(&b, false);
+    ASSERT(!strcmp(b.source, "sysfs"));
+    ASSERT(a.npus >= 1 && a.ncores >= 1 && a.nnuma >= 1);
+    ASSERT_EQ(a.npus, b.npus);
+    ASSERT_EQ(a.nnuma, b.nnuma);
+    ASSERT_EQ(a.ngpus, b.ngpus);
+    for (int i = 0; i < b.nnics; i++)
+        ASSERT(b.nic[i].pci[0] != '\0'); /* sysfs lists only NICs on PCI */
+}
+
+int main(int argc, char **argv)
+{
+    return harness_main(argc, argv);
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# test_netns.sh - the multi-host test bed (bench/netns_hosts.sh): 2 hosts x 4 ranks and
+# 4 hosts x 2 ranks, each host a network + UTS namespace behind a 1 Gbit/s htb-limited
+# veth. Every collective runs with its results checked (collbench -c 1), and collbench
+# --topo must see the hosts as distinct, with each host's ranks together.
+#
+#   tests/test_netns.sh path/to/collrun path/to/collbench
+#
+# Prints TAP; SKIPs when namespaces cannot be made here (not root, no iproute2, a
+# container without the capability). The hosts are removed on exit, also after a failure.
+set -u
+
+COLLRUN=$(readlink -f "${1:?usage: test_netns.sh COLLRUN COLLBENCH}")
+COLLBENCH=$(readlink -f "${2:?usage: test_netns.sh COLLRUN COLLBENCH}")
+BED=$(dirname "$(readlink -f "$0")")/../bench/netns_hosts.sh
+
+why=$("$BED" check 2>&1) || { echo "1..0 # SKIP network namespaces unavailable: $why"; exit 0; }
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/test_netns.XXXXXX")
+export NETNS_STATE="$W/state"
+trap '"$BED" down; rm -rf "$W"' EXIT
+trap 'exit 1' INT TERM
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+    n=$((n + 1))
+    failed=$((failed + 1))
+    echo "not ok $n - $1"
+    [ -s "$W/out" ] && sed 's/^/#   /' "$W/out" | tail -n 25
+}
+
+export COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
+COLLS="allreduce broadcast reduce allgather reducescatter alltoall gather scatter sendrecv barrier"
+
+for cfg in "2 4" "4 2"; do
+    read -r k per <<<"$cfg"
+    np=$((k * per))
+    if ! "$BED" up "$k" -r 1gbit >"$W/out" 2>&1; then
+        not_ok "$k hosts: the test bed comes up"
+        continue
+    fi
+    id=$(cat "$NETNS_STATE")
+    on_hosts() { # collrun over the hosts, the root on the bridge
+        COLL_SOCKET_IFNAME="=cn${id}br" timeout -k 5 60 "$COLLRUN" -n "$np" "$BED" _enter "$id" \
+            "$per" "$@" >"$W/out" 2>&1
+    }
+    # the hosts coll sees: k of them, host h holding ranks h*per .. h*per+per-1
+    want="$np ranks on $k hosts"
+    if on_hosts "$COLLBENCH" --topo && grep -q "^$want\$" "$W/out" &&
+        [ "$(grep -c '^  host [0-9]* host[0-9] *ranks' "$W/out")" -eq "$k" ] &&
+        grep -q "^  host 1 host1 *ranks $(seq -s ' ' "$per" $((2 * per - 1)))\$" "$W/out"; then
+        ok "$k hosts x $per ranks: collbench --topo sees $want"
+    else
+        not_ok "$k hosts x $per ranks: collbench --topo sees $want"
+    fi
+    bad=""
+    for c in $COLLS; do
+        if ! on_hosts "$COLLBENCH" "$c" -b 8 -e 256K -f 32 -n 1 -w 1 -c 1 ||
+            ! grep -q "Out of bounds values : 0 OK" "$W/out"; then
+            bad="$bad $c"
+            cp "$W/out" "$W/out.$c"
+        fi
+    done
+    if [ -z "$bad" ]; then
+        ok "$k hosts x $per ranks: every collective checked (-c 1)"
+    else
+        for c in $bad; do cp "$W/out.$c" "$W/out"; done
+        not_ok "$k hosts x $per ranks: wrong or failed:$bad"
+    fi
+    "$BED" down
+done
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
