@@ -38,9 +38,12 @@
  *
  * Oversubscription (p->cores > 0 and a host with more ranks than cores, hosts as the
  * arguments' hosts, NULL: one host): a local step also holds one of its host's cores for its
- * duration, and a message holds one of the receiving host's cores for its whole duration
- * (the receiver's copy, its wake-up), so that at most `cores` such things run at once per
- * host. What this captures: with 8 ranks on 2 cores, an algorithm whose round has 8
+ * duration, and a TCP message holds one of the receiving host's cores for its whole
+ * duration (the kernel's copies, the receiver's wake-up), so that at most `cores` such
+ * things run at once per host. A shared-memory message does only when its copy outweighs
+ * its per-message cost: a waiting rank polls its rings, and measured here the recursive-
+ * doubling exchange of small messages stays the fastest small all-reduce at 4 and 8 ranks,
+ * while large copies compete for the cores like reductions. What this captures: with 8 ranks on 2 cores, an algorithm whose round has 8
  * messages in flight pays about 4 of them back to back, one with 2 pays 1.
  *
  * Hosts (the arguments' hosts, two or more): a message between ranks of different hosts
@@ -1021,6 +1024,16 @@ static size_t port_of(int32_t rank, uint8_t link)
     return (size_t)rank * COLL_NUM_LINKS + link;
 }
 
+/* Does the message keep its receiver's host busy? TCP ones do (the kernel's copies, a
+ * wake-up); shared-memory ones when their copy outweighs their per-message cost (the
+ * receiver copies them out itself; small ones are polled from a ring). */
+static bool msg_uses_core(const struct sim *sm, const struct sim_msg *m)
+{
+    if (m->link == COLL_LINK_SHM)
+        return m->dur > 2 * sm->p->link[COLL_LINK_SHM].alpha;
+    return true;
+}
+
 /* The ports a message takes: its ranks', or its hosts' NIC between hosts. */
 static size_t src_port(const struct sim *sm, const struct sim_msg *m)
 {
@@ -1092,7 +1105,8 @@ static coll_status_t msg_done(struct sim *sm, uint32_t id)
 
     sm->out_busy[src_port(sm, m)] = false;
     sm->in_busy[dst_port(sm, m)] = false;
-    core_give(sm, m->dst);
+    if (msg_uses_core(sm, m))
+        core_give(sm, m->dst);
     mark_dirty(sm, m->src);
     mark_dirty(sm, m->dst);
     if ((st = step_done(sm, m->send)) != COLL_SUCCESS ||
@@ -1114,7 +1128,8 @@ static coll_status_t msg_start(struct sim *sm, uint32_t id)
     m->state |= MSG_STARTED;
     sm->out_busy[src_port(sm, m)] = true;
     sm->in_busy[dst_port(sm, m)] = true;
-    core_take(sm, m->dst);
+    if (msg_uses_core(sm, m))
+        core_take(sm, m->dst);
     if (!event_push(sm, sm->now + m->dur, id, true))
         return no_memory("the events");
     return COLL_SUCCESS;
@@ -1137,7 +1152,8 @@ static uint32_t pick(struct sim *sm, struct u32vec *w, bool at_receiver)
         if (m->state & MSG_STARTED)
             continue;
         w->v[j++] = id;
-        if (!other_busy && step < best_step && core_free(sm, m->dst)) {
+        if (!other_busy && step < best_step &&
+            (!msg_uses_core(sm, m) || core_free(sm, m->dst))) {
             best = id;
             best_step = step;
         }
