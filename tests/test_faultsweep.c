@@ -1,17 +1,19 @@
 /*
  * test_faultsweep.c - fail the k-th socket/epoll call of each kind while 3 ranks (threads of
- * this process, one comm each, over TCP) build a comm and run a few small all-reduces, for
- * the k that a clean run reaches; every rank must return (no hang: COLL_TIMEOUT_MS and
- * COLL_BOOTSTRAP_TIMEOUT_MS are short), with right data when it succeeds, and once one rank
- * has failed at iteration e no rank may complete iteration e + 2 (the failure reached the
- * others as an error, not a hang). Destroy after the error must free everything: the CI
- * sanitizer pass runs this under LSan.
+ * this process, one comm each, over TCP or shared memory) build a comm and run a few small
+ * all-reduces, for the k that a clean run reaches; every rank must return (no hang:
+ * COLL_TIMEOUT_MS and COLL_BOOTSTRAP_TIMEOUT_MS are short), with right data when it
+ * succeeds, and once one rank has failed at iteration e no rank may complete iteration e + 2
+ * (the failure reached the others as an error, not a hang). Destroy after the error must
+ * free everything: the CI sanitizer pass runs this under LSan.
  *
  * The calls go through src/transport/sys.h, which the bootstrap (its root included), the
- * TCP transport and interface discovery all use. A clean run counts the calls of each kind;
- * then k = 1, 2, 3, 4 and a spread of later k up to the last one are failed with the errno
- * that call plausibly returns (COLL_SWEEP_ALL=1: every k). EINTR is injected too, on the
- * calls where the library must retry it: there every rank must succeed.
+ * TCP transport, the shared-memory doorbell and interface discovery all use (the TCP data
+ * path reads with readv, so recvmsg is swept over shared memory only). A clean run counts
+ * the calls of each kind; then k = 1, 2, 3 and about three later k up to the last one are
+ * failed with the errno that call plausibly returns (COLL_SWEEP_ALL=1: every k). EINTR is
+ * injected too, on the calls where the library must retry it: there every rank must
+ * succeed.
  */
 #include "harness.h"
 #include "core/internal.h"
@@ -214,31 +216,36 @@ static int trial(enum kind kind, long k, int err, bool must_succeed)
     return 0;
 }
 
-static void sweep(enum kind kind, int err, bool must_succeed)
+static void sweep_over(const char *transport, enum kind kind, int err, bool must_succeed)
 {
     long n, tried = 0, step, errors = 0;
     bool all = getenv("COLL_SWEEP_ALL") != NULL;
 
-    setenv("COLL_TRANSPORT", "tcp", 1);
+    setenv("COLL_TRANSPORT", transport, 1);
     setenv("COLL_TIMEOUT_MS", "700", 1);
     setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "700", 1);
     setenv("COLL_SOCKET_IFNAME", "lo", 1);
     hooks_install();
     trial(kind, 0, 0, true); /* the clean run, counting */
     n = atomic_load(&calls[kind]);
-    /* k = 1, 2, 3, then about 4 more spread up to the last call reached */
-    step = all || n <= 8 ? 1 : (n - 3) / 4 + 1;
+    /* k = 1, 2, 3, then about 3 more spread up to the last call reached */
+    step = all || n <= 7 ? 1 : (n - 3) / 3 + 1;
     for (long k = 1; k <= n; k = k < 3 ? k + 1 : k + step) {
         if (k > 3 && k + step > n)
             k = n; /* the last call reached is always tried */
         errors += trial(kind, k, err, must_succeed);
         tried++;
     }
-    fprintf(stderr, "# %s: %ld calls in a clean run, %ld tried with errno %d, %ld of them "
-            "ended in an error (the others were retried or not needed)\n",
-            kind_names[kind], n, tried, err, errors);
+    fprintf(stderr, "# %s over %s: %ld calls in a clean run, %ld tried with errno %d, %ld of "
+            "them ended in an error (the others were retried or not needed)\n",
+            kind_names[kind], transport, n, tried, err, errors);
     /* the table stays hooked: a root thread of the last trial may still be using it, and
      * the case's process ends here */
+}
+
+static void sweep(enum kind kind, int err, bool must_succeed)
+{
+    sweep_over("tcp", kind, err, must_succeed);
 }
 
 TEST(fail_socket_emfile) { sweep(K_SOCKET, EMFILE, false); }
@@ -264,6 +271,15 @@ TEST(eintr_recv_is_retried) { sweep(K_RECV, EINTR, true); }
 TEST(eintr_sendmsg_is_retried) { sweep(K_SENDMSG, EINTR, true); }
 TEST(eintr_readv_is_retried) { sweep(K_READV, EINTR, true); }
 TEST(eintr_poll_is_retried) { sweep(K_POLL, EINTR, true); }
+
+/* shared memory: its doorbell sockets and epoll registrations (memfd and mmap are direct
+ * calls); the bootstrap still runs over TCP */
+TEST(shm_fail_socket_emfile) { sweep_over("shm", K_SOCKET, EMFILE, false); }
+TEST(shm_fail_sendmsg_econnreset) { sweep_over("shm", K_SENDMSG, ECONNRESET, false); }
+TEST(shm_fail_recvmsg_econnreset) { sweep_over("shm", K_RECVMSG, ECONNRESET, false); }
+TEST(shm_fail_epoll_ctl_enomem) { sweep_over("shm", K_EPOLL_CTL, ENOMEM, false); }
+TEST(shm_eintr_sendmsg_is_retried) { sweep_over("shm", K_SENDMSG, EINTR, true); }
+TEST(shm_eintr_recvmsg_is_retried) { sweep_over("shm", K_RECVMSG, EINTR, true); }
 
 int main(int argc, char **argv)
 {

@@ -17,7 +17,7 @@ if [ ! -f "$B/build.ninja" ]; then
         -Dcuda=disabled >/dev/null
 fi
 ninja -C "$B" tests/test_tcp tests/test_bootstrap tests/test_api tests/test_strangers \
-    tests/mp_coll collrun >/dev/null
+    tests/test_faultsweep tests/mp_coll collrun >/dev/null
 
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 export COLL_TEST_TIMEOUT_MULTIPLIER=${COLL_TEST_TIMEOUT_MULTIPLIER:-5}
@@ -37,6 +37,7 @@ run tcp "$B/tests/test_tcp"
 run bootstrap "$B/tests/test_bootstrap"
 run api "$B/tests/test_api"
 run strangers "$B/tests/test_strangers"
+run faultsweep "$B/tests/test_faultsweep"
 for t in nonblocking:4 basic:3 group:3 twocomm:3; do
     run "mp_${t%%:*}" env COLL_TIMEOUT_MS=120000 "$B/collrun" -n "${t##*:}" --timeout 300 \
         "$B/tests/mp_coll" "${t%%:*}"

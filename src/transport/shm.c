@@ -178,8 +178,10 @@ static int bell_send(struct shm_ctx *ctx, int peer, uint32_t type, int fd)
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fd, sizeof(int));
     }
-    if (coll__sys.sendmsg(ctx->send_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        return errno;
+    /* a signal that interrupts the call sent nothing: try again, it is no failure */
+    while (coll__sys.sendmsg(ctx->send_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        if (errno != EINTR)
+            return errno;
     return 0;
 }
 
@@ -243,6 +245,8 @@ static void bell_cb(struct coll_pollent *pe, uint32_t events)
         msg.msg_control = cm.buf;
         msg.msg_controllen = sizeof(cm.buf);
         n = coll__sys.recvmsg(ctx->bell_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0)
             return; /* EAGAIN: drained; anything else: nothing we can do here */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {

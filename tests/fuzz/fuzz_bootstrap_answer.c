@@ -176,6 +176,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     id.addr_len = sizeof(sin);
 
     st = coll__bootstrap_join(&comm, &id);
+    /* a signed table of one rank holding its own record: the join must accept it (so the
+     * harness is known to reach the end of the path) */
+    if ((s.flags & 3) == 3 && comm.nranks == 1 && get32(s.hdr) == 0x4e414243u &&
+        get32(s.hdr + 4) == 0 && get32(s.hdr + 8) == 1 && get32(s.hdr + 12) == 0 &&
+        st != COLL_SUCCESS)
+        abort();
     if (st == COLL_SUCCESS) {
         if (!comm.peers)
             abort();
