@@ -213,8 +213,14 @@ static const struct coll_algo *by_threshold(struct coll_comm *comm,
 static enum coll_link pair_link(void *arg, int32_t src, int32_t dst)
 {
     const struct coll_comm *comm = arg;
-    const struct coll_peer_info *a = &comm->peers[src], *b = &comm->peers[dst];
-    uint32_t both = a->tp_mask & b->tp_mask;
+    const struct coll_peer_info *a, *b;
+    uint32_t both;
+
+    if (src < 0 || dst < 0 || src >= comm->nranks || dst >= comm->nranks)
+        return COLL_LINK_TCP; /* not this comm's ranks: callers price those uniformly */
+    a = &comm->peers[src];
+    b = &comm->peers[dst];
+    both = a->tp_mask & b->tp_mask;
 
     for (int i = 0; coll__transports[i]; i++) {
         const char *name = coll__transports[i]->name;
@@ -260,7 +266,12 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
 
     q.chunk_bytes = comm->cfg.chunk_forced ? &forced : chunks;
     q.nchunk_bytes = comm->cfg.chunk_forced ? 1 : COLL_ARRAY_SIZE(chunks);
-    struct coll_cost_links links = coll__select_links(comm);
+    /* a comm's own ranks on its own links; other rank counts (collbench --explain --np N)
+     * every pair as this comm's first pair */
+    struct coll_cost_links links =
+        a->nranks == comm->nranks ? coll__select_links(comm)
+        : coll__cost_links_all(comm->peers && comm->nranks > 1 ? pair_link(comm, 0, 1)
+                                                                 : COLL_LINK_TCP);
     st = coll__cost_rank_algos(comm->cost, &links, &q, res, COLL_ARRAY_SIZE(res), &nres);
     if (st != COLL_SUCCESS || nres == 0) {
         COLL_WARN(COLL_SUB_ALGO, "cost model could not price %s on %d ranks (%s): using the "

@@ -686,17 +686,26 @@ COLL_API coll_status_t coll_group_end(void)
                            "coll_group_end without coll_group_start");
     if (--grp.depth > 0)
         return COLL_SUCCESS;
+    /* the record is this thread's to free now: a thread that ends after its last group
+     * must not leave it behind */
     grp.n = 0;
+    grp.calls = NULL;
+    grp.cap = 0;
     if (grp.err != COLL_SUCCESS) {
         st = grp.err;
         grp.err = COLL_SUCCESS;
+        free(calls);
         return st;
     }
-    if (n == 0)
+    if (n == 0) {
+        free(calls);
         return COLL_SUCCESS;
+    }
     ops = calloc(n, sizeof(*ops));
-    if (!ops)
+    if (!ops) {
+        free(calls);
         return coll__error(NULL, COLL_SYSTEM_ERROR, "out of memory ending a group");
+    }
     /* one op per comm, in the order the comms first appear; its calls in call order */
     for (size_t i = 0; i < n && st == COLL_SUCCESS; i++) {
         struct coll_comm *comm = calls[i].comm;
@@ -722,6 +731,7 @@ COLL_API coll_status_t coll_group_end(void)
         if (st == COLL_SUCCESS)
             nops++;
     }
+    free(calls);
     /* wait for everything issued, even after a failure: coll owns the ops until then; while
      * this thread drives one comm, the others' progress threads drive theirs */
     for (size_t i = 1; i < nops; i++)
