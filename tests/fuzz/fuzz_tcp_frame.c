@@ -103,8 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&ss, 0, sizeof(ss));
     memcpy(&ss, c.self.addr, c.self.addr_len);
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* the machine refused a loopback connection (ports, descriptors): not a finding about
+     * the code under test, so this input is skipped rather than reported */
     if (fd < 0 || connect(fd, (struct sockaddr *)&ss, c.self.addr_len) < 0)
-        abort();
+        goto out;
     /* accept and send the nonce */
     for (int i = 0; i < 200 && got < sizeof(nonce); i++) {
         ssize_t n;
