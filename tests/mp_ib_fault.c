@@ -92,21 +92,58 @@ static int run_rank(int rank, const coll_unique_id_t *id, const char *mode)
     return 0;
 }
 
+/* The id comes from a process of its own that keeps the bootstrap root's thread: forking
+ * the ranks from a process with a running thread can leave a child deadlocked on an
+ * allocator lock that thread held (it does under ASan). */
+static pid_t id_holder(coll_unique_id_t *id)
+{
+    int p[2];
+    pid_t pid;
+    ssize_t n;
+
+    if (pipe(p) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        coll_unique_id_t mine;
+        close(p[0]);
+        if (coll_get_unique_id(&mine) != COLL_SUCCESS) {
+            fprintf(stderr, "coll_get_unique_id: %s\n", coll_last_error(NULL));
+            _exit(1);
+        }
+        if (write(p[1], &mine, sizeof(mine)) != (ssize_t)sizeof(mine))
+            _exit(1);
+        close(p[1]);
+        for (;;)
+            pause(); /* killed once the ranks are done */
+    }
+    close(p[1]);
+    n = read(p[0], id, sizeof(*id));
+    close(p[0]);
+    if (n != (ssize_t)sizeof(*id)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     coll_unique_id_t id;
-    pid_t pids[NRANKS];
+    pid_t pids[NRANKS], holder;
     int bad = 0;
 
     if (strcmp(mode, "killed") && strcmp(mode, "badrkey")) {
         fprintf(stderr, "usage: mp_ib_fault killed|badrkey\n");
         return 2;
     }
-    if (coll_get_unique_id(&id) != COLL_SUCCESS) {
-        fprintf(stderr, "coll_get_unique_id: %s\n", coll_last_error(NULL));
+    holder = id_holder(&id);
+    if (holder < 0)
         return 1;
-    }
     for (int r = 0; r < NRANKS; r++) {
         pids[r] = fork();
         if (pids[r] < 0)
@@ -127,6 +164,8 @@ int main(int argc, char **argv)
             bad = 1;
         }
     }
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
     printf("%s: %s\n", mode, bad ? "FAILED" : "every rank saw the fault");
     return bad;
 }
