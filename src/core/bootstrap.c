@@ -691,9 +691,12 @@ static void root_send_table(struct root *r)
     coll__sha256(body, len, hash);
     COLL_INFO(COLL_SUB_BOOTSTRAP, "bootstrap root %s: all %d ranks joined, sending the table",
               r->where, r->nranks);
-    for (int32_t i = 0; i < r->nranks; i++)
-        if (r->by_rank[i])
-            root_answer(r, r->by_rank[i], 0, (uint32_t)r->nranks, body, len, hash);
+    /* The ranks of this process last: once one has its table it may finish and exit,
+     * and this thread with it, before the others have theirs. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; i < r->nranks; i++)
+            if (r->by_rank[i] && (r->by_rank[i]->info.pid == (int32_t)getpid()) == (pass == 1))
+                root_answer(r, r->by_rank[i], 0, (uint32_t)r->nranks, body, len, hash);
     free(body);
 }
 
