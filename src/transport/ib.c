@@ -43,6 +43,7 @@
 #include "coll_config.h"
 #include "ib_ops.h"
 #include "transport.h"
+#include "../core/wire.h"
 
 #include "ib.h"
 
@@ -152,43 +153,6 @@ enum { CM_REQ = 1, CM_REP = 2, CM_RTU = 3 };
 #define IB_REG_WINDOW (1u << 20)          /* registrations cover aligned 1 MiB windows */
 #define IB_POLL_BATCH 32
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 struct ib_addr {
     uint8_t link;    /* IBV_LINK_LAYER_INFINIBAND or _ETHERNET */
