@@ -327,6 +327,76 @@ COLL_API coll_status_t coll_test(coll_request_t *req, int *done_p);
 COLL_API coll_status_t coll_wait(coll_request_t *req);
 
 /* ---------------------------------------------------------------------------------------
+ * Stream-ordered collectives, as NCCL's: on CUDA device buffers (or host buffers), ordered
+ * on a CUDA stream.
+ *
+ * Each takes the arguments of the blocking call of the same name plus stream, a
+ * cudaStream_t (NULL: the legacy default stream), and returns once its work is queued on
+ * the stream: its results are in recvbuf when the stream has reached that point (read them
+ * after cudaStreamSynchronize, or order later work after them on the stream). Work queued
+ * on the stream before the call (a kernel that fills sendbuf) is seen by the collective.
+ * The buffers are borrowed until then. Device buffers move through page-locked staging
+ * memory of the comm (COLL_CUDA_STAGING_BYTES) in pieces, copies overlapping the network;
+ * host buffers (plain, page-locked or managed) are used in place, still in stream order.
+ *
+ * Device: a comm uses the CUDA device current when coll_comm_init ran (in a process that had
+ * not loaded the CUDA runtime by then: current at its first stream-ordered call); a device
+ * buffer or a stream of another device is COLL_INVALID_ARGUMENT naming both devices. A
+ * pointer that is neither CUDA memory nor readable host memory (a freed device
+ * buffer) is COLL_INVALID_ARGUMENT, or COLL_CUDA_ERROR when CUDA itself says it is bad;
+ * nothing touches it. Without CUDA (no libcudart, COLL_CUDA_DISABLE=1, no device) these
+ * calls run as the blocking host calls when stream is NULL, and return COLL_INVALID_USAGE
+ * with the reason otherwise.
+ *
+ * Groups: between coll_group_start and coll_group_end they are recorded, and coll_group_end
+ * queues them all, each on its own stream, and returns without waiting for them: matched
+ * sends and receives of one group never deadlock, and one group may hold calls on several
+ * comms. A group may not mix these calls with host calls (COLL_INVALID_USAGE). A group's
+ * calls on one comm need, together, at most COLL_CUDA_STAGING_BYTES of staging per piece
+ * (else COLL_INVALID_ARGUMENT naming it).
+ *
+ * Failures: a bad argument is returned at once. A failure after the call returned (a peer
+ * died, a timeout, a CUDA error) fails the comm as a host collective's failure does: the
+ * stream is released (the results are then undefined), coll_comm_get_async_error reports
+ * it, and later calls on the comm return it. coll_comm_abort releases every stream waiting
+ * on the comm at once. coll_comm_destroy first lets the queued calls finish (each within
+ * COLL_TIMEOUT_MS; abort first to drop them) and waits for the streams to be done with the
+ * comm's staging.
+ *
+ * Rules: every rank cuts messages the same way from COLL_CUDA_STAGING_BYTES, so all ranks
+ * must set it alike. While stream-ordered calls of a comm are pending, the host calls
+ * (blocking or coll_i*) must not be used on it: they would run out of order with them.
+ * A comm's stream-ordered calls run one after the other, in the order they were made, even
+ * across streams. One thread at a time per comm, as for every call.
+ */
+COLL_API coll_status_t coll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                             coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                             void *stream);
+COLL_API coll_status_t coll_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                             coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                             void *stream);
+COLL_API coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                          coll_dtype_t dtype, coll_op_t op, int root,
+                                          coll_comm_t *comm, void *stream);
+COLL_API coll_status_t coll_allgather_stream(const void *sendbuf, void *recvbuf,
+                                             size_t sendcount, coll_dtype_t dtype,
+                                             coll_comm_t *comm, void *stream);
+COLL_API coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+                                                  size_t recvcount, coll_dtype_t dtype,
+                                                  coll_op_t op, coll_comm_t *comm, void *stream);
+COLL_API coll_status_t coll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                            coll_dtype_t dtype, coll_comm_t *comm, void *stream);
+COLL_API coll_status_t coll_send_stream(const void *sendbuf, size_t count, coll_dtype_t dtype,
+                                        int peer, coll_comm_t *comm, void *stream);
+COLL_API coll_status_t coll_recv_stream(void *recvbuf, size_t count, coll_dtype_t dtype,
+                                        int peer, coll_comm_t *comm, void *stream);
+
+/* coll_comm_get_async_error - *status_p = the failure that made comm unusable (a peer's
+ * death, a timeout, an abort, a failed stream-ordered collective), COLL_SUCCESS while it is
+ * healthy; its message is coll_last_error(comm). Never blocks; any thread. */
+COLL_API coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *status_p);
+
+/* ---------------------------------------------------------------------------------------
  * Quantized all-reduce: gradients cross the wire in fewer bits.
  *
  * Quantize once: each rank encodes the slice of its input that each rank owns and sends it

@@ -20,6 +20,8 @@
 
 #include "algo/cost.h"
 
+#include <math.h>
+
 /* ---- 1 helpers ----------------------------------------------------------------------- */
 
 #define ASSERT_DEQ(a, b)                                                                           \
@@ -52,6 +54,9 @@ static struct coll_cost_params dyadic(void)
     for (int d = 0; d < COLL_NUM_DTYPES; d++)
         p.gamma[d] = G;
     p.copy = CP;
+    for (int l = 0; l < COLL_NUM_LINKS; l++)
+        p.link[l].rdv = 0;
+    p.mem = 1;
     return p;
 }
 
@@ -260,6 +265,77 @@ TEST(a_late_receive_holds_the_message_back)
     ASSERT_DEQ(simulate(&p, NULL, s, 2, finish), late + A + 1024 * B);
     ASSERT_DEQ(finish[0], late + A + 1024 * B);
     scheds_free(s, 2);
+}
+
+TEST(rendezvous_messages_pay_the_handover)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_cost_links shm = coll__cost_links_all(COLL_LINK_SHM);
+    struct coll_cost_links tcp = coll__cost_links_all(COLL_LINK_TCP);
+    struct coll_schedule s[2];
+    const double R = 1.0 / 262144;
+
+    p.link[COLL_LINK_SHM].rdv = R;
+    p.link[COLL_LINK_SHM].rdv_bytes = 16384;
+    /* one float short of the rendezvous size: copied through the ring, alpha + m beta */
+    scheds_init(s, 2);
+    send_(&s[0], 1, 4095, 0, NULL);
+    recv_(&s[1], 0, 4095, 0, NULL);
+    ASSERT_DEQ(simulate(&p, &shm, s, 2, NULL), A + 16380.0 * B);
+    scheds_free(s, 2);
+    /* at it: the hand-over too */
+    scheds_init(s, 2);
+    send_(&s[0], 1, 4096, 0, NULL);
+    recv_(&s[1], 0, 4096, 0, NULL);
+    ASSERT_DEQ(simulate(&p, &shm, s, 2, NULL), A + R + 16384.0 * B);
+    /* a link class without a rendezvous size never pays it */
+    p.link[COLL_LINK_TCP].rdv = R;
+    ASSERT_DEQ(simulate(&p, &tcp, s, 2, NULL), A + 16384.0 * B);
+    scheds_free(s, 2);
+}
+
+TEST(calls_larger_than_the_cache_pay_the_memory_term)
+{
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+
+    /* one rank copies 16 KiB: its buffers are 32 KiB; half of them fit in 16 KiB */
+    p.mem = 3;
+    p.cache_bytes = 16384;
+    scheds_init(s, 1);
+    copy_(&s[0], 4096);
+    ASSERT_DEQ(simulate(&p, NULL, s, 1, NULL), 16384.0 * CP * 2); /* 1 + (3 - 1) x 1/2 */
+    p.cache_bytes = 32768; /* all of it fits */
+    ASSERT_DEQ(simulate(&p, NULL, s, 1, NULL), 16384.0 * CP);
+    p.cache_bytes = 0; /* no cache size: every byte as cached */
+    ASSERT_DEQ(simulate(&p, NULL, s, 1, NULL), 16384.0 * CP);
+    scheds_free(s, 1);
+
+    /* a message: both ranks' buffers count (16 KiB each on one host), alpha does not grow */
+    p.cache_bytes = 16384;
+    scheds_init(s, 2);
+    send_(&s[0], 1, 4096, 0, NULL);
+    recv_(&s[1], 0, 4096, 0, NULL);
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, NULL), A + 16384.0 * B * 2);
+    p.mem = 1;
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, NULL), A + 16384.0 * B);
+    scheds_free(s, 2);
+
+    /* on two hosts each holds only its own rank's 16 KiB: all cached */
+    {
+        const struct coll_algo *chain = coll__algo_find("chain");
+        struct coll_algo_args a = args(COLL_COLL_BROADCAST, 2, 0, 4096, 4096);
+        const int32_t hosts[2] = {0, 1};
+        double one, two;
+
+        ASSERT(chain != NULL);
+        p.mem = 3;
+        ASSERT_OK(coll__cost_predict(&p, NULL, chain, &a, &one, NULL));
+        a.hosts = hosts;
+        a.nhosts = 2;
+        ASSERT_OK(coll__cost_predict(&p, NULL, chain, &a, &two, NULL));
+        ASSERT_MSG(two < one, "two hosts %g s, one host %g s", two, one);
+    }
 }
 
 TEST(ring_allreduce_unchunked_matches_the_formula)
@@ -595,6 +671,40 @@ TEST(rank_algos_small_and_large)
         ASSERT(res[i].algo->colls & (1u << COLL_COLL_BROADCAST));
 }
 
+TEST(selector_prices_one_copy_per_block)
+{
+    static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
+    struct coll_cost_params p;
+    struct coll_cost_result res[16];
+    struct coll_cost_links shm = coll__cost_links_all(COLL_LINK_SHM);
+    struct coll_cost_query q = {.coll = COLL_COLL_BROADCAST,
+                                .nranks = 2,
+                                .count = 1u << 20, /* 4 MiB of float */
+                                .dtype = COLL_FLOAT32,
+                                .chunk_bytes = chunks,
+                                .nchunk_bytes = COLL_ARRAY_SIZE(chunks)};
+    size_t nres, i;
+
+    /* two ranks: a pipeline has one hop, so chunks buy only the overlap of the root's
+     * copy into its own receive buffer with the message; where a hand-over costs more than
+     * that copy, the selector's sizes must include the one that sends the block whole */
+    coll__cost_params_default(&p);
+    p.link[COLL_LINK_SHM].rdv = 1e-4;
+    ASSERT_OK(coll__cost_rank_algos(&p, &shm, &q, res, 16, &nres));
+    i = rank_of(res, nres, "chain");
+    ASSERT(i < nres);
+    ASSERT_EQ(res[i].chunk_bytes, (size_t)4u << 20);
+    ASSERT_EQ(res[i].chunk_count, q.count);
+    /* and its price: the copy, then one message with one hand-over */
+    ASSERT(fabs(res[i].seconds - (4194304.0 * p.copy + p.link[COLL_LINK_SHM].alpha + 1e-4 +
+                                  4194304.0 * p.link[COLL_LINK_SHM].beta)) < 1e-12);
+    /* without the hand-over the copy's overlap wins: the largest chunk is not the best */
+    p.link[COLL_LINK_SHM].rdv = 0;
+    ASSERT_OK(coll__cost_rank_algos(&p, &shm, &q, res, 16, &nres));
+    i = rank_of(res, nres, "chain");
+    ASSERT(i < nres && res[i].chunk_bytes < (size_t)4u << 20);
+}
+
 /* ---- 5 the calibration file ---------------------------------------------------------- */
 
 static char *temp_path(void)
@@ -613,12 +723,13 @@ static char *temp_path(void)
 static bool params_equal(const struct coll_cost_params *a, const struct coll_cost_params *b)
 {
     for (int l = 0; l < COLL_NUM_LINKS; l++)
-        if (a->link[l].alpha != b->link[l].alpha || a->link[l].beta != b->link[l].beta)
+        if (a->link[l].alpha != b->link[l].alpha || a->link[l].beta != b->link[l].beta ||
+            a->link[l].rdv != b->link[l].rdv || a->link[l].rdv_bytes != b->link[l].rdv_bytes)
             return false;
     for (int d = 0; d < COLL_NUM_DTYPES; d++)
         if (a->gamma[d] != b->gamma[d])
             return false;
-    return a->copy == b->copy;
+    return a->copy == b->copy && a->mem == b->mem && a->cache_bytes == b->cache_bytes;
 }
 
 TEST(calibration_file_round_trip)
@@ -634,6 +745,10 @@ TEST(calibration_file_round_trip)
     p.link[COLL_LINK_IB].alpha = 0;
     p.gamma[COLL_BFLOAT16] = 3.3e-10;
     p.copy = 0.1;
+    p.link[COLL_LINK_SHM].rdv = 2.5e-6;
+    p.link[COLL_LINK_SHM].rdv_bytes = 16384;
+    p.mem = 4.87;
+    p.cache_bytes = 14145536;
     ASSERT_OK(coll__cost_params_save(&p, path));
     memset(&q, 0, sizeof(q));
     ASSERT_OK(coll__cost_params_load(&q, path));
@@ -647,6 +762,10 @@ TEST(calibration_file_round_trip)
     ASSERT_STR_CONTAINS(text, "\ntcp.alpha 1.1e-05\n");
     ASSERT_STR_CONTAINS(text, "\ngamma.float ");
     ASSERT_STR_CONTAINS(text, "\ncopy 0.1\n");
+    ASSERT_STR_CONTAINS(text, "\nshm.rdv 2.5e-06\n");
+    ASSERT_STR_CONTAINS(text, "\nshm.rdv_bytes 16384\n");
+    ASSERT_STR_CONTAINS(text, "\nmem 4.87\n");
+    ASSERT_STR_CONTAINS(text, "\ncache_bytes 14145536\n");
     unlink(path);
 }
 
@@ -662,8 +781,15 @@ TEST(calibration_file_syntax)
                                       "shm.beta\t1e-10\r\n"
                                       "gamma.float 2.0e-10\n"
                                       "gamma.half 0\n"
+                                      "shm.rdv 3e-6\n"
+                                      "mem 2.5\n"
+                                      "cache_bytes 8388608\n"
                                       "copy 4e-11", /* no final newline */
                                       "test"));
+    ASSERT_DEQ(p.link[COLL_LINK_SHM].rdv, 3e-6);
+    ASSERT_DEQ(p.link[COLL_LINK_SHM].rdv_bytes, d.link[COLL_LINK_SHM].rdv_bytes);
+    ASSERT_DEQ(p.mem, 2.5);
+    ASSERT_DEQ(p.cache_bytes, 8388608);
     ASSERT_DEQ(p.link[COLL_LINK_TCP].alpha, 2.5e-05);
     ASSERT_DEQ(p.link[COLL_LINK_SHM].beta, 1e-10);
     ASSERT_DEQ(p.gamma[COLL_FLOAT32], 2.0e-10);

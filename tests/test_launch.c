@@ -260,6 +260,19 @@ TEST(pci_distance)
     ASSERT_EQ(coll__topo_path_distance("", gpu), -1);
 }
 
+TEST(pci_busid)
+{
+    /* CUDA's spelling, which the GPU binding turns into a sysfs path: nothing else passes */
+    ASSERT(coll__topo_pci_busid_ok("0000:41:00.0"));
+    ASSERT(coll__topo_pci_busid_ok("0001:b3:1f.7"));
+    ASSERT(!coll__topo_pci_busid_ok(NULL));
+    ASSERT(!coll__topo_pci_busid_ok(""));
+    ASSERT(!coll__topo_pci_busid_ok("0000:41:00.0/"));
+    ASSERT(!coll__topo_pci_busid_ok("../../../etc"));
+    ASSERT(!coll__topo_pci_busid_ok("0000:41:00:0"));
+    ASSERT(!coll__topo_pci_busid_ok("000g:41:00.0"));
+}
+
 TEST(group_hosts)
 {
     struct coll_peer_info p[6];

@@ -398,6 +398,9 @@ static void corrupt_case(int how)
 {
     struct corrupt_arg arg = {how, {-1, -1}, {-1, -1}};
     setenv("COLL_TIMEOUT_MS", "20000", 1);
+    /* these cases are about the rings: the warm-up all-reduce must bring them up, not run on
+     * the fast path (test_flat.c has its own hostile cases) */
+    setenv("COLL_SHM_FLAT", "0", 1);
     ASSERT(pipe(arg.pipefd) == 0 && pipe(arg.readyfd) == 0);
     int ok = run_ranks(2, rank_corrupt, &arg, -1);
     for (int i = 0; i < 2; i++) {
@@ -405,6 +408,7 @@ static void corrupt_case(int how)
         close(arg.readyfd[i]);
     }
     unsetenv("COLL_TIMEOUT_MS");
+    unsetenv("COLL_SHM_FLAT");
     ASSERT_EQ(ok, 2);
 }
 
@@ -467,7 +471,10 @@ static void rank_strangers(coll_comm_t *comm, int rank, int n, void *arg)
 
 TEST(doorbell_strangers)
 {
+    /* the engine drains the doorbell: the collectives must run on it, not the fast path */
+    setenv("COLL_SHM_FLAT", "0", 1);
     ASSERT_EQ(run_ranks(2, rank_strangers, NULL, -1), 2);
+    unsetenv("COLL_SHM_FLAT");
 }
 
 int main(int argc, char **argv)

@@ -21,8 +21,9 @@
  *                  busy scratch slot holds the message back),
  *                - message k-1 of the channel has completed (links are FIFO),
  *                - a's send port of class l and b's receive port of class l are free;
- *              it holds both ports for alpha_l + bytes x beta_l, and the SEND and the RECV
- *              both complete at its end. So a RECV completes at
+ *              it holds both ports for alpha_l + bytes x beta_l (+ rdv_l when bytes >=
+ *              rdv_bytes_l: a rendezvous hand-over), and the SEND and the RECV both
+ *              complete at its end. So a RECV completes at
  *                max(send ready, recv posted, ports free) + alpha_l + bytes beta_l
  *              and the messages a rank sends over one class run one after another, alpha
  *              included (alpha is per-message overhead at both ends, not wire latency that
@@ -45,6 +46,16 @@
  * doubling exchange of small messages stays the fastest small all-reduce at 4 and 8 ranks,
  * while large copies compete for the cores like reductions. What this captures: with 8 ranks on 2 cores, an algorithm whose round has 8
  * messages in flight pays about 4 of them back to back, one with 2 pays 1.
+ *
+ * Memory (p->mem > 1, p->cache_bytes > 0): beta, gamma and copy are in-cache figures. When
+ * the buffers of all ranks of the busiest host (each schedule's buf_count: send, receive,
+ * scratch) add up to W > cache_bytes, the share 1 - cache_bytes / W of the bytes is taken
+ * to come from memory, and every per-byte cost of the call is multiplied by
+ * 1 + (mem - 1)(1 - cache_bytes / W); alpha and rdv are not. Without it the large sizes
+ * of every collective are priced at cache speed, which favours the algorithms that touch
+ * more bytes (recursive doubling reduces the whole buffer every round), and the predicted
+ * time grows linearly across the step a measured one takes where the buffers outgrow the
+ * cache (docs/algorithms.md).
  *
  * Hosts (the arguments' hosts, two or more): a message between ranks of different hosts
  * takes the send port of its sender's host and the receive port of its receiver's host
@@ -97,6 +108,8 @@ void coll__cost_params_default(struct coll_cost_params *p)
     p->link[COLL_LINK_TCP].beta = 2.67e-10;
     p->link[COLL_LINK_SHM].alpha = 1e-6;
     p->link[COLL_LINK_SHM].beta = 1 / 8e9;
+    /* SHM_RDV_MIN of src/transport/shm.c; what a rendezvous costs is measured (--calibrate) */
+    p->link[COLL_LINK_SHM].rdv_bytes = 16384;
     /* placeholders until collbench --calibrate measures them: 100 Gb/s verbs, NVLink-class
      * peer copies behind an event synchronisation */
     p->link[COLL_LINK_IB].alpha = 2e-6;
@@ -110,6 +123,7 @@ void coll__cost_params_default(struct coll_cost_params *p)
     p->gamma[COLL_BFLOAT16] = 2.0e-10;
     p->gamma[COLL_FLOAT8E4M3] = p->gamma[COLL_FLOAT8E5M2] = 2.4e-9;
     p->copy = 2.4e-11;
+    p->mem = 1;
 }
 
 /* ---- 2 the calibration file ---------------------------------------------------------- */
@@ -124,6 +138,10 @@ static double *param_of(struct coll_cost_params *p, const char *key)
 
     if (!strcmp(key, "copy"))
         return &p->copy;
+    if (!strcmp(key, "mem"))
+        return &p->mem;
+    if (!strcmp(key, "cache_bytes"))
+        return &p->cache_bytes;
     if (!dot)
         return NULL;
     if (plen == 5 && !strncmp(key, "gamma", 5)) {
@@ -139,6 +157,10 @@ static double *param_of(struct coll_cost_params *p, const char *key)
             return &p->link[l].alpha;
         if (!strcmp(dot + 1, "beta"))
             return &p->link[l].beta;
+        if (!strcmp(dot + 1, "rdv"))
+            return &p->link[l].rdv;
+        if (!strcmp(dot + 1, "rdv_bytes"))
+            return &p->link[l].rdv_bytes;
         return NULL;
     }
     return NULL;
@@ -315,13 +337,20 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
 
     bad |= fprintf(f, "# coll cost model parameters (collbench --calibrate writes this file)\n"
                       "# <link>.alpha: seconds per message; <link>.beta: seconds per byte;\n"
+                      "# <link>.rdv: seconds more per message of <link>.rdv_bytes or more;\n"
                       "# gamma.<dtype>: seconds per byte of reduction output; copy: seconds "
-                      "per byte copied\n") < 0;
+                      "per byte copied;\n"
+                      "# mem: per-byte costs out of cache over in cache, for calls whose "
+                      "buffers exceed cache_bytes\n") < 0;
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
         format_exact(num, sizeof(num), p->link[l].alpha);
         bad |= fprintf(f, "%s.alpha %s\n", link_names[l], num) < 0;
         format_exact(num, sizeof(num), p->link[l].beta);
         bad |= fprintf(f, "%s.beta %s\n", link_names[l], num) < 0;
+        format_exact(num, sizeof(num), p->link[l].rdv);
+        bad |= fprintf(f, "%s.rdv %s\n", link_names[l], num) < 0;
+        format_exact(num, sizeof(num), p->link[l].rdv_bytes);
+        bad |= fprintf(f, "%s.rdv_bytes %s\n", link_names[l], num) < 0;
     }
     for (int d = 0; d < COLL_NUM_DTYPES; d++) {
         format_exact(num, sizeof(num), p->gamma[d]);
@@ -329,6 +358,10 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
     }
     format_exact(num, sizeof(num), p->copy);
     bad |= fprintf(f, "copy %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->mem);
+    bad |= fprintf(f, "mem %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->cache_bytes);
+    bad |= fprintf(f, "cache_bytes %s\n", num) < 0;
     return bad;
 }
 
@@ -475,6 +508,9 @@ struct sim {
     double now;
     double *finish; /* [n] */
     uint32_t ndone;
+
+    double *ws;   /* [n]: bytes of each rank's buffers (the call's working set) */
+    double mem_f; /* per-byte costs x this: the memory term for the whole call */
 };
 
 static coll_status_t no_memory(const char *what)
@@ -705,9 +741,11 @@ static coll_status_t sim_init(struct sim *sm, const struct coll_cost_params *p,
     sm->dirty = calloc((size_t)n, sizeof(*sm->dirty));
     sm->is_dirty = calloc((size_t)n, sizeof(*sm->is_dirty));
     sm->finish = calloc((size_t)n, sizeof(*sm->finish));
+    sm->ws = calloc((size_t)n, sizeof(*sm->ws));
+    sm->mem_f = 1;
     if (!sm->step_base || !sm->end_base || !sm->chan_base || !sm->cpu_busy || !sm->cpu_ready ||
         !sm->out_busy || !sm->in_busy || !sm->out_wait || !sm->in_wait || !sm->dirty ||
-        !sm->is_dirty || !sm->finish)
+        !sm->is_dirty || !sm->finish || !sm->ws)
         return no_memory("the ranks");
     return COLL_SUCCESS;
 }
@@ -745,6 +783,7 @@ static void sim_fini(struct sim *sm)
     free(sm->dirty);
     free(sm->is_dirty);
     free(sm->finish);
+    free(sm->ws);
 }
 
 static double step_bytes(const struct coll_schedule *s, const struct coll_slice *sl)
@@ -769,6 +808,8 @@ static coll_status_t sim_take(struct sim *sm, const struct coll_schedule *s)
     st = coll__sched_validate(s);
     if (st != COLL_SUCCESS)
         return st;
+    for (int b = 0; b < COLL_NUM_BUFS; b++)
+        sm->ws[r] += (double)s->buf_count[b] * (double)s->elem_size;
     for (uint32_t i = 0; i < m; i++) {
         ndeps += s->steps[i].ndeps;
         nends += s->steps[i].kind == COLL_STEP_SEND || s->steps[i].kind == COLL_STEP_RECV;
@@ -829,6 +870,35 @@ static coll_status_t sim_take(struct sim *sm, const struct coll_schedule *s)
     sm->step_base[sm->taken] = sm->nsteps;
     sm->end_base[sm->taken] = sm->nends;
     return COLL_SUCCESS;
+}
+
+/* The memory term, once every schedule is in: the busiest host's working set W against
+ * the cache. The share of W that does not fit pays mem times the cached per-byte costs, so
+ * local steps are stretched here and messages when sim_match prices them. */
+static void sim_memory(struct sim *sm, const int32_t *hosts, int32_t nhosts)
+{
+    const struct coll_cost_params *p = sm->p;
+    double most = 0, *per_host;
+
+    if (!(p->mem > 1) || !(p->cache_bytes > 0))
+        return;
+    if (!hosts || nhosts < 1)
+        nhosts = 1;
+    per_host = calloc((size_t)nhosts, sizeof(*per_host));
+    if (!per_host) /* a price without the memory term beats no price */
+        return;
+    for (int32_t r = 0; r < sm->n; r++) {
+        int32_t h = hosts && hosts[r] >= 0 && hosts[r] < nhosts ? hosts[r] : 0;
+        per_host[h] += sm->ws[r];
+        most = COLL_MAX(most, per_host[h]);
+    }
+    free(per_host);
+    if (most <= p->cache_bytes)
+        return;
+    sm->mem_f = 1 + (p->mem - 1) * (1 - p->cache_bytes / most);
+    for (uint32_t i = 0; i < sm->nsteps; i++)
+        if (sm->steps[i].kind == COLL_STEP_REDUCE || sm->steps[i].kind == COLL_STEP_COPY)
+            sm->steps[i].u.dur *= sm->mem_f;
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -951,7 +1021,9 @@ static coll_status_t sim_match(struct sim *sm)
             msg->chan = c;
             msg->link = sm->chans[c].link;
             msg->state = 0;
-            msg->dur = lc->alpha + x->bytes * lc->beta;
+            msg->dur = lc->alpha + x->bytes * lc->beta * sm->mem_f;
+            if (lc->rdv_bytes > 0 && x->bytes >= lc->rdv_bytes)
+                msg->dur += lc->rdv;
             count[id] = x->count;
             sm->steps[x->step].u.msg = id;
         }
@@ -1310,6 +1382,7 @@ coll_status_t coll__cost_simulate(const struct coll_cost_params *p,
     for (int32_t r = 0; r < n; r++)
         if ((st = sim_take(&sm, &scheds[r])) != COLL_SUCCESS)
             goto out_fini;
+    sim_memory(&sm, NULL, 1);
     if ((st = sim_match(&sm)) != COLL_SUCCESS)
         goto out_fini;
     st = sim_run(&sm, time_p, finish_p);
@@ -1363,6 +1436,7 @@ coll_status_t coll__cost_predict(const struct coll_cost_params *p,
         if (st != COLL_SUCCESS)
             goto out_fini;
     }
+    sim_memory(&sm, a.hosts, a.nhosts);
     if ((st = sim_match(&sm)) != COLL_SUCCESS)
         goto out_fini;
     st = sim_run(&sm, time_p, finish_p);

@@ -17,7 +17,8 @@
  *   gamma.float 2.0e-10     # dtype names as coll__dtype_name writes them
  *   copy 1e-10
  *
- * Keys: <link>.alpha, <link>.beta (link: tcp, shm, ib, cuda), gamma.<dtype>, copy. Keys not
+ * Keys: <link>.alpha, <link>.beta, <link>.rdv, <link>.rdv_bytes (link: tcp, shm, ib, cuda),
+ * gamma.<dtype>, copy, mem, cache_bytes. Keys not
  * in the file keep their defaults; unknown keys are ignored with an INFO note; anything else
  * that is not `key value` (value a finite number >= 0) rejects the file, naming the line.
  *
@@ -48,12 +49,24 @@ COLL_INTERNAL const char *coll__link_name(enum coll_link l); /* "tcp", "shm", "i
 struct coll_link_cost {
     double alpha; /* seconds per message */
     double beta;  /* seconds per byte */
+    /* Seconds more per message of rdv_bytes or more (0: no such messages): where a transport
+     * hands large messages over by rendezvous (shm: a slot with the address, the receiver's
+     * process_vm_readv, a completion back) instead of copying them through its ring. */
+    double rdv;
+    double rdv_bytes;
 };
 
 struct coll_cost_params {
     struct coll_link_cost link[COLL_NUM_LINKS];
     double gamma[COLL_NUM_DTYPES]; /* seconds per byte of reduction output, per dtype */
     double copy;                   /* seconds per byte of a local copy */
+    /* Memory hierarchy. beta, gamma and copy are measured on buffers that fit in cache; a
+     * call whose buffers on one host (send, receive and scratch of all its ranks there),
+     * W bytes, exceed cache_bytes pays for the share 1 - cache_bytes / W of its bytes mem
+     * times those costs (mem: a copy's time per byte out of cache over in cache). mem 1 or
+     * cache_bytes 0: every byte priced as cached. */
+    double mem;
+    double cache_bytes;
     /* Cores of each host, 0: as many as its ranks. When a host has more ranks than cores,
      * its ranks' local steps and the messages they receive share that many cores (time-
      * slicing: each message also costs the receiving side CPU for its whole duration). The
@@ -62,8 +75,8 @@ struct coll_cost_params {
 };
 
 /* The built-in defaults: rough figures for one x86 host (TCP loopback alpha 10 us, 2.5 GB/s;
- * shm 1 us, 8 GB/s; fp32 reduction 5 GB/s of output); IB and CUDA are placeholders until
- * calibrated. */
+ * shm 1 us, 8 GB/s, rendezvous from 16 KiB as src/transport/shm.c; fp32 reduction 5 GB/s of
+ * output); IB and CUDA are placeholders until calibrated; no memory term (mem 1). */
 COLL_INTERNAL void coll__cost_params_default(struct coll_cost_params *p);
 
 /* Read a calibration file over the defaults into *p. Outputs only on success: a missing or
@@ -133,7 +146,16 @@ struct coll_cost_query {
 };
 #define COLL_COST_DEFAULT_CHUNKS                                                                   \
     {                                                                                              \
-        32u << 10, 64u << 10, 128u << 10, 256u << 10, 512u << 10, 1u << 20                         \
+        32u << 10, 64u << 10, 128u << 10, 256u << 10, 512u << 10, 1u << 20, 4u << 20              \
+    }
+
+/* The chunk sizes the selector prices (src/algo/select.c). The largest is one copy per
+ * block up to 4 MiB: a pipeline of smaller chunks pays a message, and over shm a rendezvous,
+ * per chunk, which a 2-rank broadcast never gets back; chunks past it would only grow the
+ * scratch slots of trees (slots x children x chunk). */
+#define COLL_COST_SELECT_CHUNKS                                                                    \
+    {                                                                                              \
+        32u << 10, 128u << 10, 512u << 10, 4u << 20                                                \
     }
 
 struct coll_cost_result {

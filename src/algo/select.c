@@ -14,6 +14,7 @@
 #include "../core/exec.h"
 #include "cost.h"
 #include "../transport/transport.h"
+#include "../transport/shm_flat.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -113,6 +114,13 @@ static coll_status_t select_check_config(struct coll_comm *comm)
                                "COLL_ALGO='%s': unknown collective '%.*s' (allreduce, "
                                "broadcast, reduce, ...)",
                                comm->cfg.algo, (int)(eq - tok), tok);
+        if (!strcmp(name, "flat")) { /* the shm fast path (src/transport/shm_flat.c) */
+            if (eq && !(COLL_FLAT_COLLS & (1u << c)))
+                return coll__error(comm, COLL_INVALID_ARGUMENT,
+                                   "COLL_ALGO='%s': the shared-memory fast path 'flat' cannot "
+                                   "run %s", comm->cfg.algo, coll__coll_name(c));
+            continue;
+        }
         if (!algo)
             return coll__error(comm, COLL_INVALID_ARGUMENT,
                                "COLL_ALGO='%s': unknown algorithm '%s'; valid names: %s",
@@ -123,6 +131,24 @@ static coll_status_t select_check_config(struct coll_comm *comm)
                                name, coll__coll_name(c));
     }
     return COLL_SUCCESS;
+}
+
+bool coll__select_flat(const struct coll_comm *comm, enum coll_coll c, bool *forced_p)
+{
+    const struct coll_algo *algo;
+    char name[64];
+    bool explicit_ = false;
+
+    *forced_p = false;
+    if (!comm->cfg.algo[0] || !forced_for(comm->cfg.algo, c, name, sizeof(name), &explicit_))
+        return true;
+    if (!strcmp(name, "flat")) {
+        *forced_p = true;
+        return true;
+    }
+    /* a name given for every collective leaves those it cannot run to the selector */
+    algo = coll__algo_find(name);
+    return !explicit_ && !(algo && (algo->colls & (1u << c)));
 }
 
 static bool usable(const struct coll_algo *algo, const struct coll_algo_args *a)
@@ -248,7 +274,7 @@ struct coll_cost_links coll__select_links(struct coll_comm *comm)
 static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_args *a,
                                        char *why, size_t whylen)
 {
-    static const size_t chunks[] = {32u << 10, 128u << 10, 512u << 10};
+    static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
     struct coll_cost_result res[48];
     struct coll_cost_query q = {
         .coll = a->coll,
@@ -304,6 +330,13 @@ coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *a,
             *algo_p = algo;
             return COLL_SUCCESS;
         }
+        if (explicit_ && !strcmp(name, "flat"))
+            return coll__error(comm, COLL_INVALID_ARGUMENT,
+                               "COLL_ALGO forces 'flat' for %s, which runs only blocking calls "
+                               "outside groups of at most COLL_SHM_FLAT_BYTES (%lld) per rank, "
+                               "on comms whose ranks all share one host over shm "
+                               "(COLL_SHM_FLAT=1)",
+                               coll__coll_name(a->coll), (long long)comm->cfg.shm_flat_bytes);
         if (explicit_)
             return coll__error(comm, COLL_INVALID_ARGUMENT,
                                "COLL_ALGO forces '%s' for %s, which cannot run %zu elements on "

@@ -10,8 +10,10 @@
  *   - an ncclComm wraps one coll_comm_t, plus what NCCL has and coll does not: a
  *     non-blocking init (a thread that runs coll_comm_init while ncclCommGetAsyncError says
  *     ncclInProgress), PreMulSum operators, registrations, the revoked/finalized states;
- *   - every call completes before it returns (host buffers, no streams), so a stream is
- *     accepted and unused, and ncclCommFinalize has nothing left to flush;
+ *   - a call on host buffers completes before it returns, its stream unused; a call with
+ *     a CUDA device buffer goes to coll's stream-ordered collectives (coll_*_stream,
+ *     src/cuda/stream.c), queued on its stream as NCCL's are; ncclCommFinalize has nothing
+ *     to flush either way (ncclCommDestroy waits for the streams);
  *   - groups are recorded here, per thread, then replayed inside one coll_group_start/end at
  *     the outermost ncclGroupEnd. Recording here (not in coll's group) is what lets
  *     ncclGroupSimulateEnd price a group without running it, lets grouped ncclCommInitRank
@@ -114,6 +116,8 @@ struct shim_call {
     ncclRedOp_t op;
     int root; /* or peer */
     struct ncclComm *comm;
+    cudaStream_t stream;
+    bool dev; /* a buffer is device memory: the stream-ordered path */
 };
 
 /* Per thread, as NCCL's groups. */
@@ -1078,6 +1082,15 @@ NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *as
     a = atomic_load_explicit(&comm->async, memory_order_acquire);
     if (a != ncclInProgress)
         job_join(comm); /* finished: reap the thread now rather than at destroy */
+    if (a == ncclSuccess && comm->c) {
+        /* a stream-ordered collective fails the coll comm after its call has returned */
+        coll_status_t cst;
+        if (coll_comm_get_async_error(comm->c, &cst) == COLL_SUCCESS && cst != COLL_SUCCESS) {
+            a = cst == COLL_TIMEOUT ? ncclRemoteError : (int)cst;
+            snprintf(comm->msg, sizeof(comm->msg), "%s", coll_last_error(comm->c));
+            atomic_store(&comm->async, a);
+        }
+    }
     *asyncError = (ncclResult_t)a;
     return ncclSuccess;
 }
@@ -1263,9 +1276,8 @@ static bool has_root(enum shim_kind k)
     return k == K_BROADCAST || k == K_REDUCE || k == K_GATHER || k == K_SCATTER;
 }
 
-/* A device pointer is refused before anything touches it (this path moves host memory). */
-static ncclResult_t host_only(struct ncclComm *comm, const void *p, const char *what,
-                              const char *fn)
+/* Whether p is CUDA device memory (*dev_p set), before anything touches it. */
+static ncclResult_t mem_check(struct ncclComm *comm, const void *p, const char *fn, bool *dev_p)
 {
     enum coll_mem_kind kind;
 
@@ -1274,13 +1286,11 @@ static ncclResult_t host_only(struct ncclComm *comm, const void *p, const char *
     if (coll__cuda_mem_kind(NULL, p, &kind, NULL) != COLL_SUCCESS)
         return fail(comm, ncclUnhandledCudaError, "%s: %s", fn, coll_last_error(NULL));
     if (kind == COLL_MEM_DEVICE)
-        return fail(comm, ncclInvalidUsage,
-                    "%s: %s %p is CUDA device memory; coll's NCCL library moves host (or "
-                    "managed) memory only", fn, what, p);
+        *dev_p = true;
     return ncclSuccess;
 }
 
-static ncclResult_t call_check(const struct shim_call *k)
+static ncclResult_t call_check(struct shim_call *k)
 {
     const char *fn = kind_names[k->kind];
     struct ncclComm *comm = k->comm;
@@ -1307,9 +1317,19 @@ static ncclResult_t call_check(const struct shim_call *k)
         (k->root < 0 || k->root >= comm->nranks))
         return fail(comm, ncclInvalidArgument, "%s: %s %d is out of range for %d ranks", fn,
                     has_root(k->kind) ? "root" : "peer", k->root, comm->nranks);
-    if ((st = host_only(comm, k->sbuf, "sendbuff", fn)) != ncclSuccess ||
-        (st = host_only(comm, k->rbuf, "recvbuff", fn)) != ncclSuccess)
+    k->dev = false;
+    if ((st = mem_check(comm, k->sbuf, fn, &k->dev)) != ncclSuccess ||
+        (st = mem_check(comm, k->rbuf, fn, &k->dev)) != ncclSuccess)
         return st;
+    /* device buffers: what coll's stream-ordered collectives cover */
+    if (k->dev && (k->kind == K_GATHER || k->kind == K_SCATTER))
+        return fail(comm, ncclInvalidUsage,
+                    "%s: CUDA device buffers are not supported for this collective by coll's "
+                    "NCCL library (host buffers are)", fn);
+    if (k->dev && has_op(k->kind) && (int)k->op >= ncclNumOps)
+        return fail(comm, ncclInvalidUsage,
+                    "%s: PreMulSum operators (ncclRedOpCreatePreMulSum) on CUDA device buffers "
+                    "are not supported by coll's NCCL library (host buffers are)", fn);
     return ncclSuccess;
 }
 
@@ -1323,6 +1343,22 @@ static coll_status_t call_issue(const struct shim_call *k, void **tmp_p)
     const void *sbuf = k->sbuf;
 
     *tmp_p = NULL;
+    if (k->dev) {
+        void *s = k->stream;
+        switch (k->kind) {
+        case K_ALLREDUCE: return coll_allreduce_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
+        case K_BROADCAST: return coll_broadcast_stream(sbuf, k->rbuf, k->count, dt, k->root, c, s);
+        case K_REDUCE:
+            return coll_reduce_stream(sbuf, k->rbuf, k->count, dt, op, k->root, c, s);
+        case K_ALLGATHER: return coll_allgather_stream(sbuf, k->rbuf, k->count, dt, c, s);
+        case K_REDUCE_SCATTER:
+            return coll_reduce_scatter_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
+        case K_ALLTOALL: return coll_alltoall_stream(sbuf, k->rbuf, k->count, dt, c, s);
+        case K_SEND: return coll_send_stream(sbuf, k->count, dt, k->root, c, s);
+        case K_RECV: return coll_recv_stream(k->rbuf, k->count, dt, k->root, c, s);
+        default: return COLL_INTERNAL_ERROR; /* refused by call_check */
+        }
+    }
     if (has_op(k->kind) && (int)k->op >= ncclNumOps) {
         const struct shim_premul *p = &k->comm->premul[(int)k->op - ncclNumOps];
         size_t n = k->kind == K_REDUCE_SCATTER ? k->count * (size_t)k->comm->nranks : k->count;
@@ -1357,7 +1393,7 @@ static coll_status_t call_issue(const struct shim_call *k, void **tmp_p)
     return COLL_INTERNAL_ERROR;
 }
 
-static ncclResult_t call_submit(const struct shim_call *k)
+static ncclResult_t call_submit(struct shim_call *k)
 {
     ncclResult_t st = call_check(k);
     coll_status_t cst;
@@ -1551,18 +1587,16 @@ NCCL_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, siz
                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                        cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
-                                           0, comm});
+                                           0, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                        ncclDataType_t datatype, int root, ncclComm_t comm,
                                        cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_BROADCAST, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, root, comm});
+                                           ncclSum, root, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
@@ -1575,70 +1609,62 @@ NCCL_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t
                                     ncclDataType_t datatype, ncclRedOp_t op, int root,
                                     ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_REDUCE, sendbuff, recvbuff, count, datatype, op,
-                                           root, comm});
+                                           root, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                        ncclDataType_t datatype, ncclComm_t comm,
                                        cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype,
-                                           ncclSum, 0, comm});
+                                           ncclSum, 0, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                                            size_t recvcount, ncclDataType_t datatype,
                                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_REDUCE_SCATTER, sendbuff, recvbuff, recvcount,
-                                           datatype, op, 0, comm});
+                                           datatype, op, 0, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                       ncclDataType_t datatype, ncclComm_t comm,
                                       cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_ALLTOALL, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, 0, comm});
+                                           ncclSum, 0, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, int root, ncclComm_t comm,
                                     cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_GATHER, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, root, comm});
+                                           ncclSum, root, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
                                      cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_SCATTER, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, root, comm});
+                                           ncclSum, root, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                   int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_SEND, sendbuff, NULL, count, datatype, ncclSum,
-                                           peer, comm});
+                                           peer, comm, stream, false});
 }
 
 NCCL_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
                                   int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream;
     return call_submit(&(struct shim_call){K_RECV, NULL, recvbuff, count, datatype, ncclSum,
-                                           peer, comm});
+                                           peer, comm, stream, false});
 }
 
 /* ---- 7 memory and registration ------------------------------------------------------- */

@@ -8,6 +8,8 @@
  */
 #include "exec.h"
 #include "qallreduce.h"
+#include "../cuda/stream.h"
+#include "../transport/shm_flat.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -220,10 +222,16 @@ static coll_status_t run(const struct call *c, coll_request_t **req_p, const cha
                            "%s: a send to or receive from oneself outside a group would wait "
                            "for itself; pair them in coll_group_start/end",
                            fn);
+    /* small blocking collectives of a one-host comm skip the schedule and the engine */
+    if (!req_p && c->coll != COLL_COLL_SENDRECV &&
+        coll__flat_run(c->comm, c->coll, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op,
+                       c->root, &st))
+        return st;
     st = issue(c, 1, req_p != NULL, &op);
     if (st != COLL_SUCCESS)
         return st;
     if (req_p) {
+        c->comm->flat_reqs++; /* the fast path lets it finish before its next call */
         *req_p = (coll_request_t *)op;
         return COLL_SUCCESS;
     }
@@ -686,6 +694,10 @@ COLL_API coll_status_t coll_group_end(void)
                            "coll_group_end without coll_group_start");
     if (--grp.depth > 0)
         return COLL_SUCCESS;
+    /* the group's stream-ordered calls (src/cuda/stream.c) go onto their streams */
+    st = coll__stream_group_end(grp.err != COLL_SUCCESS, grp.n);
+    if (st != COLL_SUCCESS && grp.err == COLL_SUCCESS)
+        grp.err = st;
     /* the record is this thread's to free now: a thread that ends after its last group
      * must not leave it behind */
     grp.n = 0;

@@ -11,6 +11,7 @@
 #include "exec.h"
 #include "launcher.h"
 #include "trace.h"
+#include "../cuda/stream.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -90,6 +91,7 @@ static void comm_free(struct coll_comm *comm)
 {
     if (!comm)
         return;
+    coll__stream_comm_fini(comm); /* its worker runs collectives on the engine */
     coll__engine_fini(comm);
     pthread_mutex_lock(&comm->lock);
     while (comm->ops_head) {
@@ -312,6 +314,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
+    coll__stream_comm_init(comm);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
         COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",

@@ -54,6 +54,11 @@ struct coll_config {
     int64_t quant_min_bytes; /* COLL_QUANT_MIN_BYTES: smaller all-reduces stay plain */
     int64_t quant_block;    /* COLL_QUANT_BLOCK: elements per scale */
     int64_t quant_node_ranks; /* COLL_QUANT_NODE_RANKS: 0 = by host and address */
+    int64_t shm_flat;       /* COLL_SHM_FLAT: 0 turns the shared-memory fast path off */
+    int64_t shm_flat_bytes; /* COLL_SHM_FLAT_BYTES: largest call (per rank) it runs */
+    int64_t shm_flat_spin_us; /* COLL_SHM_FLAT_SPIN_US: its waits poll this long */
+    int64_t shm_sliced_bytes; /* COLL_SHM_SLICED_BYTES: its sliced all-reduce, up to this */
+    int64_t cuda_staging_bytes; /* COLL_CUDA_STAGING_BYTES: pinned staging per comm */
 };
 
 enum coll_param_type { COLL_PARAM_INT, COLL_PARAM_SIZE, COLL_PARAM_STRING };
@@ -224,6 +229,20 @@ struct coll_comm {
     struct coll_sched_cache *sched_cache;
     struct coll_cost_params *cost;    /* the selector's model of this machine */
     struct coll_tracer *tracer;       /* COLL_TRACE (src/core/trace.c), NULL = off */
+
+    /* the shared-memory fast path for small blocking collectives (src/transport/shm_flat.c):
+     * decided at the first call that could use it, the same way on every rank */
+    struct coll_flat *flat;           /* its segment, NULL until first used */
+    int8_t flat_state;                /* 0 undecided, 1 on, -1 off */
+    bool flat_cuda;                   /* CUDA is up: device buffers take the general path */
+    bool flat_sliced;                 /* its sliced all-reduce runs on this comm */
+    uint32_t flat_colls, flat_forced; /* collectives it may run; those COLL_ALGO forces */
+    uint64_t flat_reqs;               /* non-blocking calls issued (the caller's thread) */
+
+    /* stream-ordered collectives (src/cuda/stream.c): the CUDA device current at init (-1
+     * without CUDA) and the staging state, made on first use */
+    int cuda_dev;
+    struct coll_stream_ctx *stream;
 
     /* last error text (coll_last_error); errlock because abort can come from any thread */
     pthread_mutex_t errlock;

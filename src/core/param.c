@@ -83,6 +83,11 @@ const struct coll_param coll__params[] = {
     {"COLL_CUDA_LIBRARY", "",
      "libcudart to dlopen; empty = libcudart.so.13, then libcudart.so; read once per process",
      COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_CUDA_STAGING_BYTES", "16M",
+     "page-locked host memory per comm through which stream-ordered collectives on device "
+     "buffers pass (coll_allreduce_stream, ...): messages move in pieces of an eighth of it, up "
+     "to four in flight; every rank must set the same value",
+     COLL_PARAM_SIZE, CFG(cuda_staging_bytes), 4096, (int64_t)1 << 40},
     {"COLL_REDUCE_ISA", "",
      "instruction set of the host reduction kernels: scalar, sse2, avx2 or avx512; empty = the "
      "best this CPU runs; read once per process",
@@ -105,6 +110,30 @@ const struct coll_param coll__params[] = {
      "nodes of the hierarchical quantized all-reduce: 0 = ranks sharing a host and a listen "
      "address; k = consecutive groups of k ranks",
      COLL_PARAM_INT, CFG(quant_node_ranks), 0, 1 << 20},
+    {"COLL_SHM_FLAT", "1",
+     "1: small blocking collectives (all-reduce, broadcast, reduce, all-gather, barrier) of a "
+     "comm whose ranks all share one host go through one shared segment instead of the "
+     "general path; 0: off (COLL_ALGO=allreduce=flat forces it, =ring turns it off)",
+     COLL_PARAM_INT, CFG(shm_flat), 0, 1},
+    {"COLL_SHM_FLAT_BYTES", "4K",
+     "largest call the shared-memory fast path runs: bytes per rank (all-gather: each rank's "
+     "part); each rank's share of the segment is twice this; every rank must set the same",
+     COLL_PARAM_SIZE, CFG(shm_flat_bytes), 0, (int64_t)1 << 20},
+    {"COLL_SHM_SLICED_BYTES", "1M",
+     "with the shared-memory fast path on: blocking all-reduces above COLL_SHM_FLAT_BYTES and "
+     "up to this many bytes (comms of 2 to 16 ranks) copy their input into the segment, each "
+     "rank reduces one slice of all inputs, and all read the result; the segment grows to "
+     "twice this per rank; 0 = off. Unless set, only where the host has at most twice as many "
+     "ranks as cores (measured faster than the general path there, slower beyond: "
+     "docs/performance.md)",
+     COLL_PARAM_SIZE, CFG(shm_sliced_bytes), 0, (int64_t)16 << 20},
+    {"COLL_SHM_FLAT_SPIN_US", "1000",
+     "the longest a wait on the shared-memory fast path polls (yielding the core when ranks "
+     "outnumber cores, or after 20 us) before it sleeps on a futex (microseconds): a sleeping "
+     "rank takes tens of microseconds to wake, which calls closer together would each pay; a "
+     "wait that has to sleep halves the next ones' polling (down to COLL_SPIN_US), waits that "
+     "do not win it back",
+     COLL_PARAM_INT, CFG(shm_flat_spin_us), 0, 10000000},
     {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
      COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30},
     {"COLL_IB_HCA", "",

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #if COLL_HAVE_HWLOC
@@ -485,28 +486,83 @@ static void iface_of_addr(const uint8_t *addr, size_t len, char *ifname, size_t 
     coll__sys.freeifaddrs(ifs);
 }
 
+/* Bind thread to the CPUs listed in the sysfs file `cpulist` when that narrows what this
+ * process may use; "what" names the device in the log. */
+static void bind_thread_near(struct coll_comm *comm, pthread_t thread, const char *thread_name,
+                             const char *cpulist, const char *what)
+{
+    char list[256];
+    cpu_set_t near, mine, both;
+
+    if (!read_line(cpulist, list, sizeof(list)) || !parse_cpulist(list, &near))
+        return;
+    if (sched_getaffinity(0, sizeof(mine), &mine) < 0)
+        return;
+    CPU_AND(&both, &near, &mine);
+    if (CPU_COUNT(&both) == 0 || CPU_COUNT(&both) == CPU_COUNT(&mine))
+        return;
+    if (pthread_setaffinity_np(thread, sizeof(both), &both) == 0)
+        COLL_INFO(COLL_SUB_INIT, "rank %d: %s bound to CPUs %s near %s", comm->rank,
+                  thread_name, list, what);
+}
+
 static void bind_progress(struct coll_comm *comm)
 {
-    char ifname[IF_NAMESIZE + 1], path[PATH_MAX], list[256];
-    cpu_set_t near, mine, both;
+    char ifname[IF_NAMESIZE + 1], path[PATH_MAX];
 
     if (!comm->progress_started)
         return;
     iface_of_addr(comm->self.addr, comm->self.addr_len, ifname, sizeof(ifname));
     if (!ifname[0])
         return;
+    /* no such file: a virtual NIC, or no locality known */
     snprintf(path, sizeof(path), "/sys/class/net/%s/device/local_cpulist", ifname);
-    if (!read_line(path, list, sizeof(list)) || !parse_cpulist(list, &near))
-        return; /* a virtual NIC, or no locality known */
-    if (sched_getaffinity(0, sizeof(mine), &mine) < 0)
+    bind_thread_near(comm, comm->progress_thread, "progress thread", path, ifname);
+}
+
+bool coll__topo_pci_busid_ok(const char *busid)
+{
+    unsigned dom, bus, dev, fn;
+    char tail;
+
+    return busid && strlen(busid) == 12 &&
+           sscanf(busid, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) == 4;
+}
+
+void coll__topo_comm_gpu(struct coll_comm *comm, int dev, const char *busid,
+                         const pthread_t *worker)
+{
+    char path[PATH_MAX], what[64];
+
+    if (!coll__topo_pci_busid_ok(busid))
         return;
-    CPU_AND(&both, &near, &mine);
-    /* only a strict, non-empty narrowing helps; never move outside what we were given */
-    if (CPU_COUNT(&both) == 0 || CPU_COUNT(&both) == CPU_COUNT(&mine))
+    snprintf(what, sizeof(what), "CUDA device %d (%s)", dev, busid);
+    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/local_cpulist", busid);
+    /* as for the NIC: host-side work for this GPU (the progress thread moving its staged
+     * pieces, the stream worker copying them) runs best on the socket the GPU hangs off */
+    if (worker) {
+        bind_thread_near(comm, *worker, "stream worker", path, what);
         return;
-    if (pthread_setaffinity_np(comm->progress_thread, sizeof(both), &both) == 0)
-        COLL_INFO(COLL_SUB_INIT, "rank %d: progress thread bound to CPUs %s near %s",
-                  comm->rank, list, ifname);
+    }
+    if (comm->progress_started)
+        bind_thread_near(comm, comm->progress_thread, "progress thread", path, what);
+    if (coll__log_level >= COLL_LOG_INFO && (coll__log_mask & COLL_SUB_INIT)) {
+        struct coll_topo t;
+        const char *v = getenv("COLL_TOPO");
+
+        coll__topo_discover(&t, !(v && !strcmp(v, "sysfs")));
+        for (int i = 0; i < t.ngpus; i++) {
+            if (strcasecmp(t.gpu[i].pci, busid) && strcasecmp(t.gpu[i].name, busid))
+                continue;
+            if (t.gpu[i].near >= 0)
+                COLL_INFO(COLL_SUB_INIT, "rank %d: %s: nearest NIC %s (%d PCI hops), NUMA %d",
+                          comm->rank, what, t.nic[t.gpu[i].near].name, t.gpu[i].dist,
+                          t.gpu[i].numa);
+            else
+                COLL_INFO(COLL_SUB_INIT, "rank %d: %s: NUMA %d, no NIC on its PCI tree",
+                          comm->rank, what, t.gpu[i].numa);
+        }
+    }
 }
 
 static void log_topo_once(void)

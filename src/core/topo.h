@@ -50,4 +50,14 @@ COLL_INTERNAL int coll__topo_group_hosts(const struct coll_peer_info *peers, int
  * locality narrower than the process's CPUs). */
 COLL_INTERNAL void coll__topo_comm_start(struct coll_comm *comm);
 
+/* A PCI bus id as CUDA writes it, "0000:41:00.0" (12 characters, hex fields). */
+COLL_INTERNAL bool coll__topo_pci_busid_ok(const char *busid);
+
+/* A comm's threads near its CUDA device dev (PCI bus id busid), when the GPU's CPUs narrow
+ * the process's: with worker NULL (the comm takes the device), the progress thread, and the
+ * GPU's NUMA node and nearest NIC are logged at INFO; otherwise only *worker (the stream
+ * worker, started later). */
+COLL_INTERNAL void coll__topo_comm_gpu(struct coll_comm *comm, int dev, const char *busid,
+                                       const pthread_t *worker);
+
 #endif /* COLL_TOPO_H */

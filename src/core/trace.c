@@ -480,6 +480,33 @@ void coll__trace_op_end(struct coll_tracer *t, const struct coll_op *op, coll_st
     e->t1 = coll__now_ns();
 }
 
+void coll__trace_flat(struct coll_tracer *t, enum coll_coll coll, coll_dtype_t dtype,
+                      size_t count, int root, uint64_t seq, uint64_t t0, coll_status_t st)
+{
+    struct trace_ev *e;
+
+    if (!reserve(t, 2)) {
+        t->dropped += 2;
+        return;
+    }
+    e = append(t);
+    e->type = EV_PART;
+    e->kind = (uint8_t)coll;
+    e->peer = root;
+    e->step = (uint32_t)dtype;
+    e->seq = seq;
+    e->n = count;
+    e->chunk = count;
+    e->algo = "flat";
+    e = append(t);
+    e->type = EV_OP;
+    e->step = 1;
+    e->msg = (uint32_t)st;
+    e->seq = seq;
+    e->t0 = t0;
+    e->t1 = coll__now_ns();
+}
+
 /* ---- init and fini ----------------------------------------------------------------- */
 
 static void tracer_free(struct coll_tracer *t)

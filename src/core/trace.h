@@ -36,6 +36,12 @@ COLL_INTERNAL void coll__trace_step_done(struct coll_tracer *t, const struct col
 COLL_INTERNAL void coll__trace_op_end(struct coll_tracer *t, const struct coll_op *op,
                                       coll_status_t st);
 
+/* A call the shared-memory fast path ran (no op, no steps): one op record, algorithm
+ * "flat", from t0 to now. Engine lock held. */
+COLL_INTERNAL void coll__trace_flat(struct coll_tracer *t, enum coll_coll coll,
+                                    coll_dtype_t dtype, size_t count, int root, uint64_t seq,
+                                    uint64_t t0, coll_status_t st);
+
 #define COLL_TRACE_HOOK(comm, hook, ...)                                                  \
     do {                                                                                  \
         if (__builtin_expect((comm)->tracer != NULL, 0))                                  \

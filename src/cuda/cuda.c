@@ -166,6 +166,13 @@ void coll__cuda_error_text(int err, char *buf, size_t size)
                     X(StreamSynchronize) X(StreamDestroy) X(LibraryLoadData) X(LibraryUnload)      \
                         X(LibraryGetKernel) X(LaunchKernel)
 
+/* Entries that may be missing: what needs them checks for NULL. */
+#define CUDART_OPTIONAL(X)                                                                         \
+    X(MemcpyAsync)                                                                                 \
+    X(MemsetAsync) X(HostAlloc) X(StreamQuery) X(StreamWaitEvent) X(StreamGetDevice)               \
+        X(EventCreateWithFlags) X(EventRecord) X(EventQuery) X(EventSynchronize) X(EventDestroy)   \
+            X(LaunchHostFunc) X(DeviceSynchronize)
+
 /* Resolve every symbol; false (with why set) at the first one missing: a libcudart older
  * than 12.0 lacks the cudaLibrary* calls, and we would rather not use it at all. */
 static bool cuda_resolve(void *lib, const char *libname)
@@ -183,6 +190,12 @@ static bool cuda_resolve(void *lib, const char *libname)
     memcpy(&cuda.rt.name, &sym, sizeof(sym));
     CUDART_SYMBOLS(RESOLVE)
 #undef RESOLVE
+    /* the optional ones stay NULL when absent */
+#define RESOLVE_OPT(name)                                                                          \
+    sym = dlsym(lib, "cuda" #name);                                                                \
+    memcpy(&cuda.rt.name, &sym, sizeof(sym));
+    CUDART_OPTIONAL(RESOLVE_OPT)
+#undef RESOLVE_OPT
     return true;
 }
 

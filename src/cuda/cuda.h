@@ -153,6 +153,22 @@ struct coll_cudart {
     int (*LibraryGetKernel)(void **kernel_p, void *lib, const char *name);
     int (*LaunchKernel)(const void *func, struct coll_cuda_dim3 grid, struct coll_cuda_dim3 block,
                         void **args, size_t shmem_bytes, void *stream);
+    /* Optional: NULL when the library lacks them; only what needs them is disabled (the
+     * stream-ordered collectives of stream.c need all but StreamGetDevice, which only
+     * checks a stream's device). */
+    int (*MemcpyAsync)(void *dst, const void *src, size_t bytes, int kind, void *stream);
+    int (*MemsetAsync)(void *p, int value, size_t bytes, void *stream);
+    int (*HostAlloc)(void **p, size_t bytes, unsigned int flags);
+    int (*StreamQuery)(void *stream);
+    int (*StreamWaitEvent)(void *stream, void *event, unsigned int flags);
+    int (*StreamGetDevice)(void *stream, int *dev);
+    int (*EventCreateWithFlags)(void **event_p, unsigned int flags);
+    int (*EventRecord)(void *event, void *stream);
+    int (*EventQuery)(void *event);
+    int (*EventSynchronize)(void *event);
+    int (*EventDestroy)(void *event);
+    int (*LaunchHostFunc)(void *stream, void (*fn)(void *arg), void *arg);
+    int (*DeviceSynchronize)(void);
 };
 /* cudaMemcpyKind cudaMemcpyDefault: direction from the pointers (unified addressing). */
 #define COLL_CUDA_MEMCPY_DEFAULT 4

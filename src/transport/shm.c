@@ -23,6 +23,7 @@
  * rank they claim (SCM_CREDENTIALS, filled in by the kernel).
  */
 #include "transport.h"
+#include "shm_flat.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -89,7 +90,7 @@ struct shm_ring {
 #define SHM_RING_BYTES (sizeof(struct shm_ring) + (size_t)SHM_SLOTS * SHM_SLOT_BYTES)
 
 /* Doorbell datagrams. */
-enum { BELL_RING = 1, BELL_FD = 2 };
+enum { BELL_RING = 1, BELL_FD = 2, BELL_FLAT = 3 };
 struct shm_bell {
     uint32_t magic;
     uint32_t type;
@@ -134,6 +135,11 @@ struct shm_ctx {
     uint64_t cookie;          /* read by peers to test cross-memory attach */
     char origin[256];         /* the first failure a closing peer told us of, passed on */
     uint64_t strangers;       /* datagrams refused */
+    /* the fast path's segment (shm_flat.c): rank 0's verdict, 0 not yet, 1 with flat_fd,
+     * -1 none; then the state it runs on */
+    int flat_verdict;
+    int flat_fd;
+    struct coll_flat *flat;
 };
 
 /* ---- 2 the doorbell ------------------------------------------------------------------ */
@@ -280,6 +286,15 @@ static void bell_cb(struct coll_pollent *pe, uint32_t events)
                 continue;
             }
             ctx->peer_fd[b.from] = fd;
+        } else if (b.type == BELL_FLAT) {
+            /* only rank 0 makes the segment, and only once */
+            if (b.from != 0 || nfds > 1 || ctx->flat_verdict != 0) {
+                close_fds(CMSG_FIRSTHDR(&msg), &msg);
+                bell_refuse(ctx, "fast path segment not from rank 0, or a second one");
+                continue;
+            }
+            ctx->flat_fd = nfds ? fd : -1;
+            ctx->flat_verdict = nfds ? 1 : -1;
         } else if (nfds) {
             close_fds(CMSG_FIRSTHDR(&msg), &msg);
         }
@@ -903,7 +918,7 @@ static coll_status_t shm_init(struct coll_comm *comm, void **ctx_p)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the shm transport");
     ctx->comm = comm;
     ctx->nranks = comm->nranks;
-    ctx->bell_fd = ctx->send_fd = ctx->spare_fd = -1;
+    ctx->bell_fd = ctx->send_fd = ctx->spare_fd = ctx->flat_fd = -1;
     ctx->chans = calloc((size_t)comm->nranks, sizeof(*ctx->chans));
     ctx->peer_fd = malloc((size_t)comm->nranks * sizeof(*ctx->peer_fd));
     if (!ctx->chans || !ctx->peer_fd) {
@@ -992,6 +1007,7 @@ static void shm_shutdown(void *arg)
         }
     }
     pthread_mutex_unlock(&ctx->comm->errlock);
+    coll__flat_shutdown(ctx->flat);
     for (int p = 0; p < ctx->nranks; p++) {
         struct shm_chan *ch = ctx->chans[p];
         if (!ch)
@@ -1008,6 +1024,10 @@ static void shm_fini(void *arg)
 
     if (!ctx)
         return;
+    coll__flat_fini(ctx->flat);
+    ctx->flat = NULL;
+    if (ctx->flat_fd >= 0)
+        close(ctx->flat_fd);
     for (int p = 0; p < ctx->nranks; p++) {
         struct shm_chan *ch = ctx->chans[p];
         if (ctx->peer_fd[p] >= 0)
@@ -1040,6 +1060,53 @@ static void shm_fini(void *arg)
     free(ctx->chans);
     free(ctx->peer_fd);
     free(ctx);
+}
+
+/* ---- the fast path's side (shm_flat.h) ------------------------------------------------ */
+
+int coll__shm_flat_send(void *arg, int peer, int fd)
+{
+    return bell_send(arg, peer, BELL_FLAT, fd);
+}
+
+int coll__shm_flat_take(void *arg, int *fd_p)
+{
+    struct shm_ctx *ctx = arg;
+
+    if (ctx->flat_verdict == 0 && ctx->bell_fd >= 0)
+        bell_cb(&ctx->bell_pe, EPOLLIN);
+    *fd_p = ctx->flat_fd;
+    ctx->flat_fd = -1;
+    return ctx->flat_verdict;
+}
+
+int coll__shm_flat_bell_fd(void *arg)
+{
+    return ((struct shm_ctx *)arg)->bell_fd;
+}
+
+int coll__shm_flat_peer(void *arg, int peer)
+{
+    struct shm_ctx *ctx = arg;
+    struct shm_chan *ch = peer >= 0 && peer < ctx->nranks ? ctx->chans[peer] : NULL;
+
+    if (ch && ch->rx &&
+        atomic_load_explicit(&ch->rx->head, memory_order_acquire) !=
+            atomic_load_explicit(&ch->rx->tail, memory_order_relaxed))
+        return COLL_SHM_PEER_STRAY;
+    if (ch && ch->tx && atomic_load(&ch->tx->owner_closed))
+        return COLL_SHM_PEER_GONE;
+    /* no ring with it yet: its doorbell, bound from init to shutdown, says whether it is
+     * still in the comm (a wake-up datagram costs it nothing but a read) */
+    if (!ch || !ch->tx)
+        return bell_send(ctx, peer, BELL_RING, -1) == ECONNREFUSED ? COLL_SHM_PEER_GONE
+                                                                   : COLL_SHM_PEER_OK;
+    return COLL_SHM_PEER_OK;
+}
+
+void coll__shm_flat_attach(void *arg, struct coll_flat *f)
+{
+    ((struct shm_ctx *)arg)->flat = f;
 }
 
 uint64_t coll__shm_refused(const void *arg)

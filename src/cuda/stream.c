@@ -1,0 +1,1547 @@
+/*
+ * stream.c - stream-ordered collectives: coll_allreduce_stream and its siblings take a
+ * cudaStream_t, return once their work is queued on it, and leave their results in recvbuf
+ * when the stream gets there, as NCCL's do. The collective itself is the host one (api.c),
+ * run on page-locked staging memory by a worker thread of the comm; the stream only copies
+ * and waits.
+ *
+ * Divisions: 1 pieces and stream order (pure), 2 the comm's stream state: staging, events,
+ * worker, 3 the worker, 4 issuing an op onto its streams, 5 checks and the public calls.
+ *
+ * How one call moves (a group's calls move together, piece by piece):
+ *
+ *   user's stream:  D2H 0 | D2H 1 | .. | D2H K-1 | WAIT 0 | H2D 0 | D2H K | WAIT 1 | H2D 1 ..
+ *                       \ event 0          \ event K-1          ^ done 0
+ *   worker thread:   event 0 reached -> coll_i<collective>(slot 0) ... request 0 done -+
+ *
+ * The message is cut into pieces of COLL_CUDA_STAGING_BYTES / 8 (times nranks for the
+ * collectives with a block per rank), and the staging memory into K = 4 slots (fewer when
+ * a group needs more room per piece). For piece j, the stream copies its input into slot
+ * j % K (D2H) and records an event; the worker waits for that event, then runs the host
+ * collective on the slot as a non-blocking request, so up to K pieces are on the network
+ * while the stream copies the next ones. On the stream, a host function per piece (WAIT)
+ * blocks on a condition variable until the worker says the piece's collective is done, and
+ * the copy of its result back to the device (H2D) follows. Piece j + K refills slot j % K
+ * only after WAIT j and H2D j on the stream, so a slot is never overwritten while its
+ * collective runs or before its result has left. The worker completes piece j - K before it
+ * waits for piece j's event, which is what lets the stream get there.
+ *
+ * Collectives whose buffers hold a block per rank (all-gather, reduce-scatter, all-to-all)
+ * are cut the same way, with one copy per rank and piece (the columns [o, o + n) of every
+ * block): every piece is an independent collective of the same kind.
+ *
+ * Buffers that are not device memory (plain, page-locked or managed host memory) are not
+ * staged: the stream records an event and gets a WAIT, and the worker runs the collective
+ * on the user's buffers once the event is reached. So host buffers with a stream are
+ * ordered with the stream's other work as device buffers are.
+ *
+ * Rules that keep this safe:
+ *   - host functions make no CUDA call (CUDA forbids it) and never wait longer than twice
+ *     COLL_TIMEOUT_MS; the worker waits for events by polling cudaEventQuery, spinning
+ *     briefly and then sleeping, so that it notices an abort;
+ *   - a failure (a peer's death, a timeout, a CUDA error) fails the comm, as a host
+ *     collective's failure does (coll_comm_get_async_error then reports it), and releases
+ *     every waiting host function: a stream is never left blocked;
+ *   - the comm's ops use its staging one after the other: an op on another stream than the
+ *     previous op first makes its stream wait for the previous op's end (an event per
+ *     stream of that op), so staging is never shared by two ops at once;
+ *   - every rank cuts a call the same way: the piece size depends only on count, dtype,
+ *     nranks and COLL_CUDA_STAGING_BYTES, never on what else is in a group.
+ */
+#include "stream.h"
+
+#include "../core/qallreduce.h"
+#include "../core/topo.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* CUDA values used here (driver_types.h) */
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_NOT_READY 600
+#define CUDA_HOST_ALLOC_PORTABLE 1
+#define CUDA_EVENT_DISABLE_TIMING 2
+
+#define STREAM_SLOTS 4        /* pieces in flight per op */
+#define COMM_DEV_UNDECIDED (-2)
+#define STREAM_PIECE_DIV 8    /* a piece is COLL_CUDA_STAGING_BYTES / 8 */
+
+/* ---- 1 pieces and stream order ------------------------------------------------------- */
+
+size_t coll__stream_mult(enum coll_stream_kind kind, int nranks)
+{
+    switch (kind) {
+    case COLL_SK_ALLGATHER:
+    case COLL_SK_REDUCE_SCATTER:
+    case COLL_SK_ALLTOALL:
+        return (size_t)nranks;
+    default:
+        return 1;
+    }
+}
+
+size_t coll__stream_piece_elems(enum coll_stream_kind kind, int nranks, size_t count,
+                                size_t esize, size_t piece_bytes)
+{
+    size_t per = coll__stream_mult(kind, nranks) * esize;
+    size_t n = per ? piece_bytes / per : 0;
+
+    return n < count ? n : count;
+}
+
+void coll__stream_slot_args(enum coll_stream_kind kind, int rank, size_t n, size_t esize,
+                            size_t *send_off_p, size_t *recv_off_p)
+{
+    *send_off_p = *recv_off_p = 0;
+    /* in place, as the host calls define it: all-gather's input is its own block of the
+     * output, reduce-scatter's output its own block of the input */
+    if (kind == COLL_SK_ALLGATHER)
+        *send_off_p = (size_t)rank * n * esize;
+    else if (kind == COLL_SK_REDUCE_SCATTER)
+        *recv_off_p = (size_t)rank * n * esize;
+}
+
+int coll__stream_rows(enum coll_stream_kind kind, int rank, int nranks, int root, size_t count,
+                      size_t esize, size_t piece, size_t j, bool out,
+                      struct coll_stream_row *rows)
+{
+    size_t o = j * piece, n = count - o < piece ? count - o : piece;
+    size_t so, ro;
+    int nr = 0;
+
+    coll__stream_slot_args(kind, rank, n, esize, &so, &ro);
+    switch (kind) {
+    case COLL_SK_ALLREDUCE:
+    case COLL_SK_BROADCAST:
+    case COLL_SK_REDUCE:
+    case COLL_SK_SEND:
+    case COLL_SK_RECV:
+        if (!out && (kind == COLL_SK_RECV || (kind == COLL_SK_BROADCAST && rank != root)))
+            break;
+        if (out && (kind == COLL_SK_SEND || (kind == COLL_SK_REDUCE && rank != root)))
+            break;
+        rows[nr++] = (struct coll_stream_row){o * esize, 0, n * esize};
+        break;
+    case COLL_SK_ALLGATHER:
+        if (!out) {
+            rows[nr++] = (struct coll_stream_row){o * esize, so, n * esize};
+            break;
+        }
+        for (int r = 0; r < nranks; r++)
+            rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
+                                                  (size_t)r * n * esize, n * esize};
+        break;
+    case COLL_SK_REDUCE_SCATTER:
+        if (out) {
+            rows[nr++] = (struct coll_stream_row){o * esize, ro, n * esize};
+            break;
+        }
+        for (int r = 0; r < nranks; r++)
+            rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
+                                                  (size_t)r * n * esize, n * esize};
+        break;
+    case COLL_SK_ALLTOALL:
+        for (int r = 0; r < nranks; r++)
+            rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
+                                                  (size_t)r * n * esize, n * esize};
+        break;
+    }
+    return nr;
+}
+
+size_t coll__stream_order(size_t npieces, size_t nslots, struct coll_stream_step *out)
+{
+    size_t k = 0, first_left;
+
+    for (size_t j = 0; j < npieces; j++) {
+        out[k++] = (struct coll_stream_step){COLL_SSTEP_D2H, j};
+        if (j + 1 >= nslots) {
+            out[k++] = (struct coll_stream_step){COLL_SSTEP_WAIT, j + 1 - nslots};
+            out[k++] = (struct coll_stream_step){COLL_SSTEP_H2D, j + 1 - nslots};
+        }
+    }
+    first_left = npieces + 1 >= nslots ? npieces + 1 - nslots : 0;
+    for (size_t i = first_left; i < npieces; i++) {
+        out[k++] = (struct coll_stream_step){COLL_SSTEP_WAIT, i};
+        out[k++] = (struct coll_stream_step){COLL_SSTEP_H2D, i};
+    }
+    return k;
+}
+
+/* ---- 2 the comm's stream state ------------------------------------------------------- */
+
+/* One checked call, as recorded (in a group) or issued. */
+struct scall {
+    struct coll_comm *comm;
+    enum coll_stream_kind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    coll_dtype_t dtype;
+    coll_op_t op;
+    int root; /* root, or peer for send/recv */
+    void *stream;
+    bool staged; /* a buffer is device memory: pieces through staging */
+    /* set when the op is laid out */
+    size_t esize, piece, npieces;
+    size_t region_off; /* of this call in a slot of its comm's staging */
+    size_t first_event; /* index of its piece 0 in the op's events */
+};
+
+/* A piece as its host functions see it: done (with the collective's status) or not. */
+struct spiece {
+    struct sop *op;
+    bool done;
+};
+
+/* One op: a call, or a group's calls (on one or several comms), with their pieces. Freed by
+ * whoever drops the last reference: the issuing thread, the worker(s), or the last host
+ * function, which is why it holds no CUDA resource when that happens. */
+struct sop {
+    _Atomic int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* pieces done, workers arrived, op finished */
+    int ncalls;
+    struct scall *calls;
+    size_t npieces, nslots;
+    struct spiece *pieces;
+    void **events;           /* one per (call, piece), the call's D2H of that piece */
+    size_t nevents;
+    int64_t hostfn_wait_ms;  /* 0: forever */
+    struct coll_comm *owner; /* the comm whose worker runs it */
+    int ncomms, narrived;    /* workers that reached it, the owner's included */
+    bool cancelled;          /* a comm of the op was destroyed before it ran */
+    bool finished;
+    coll_status_t status;
+    bool hostfn_timed_out;
+};
+
+struct qent {
+    struct sop *op;
+    struct qent *next;
+};
+
+/* The end of the comm's last op on each of its streams. */
+struct stail {
+    void *stream;
+    void *event;
+};
+
+struct coll_stream_ctx {
+    struct coll_comm *comm;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct qent *head, *tail;
+    bool stop;
+    pthread_t thread;
+    uint8_t *staging; /* page-locked, cap bytes */
+    size_t cap;
+    struct stail *tails;
+    int ntails;
+    void **evpool; /* idle events, reused for pieces */
+    size_t nev, evcap;
+};
+
+static void sop_unref(struct sop *op)
+{
+    if (atomic_fetch_sub(&op->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&op->mu);
+    pthread_cond_destroy(&op->cv);
+    free(op->pieces);
+    free(op->events);
+    free(op->calls);
+    free(op);
+}
+
+static coll_status_t cuda_fail(struct coll_comm *comm, int rc, const char *what)
+{
+    char err[256];
+
+    coll__cudart()->GetLastError();
+    coll__cuda_error_text(rc, err, sizeof(err));
+    return coll__error(comm, COLL_CUDA_ERROR, "%s failed: %s", what, err);
+}
+
+/* The comm fails as a host collective's failure fails it: first error wins, peers learn. */
+static void comm_fail(struct coll_comm *comm, coll_status_t st)
+{
+    pthread_mutex_lock(&comm->lock);
+    if (atomic_load(&comm->failed) == COLL_SUCCESS)
+        coll__comm_fail(comm, st);
+    pthread_mutex_unlock(&comm->lock);
+}
+
+/* Mark every piece not yet done as done with st and wake their host functions. */
+static void release_all(struct sop *op, coll_status_t st)
+{
+    pthread_mutex_lock(&op->mu);
+    if (op->status == COLL_SUCCESS)
+        op->status = st;
+    for (size_t j = 0; j < op->npieces; j++)
+        op->pieces[j].done = true;
+    op->finished = true;
+    pthread_cond_broadcast(&op->cv);
+    pthread_mutex_unlock(&op->mu);
+}
+
+static void piece_done(struct sop *op, size_t j)
+{
+    pthread_mutex_lock(&op->mu);
+    op->pieces[j].done = true;
+    pthread_cond_broadcast(&op->cv);
+    pthread_mutex_unlock(&op->mu);
+}
+
+static void *worker_main(void *arg);
+
+/* dev's PCI address in sysfs's spelling ("0000:41:00.0"); "" when CUDA does not say. */
+static void gpu_busid(int dev, char *buf, size_t n)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    int bus, slot, dom;
+
+    buf[0] = '\0';
+    /* cudaDevAttrPciBusId 33, cudaDevAttrPciDeviceId 34, cudaDevAttrPciDomainId 50 */
+    if (rt->DeviceGetAttribute(&bus, 33, dev) != CUDA_SUCCESS ||
+        rt->DeviceGetAttribute(&slot, 34, dev) != CUDA_SUCCESS ||
+        rt->DeviceGetAttribute(&dom, 50, dev) != CUDA_SUCCESS) {
+        rt->GetLastError();
+        return;
+    }
+    snprintf(buf, n, "%04x:%02x:%02x.0", (unsigned)dom & 0xffffu, (unsigned)bus & 0xffu,
+             (unsigned)slot & 0x1fu);
+}
+
+/* The comm's state, made on first use: the worker and the staging memory. */
+static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ctx_p)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct coll_stream_ctx *ctx = comm->stream;
+    void *mem = NULL;
+    int rc;
+
+    if (ctx) {
+        *ctx_p = ctx;
+        return COLL_SUCCESS;
+    }
+    ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the stream state");
+    ctx->comm = comm;
+    ctx->cap = (size_t)comm->cfg.cuda_staging_bytes;
+    /* portable: the worker and other threads may run on another current device */
+    rc = rt->HostAlloc(&mem, ctx->cap, CUDA_HOST_ALLOC_PORTABLE);
+    if (rc != CUDA_SUCCESS) {
+        free(ctx);
+        return cuda_fail(comm, rc, "cudaHostAlloc of COLL_CUDA_STAGING_BYTES");
+    }
+    ctx->staging = mem;
+    pthread_mutex_init(&ctx->mu, NULL);
+    pthread_cond_init(&ctx->cv, NULL);
+    if (pthread_create(&ctx->thread, NULL, worker_main, ctx) != 0) {
+        rt->FreeHost(mem);
+        pthread_mutex_destroy(&ctx->mu);
+        pthread_cond_destroy(&ctx->cv);
+        free(ctx);
+        return coll__error(comm, COLL_SYSTEM_ERROR, "cannot start the stream worker thread");
+    }
+    if (comm->cuda_dev >= 0) {
+        char busid[16];
+
+        gpu_busid(comm->cuda_dev, busid, sizeof(busid));
+        coll__topo_comm_gpu(comm, comm->cuda_dev, busid, &ctx->thread);
+    }
+    comm->stream = ctx;
+    *ctx_p = ctx;
+    return COLL_SUCCESS;
+}
+
+static coll_status_t event_get(struct coll_stream_ctx *ctx, void **ev_p)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    void *ev = NULL;
+    int rc;
+
+    pthread_mutex_lock(&ctx->mu);
+    if (ctx->nev > 0)
+        ev = ctx->evpool[--ctx->nev];
+    pthread_mutex_unlock(&ctx->mu);
+    if (!ev) {
+        rc = rt->EventCreateWithFlags(&ev, CUDA_EVENT_DISABLE_TIMING);
+        if (rc != CUDA_SUCCESS)
+            return cuda_fail(ctx->comm, rc, "cudaEventCreateWithFlags");
+    }
+    *ev_p = ev;
+    return COLL_SUCCESS;
+}
+
+/* An event goes back to the pool even while its last record is still pending: recording it
+ * again later simply moves it, as CUDA defines. */
+static void event_put(struct coll_stream_ctx *ctx, void *ev)
+{
+    if (!ev)
+        return;
+    pthread_mutex_lock(&ctx->mu);
+    if (ctx->nev == ctx->evcap) {
+        size_t cap = ctx->evcap ? 2 * ctx->evcap : 32;
+        void **p = realloc(ctx->evpool, cap * sizeof(*p));
+        if (!p) {
+            pthread_mutex_unlock(&ctx->mu);
+            coll__cudart()->EventDestroy(ev);
+            return;
+        }
+        ctx->evpool = p;
+        ctx->evcap = cap;
+    }
+    ctx->evpool[ctx->nev++] = ev;
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+/* Whether the process uses CUDA already: COLL_CUDA_LIBRARY names a runtime, or one is
+ * loaded. Loading libcudart (and finding no device) costs about 0.1 s, which a process that
+ * never touches CUDA should not pay at every comm init. */
+static bool cuda_in_use(void)
+{
+    const char *lib = getenv("COLL_CUDA_LIBRARY");
+    void *h;
+
+    if (lib && *lib)
+        return true;
+    h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return false;
+    dlclose(h);
+    return true;
+}
+
+/* The calling thread's device becomes the comm's (-1 without CUDA). */
+static void comm_take_device(struct coll_comm *comm)
+{
+    const struct coll_cudart *rt;
+    int dev = -1;
+
+    comm->cuda_dev = -1;
+    if (!coll__cuda_available())
+        return;
+    rt = coll__cudart();
+    if (rt->GetDevice(&dev) != CUDA_SUCCESS) {
+        rt->GetLastError();
+        dev = -1;
+    }
+    comm->cuda_dev = dev;
+    if (dev >= 0) {
+        char busid[16];
+
+        gpu_busid(dev, busid, sizeof(busid));
+        COLL_INFO(COLL_SUB_INIT, "rank %d: comm on CUDA device %d (PCI %s)", comm->rank, dev,
+                  busid[0] ? busid : "unknown");
+        coll__topo_comm_gpu(comm, dev, busid, NULL);
+    }
+}
+
+void coll__stream_comm_init(struct coll_comm *comm)
+{
+    /* not decided yet: the first stream-ordered call takes its thread's device */
+    comm->cuda_dev = COMM_DEV_UNDECIDED;
+    if (cuda_in_use())
+        comm_take_device(comm);
+}
+
+/* ---- 3 the worker -------------------------------------------------------------------- */
+
+/* CLOCK_REALTIME (the condition variables' clock) ms from now */
+static void deadline_after(struct timespec *dl, int64_t ms)
+{
+    clock_gettime(CLOCK_REALTIME, dl);
+    dl->tv_sec += (time_t)(ms / 1000);
+    dl->tv_nsec += (long)(ms % 1000) * 1000000;
+    if (dl->tv_nsec >= 1000000000) {
+        dl->tv_sec++;
+        dl->tv_nsec -= 1000000000;
+    }
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait until the stream has reached ev: poll, spinning COLL_SPIN_US, then sleeping in
+ * growing steps; give up when the comm fails (an abort) or the stream does not get there
+ * within COLL_TIMEOUT_MS. */
+static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct coll_comm *comm = ctx->comm;
+    uint64_t t0 = coll__now_ns(), spin_ns = (uint64_t)comm->cfg.spin_us * 1000;
+    uint64_t limit_ns = (uint64_t)comm->cfg.timeout_ms * 1000000;
+    long nap = 10;
+    int rc, failed;
+
+    for (;;) {
+        rc = rt->EventQuery(ev);
+        if (rc == CUDA_SUCCESS)
+            return COLL_SUCCESS;
+        if (rc != CUDA_ERROR_NOT_READY)
+            return cuda_fail(comm, rc, "cudaEventQuery of a piece's copy to staging");
+        failed = atomic_load(&comm->failed);
+        if (failed != COLL_SUCCESS)
+            return (coll_status_t)failed;
+        if (limit_ns && coll__now_ns() - t0 > limit_ns)
+            return coll__error(comm, COLL_TIMEOUT,
+                               "the stream did not reach a queued collective within "
+                               "COLL_TIMEOUT_MS (%lld ms)",
+                               (long long)comm->cfg.timeout_ms);
+        if (coll__now_ns() - t0 < spin_ns) {
+            sched_yield();
+            continue;
+        }
+        sleep_us(nap);
+        if (nap < 1000)
+            nap *= 2;
+    }
+}
+
+/* The host call of piece j of c, on the slot (or the user's buffers); req_p NULL: blocking
+ * (inside the worker's group). */
+static coll_status_t issue_call(const struct scall *c, struct coll_stream_ctx *ctx, size_t nslots,
+                                size_t slot_bytes, size_t j, coll_request_t **req_p)
+{
+    const void *s = c->sendbuf;
+    void *r = c->recvbuf;
+    size_t n = c->count;
+    struct coll_comm *comm = c->comm;
+
+    if (c->staged) {
+        uint8_t *base = ctx->staging + (j % nslots) * slot_bytes + c->region_off;
+        size_t so, ro, o = j * c->piece;
+
+        n = c->count - o < c->piece ? c->count - o : c->piece;
+        coll__stream_slot_args(c->kind, comm->rank, n, c->esize, &so, &ro);
+        s = base + so;
+        r = base + ro;
+    }
+    switch (c->kind) {
+    case COLL_SK_ALLREDUCE:
+        return req_p ? coll_iallreduce(s, r, n, c->dtype, c->op, comm, req_p)
+                     : coll_allreduce(s, r, n, c->dtype, c->op, comm);
+    case COLL_SK_BROADCAST:
+        return req_p ? coll_ibroadcast(s, r, n, c->dtype, c->root, comm, req_p)
+                     : coll_broadcast(s, r, n, c->dtype, c->root, comm);
+    case COLL_SK_REDUCE:
+        return req_p ? coll_ireduce(s, r, n, c->dtype, c->op, c->root, comm, req_p)
+                     : coll_reduce(s, r, n, c->dtype, c->op, c->root, comm);
+    case COLL_SK_ALLGATHER:
+        return req_p ? coll_iallgather(s, r, n, c->dtype, comm, req_p)
+                     : coll_allgather(s, r, n, c->dtype, comm);
+    case COLL_SK_REDUCE_SCATTER:
+        return req_p ? coll_ireduce_scatter(s, r, n, c->dtype, c->op, comm, req_p)
+                     : coll_reduce_scatter(s, r, n, c->dtype, c->op, comm);
+    case COLL_SK_ALLTOALL:
+        return req_p ? coll_ialltoall(s, r, n, c->dtype, comm, req_p)
+                     : coll_alltoall(s, r, n, c->dtype, comm);
+    case COLL_SK_SEND:
+        return req_p ? coll_isend(s, n, c->dtype, c->root, comm, req_p)
+                     : coll_send(s, n, c->dtype, c->root, comm);
+    case COLL_SK_RECV:
+        return req_p ? coll_irecv(r, n, c->dtype, c->root, comm, req_p)
+                     : coll_recv(r, n, c->dtype, c->root, comm);
+    }
+    return COLL_INTERNAL_ERROR;
+}
+
+/* Bytes of one slot of comm's staging in op: its calls' regions. */
+static size_t slot_bytes_of(const struct sop *op, const struct coll_comm *comm)
+{
+    size_t b = 0;
+
+    for (int k = 0; k < op->ncalls; k++)
+        if (op->calls[k].comm == comm && op->calls[k].staged)
+            b += op->calls[k].piece * coll__stream_mult(op->calls[k].kind, comm->nranks) *
+                 op->calls[k].esize;
+    return b;
+}
+
+/* Piece j: wait until every stream has copied it in, then run its collective(s). One call:
+ * non-blocking, *req_p set; several: one host group, blocking, done on return. */
+static coll_status_t run_piece(struct sop *op, size_t j, coll_request_t **req_p)
+{
+    coll_status_t st = COLL_SUCCESS, st2;
+
+    for (int k = 0; k < op->ncalls; k++) {
+        struct scall *c = &op->calls[k];
+        if (j >= c->npieces)
+            continue;
+        st = wait_event(c->comm->stream, op->events[c->first_event + j]);
+        if (st != COLL_SUCCESS)
+            return st;
+    }
+    if (op->ncalls == 1) {
+        struct scall *c = &op->calls[0];
+        return issue_call(c, c->comm->stream, op->nslots, slot_bytes_of(op, c->comm), j, req_p);
+    }
+    coll_group_start();
+    for (int k = 0; k < op->ncalls; k++) {
+        struct scall *c = &op->calls[k];
+        if (j < c->npieces && st == COLL_SUCCESS)
+            st = issue_call(c, c->comm->stream, op->nslots, slot_bytes_of(op, c->comm), j, NULL);
+    }
+    /* a failed check is returned by coll_group_end too, with nothing issued */
+    st2 = coll_group_end();
+    *req_p = NULL;
+    return st != COLL_SUCCESS ? st : st2;
+}
+
+/* Run op on the owner's worker: pieces in order, up to nslots in flight. */
+static void run_op(struct sop *op)
+{
+    coll_request_t **reqs = calloc(op->nslots, sizeof(*reqs));
+    coll_status_t st = COLL_SUCCESS;
+    size_t issued = 0, completed = 0;
+
+    if (!reqs)
+        st = coll__error(op->owner, COLL_SYSTEM_ERROR, "out of memory running a stream op");
+    pthread_mutex_lock(&op->mu);
+    if (op->cancelled && st == COLL_SUCCESS)
+        st = coll__error(op->owner, COLL_INVALID_USAGE,
+                         "a group of stream-ordered calls over several comms was cancelled: "
+                         "the other comms' workers did not reach it within twice "
+                         "COLL_TIMEOUT_MS (the comms grouped from several threads in different "
+                         "orders?)");
+    pthread_mutex_unlock(&op->mu);
+    while (st == COLL_SUCCESS && completed < op->npieces) {
+        /* complete the oldest piece first when all slots are busy or nothing is left to
+         * issue: its stream is waiting for it before it copies the next piece in */
+        if (issued < op->npieces && issued - completed < op->nslots) {
+            st = run_piece(op, issued, &reqs[issued % op->nslots]);
+            if (st != COLL_SUCCESS)
+                break;
+            /* a group's piece is done when its host group returns (they run in order) */
+            if (!reqs[issued % op->nslots])
+                piece_done(op, completed++);
+            issued++;
+            continue;
+        }
+        if (reqs[completed % op->nslots]) {
+            st = coll_wait(reqs[completed % op->nslots]);
+            reqs[completed % op->nslots] = NULL;
+        }
+        if (st == COLL_SUCCESS)
+            piece_done(op, completed++);
+        pthread_mutex_lock(&op->mu);
+        if (op->hostfn_timed_out && st == COLL_SUCCESS)
+            st = coll__error(op->owner, COLL_TIMEOUT,
+                             "a stream waited more than twice COLL_TIMEOUT_MS for a "
+                             "collective");
+        pthread_mutex_unlock(&op->mu);
+    }
+    /* requests still out complete quickly once the comm has failed; coll owns them until
+     * they are waited for */
+    for (size_t i = completed; reqs && i < issued; i++)
+        if (reqs[i % op->nslots])
+            coll_wait(reqs[i % op->nslots]);
+    free(reqs);
+    if (st != COLL_SUCCESS) {
+        for (int k = 0; k < op->ncalls; k++)
+            comm_fail(op->calls[k].comm, st);
+        COLL_WARN(COLL_SUB_COLL, "rank %d: stream-ordered collective failed: %s",
+                  op->owner->rank, op->owner->errmsg);
+    }
+    release_all(op, st);
+}
+
+/* A worker reached op: run it when its comm owns it (once every other comm's worker got
+ * there too, so that each comm's earlier ops are done), else wait until it has run. */
+static void worker_take(struct coll_stream_ctx *ctx, struct sop *op)
+{
+    bool owner = op->owner == ctx->comm;
+    struct timespec dl;
+
+    pthread_mutex_lock(&op->mu);
+    op->narrived++;
+    pthread_cond_broadcast(&op->cv);
+    if (!owner) {
+        while (!op->finished)
+            pthread_cond_wait(&op->cv, &op->mu);
+        pthread_mutex_unlock(&op->mu);
+        return;
+    }
+    /* the other workers get here once their comm's earlier ops are done, each within its
+     * timeout; longer means two threads grouped the same comms in different orders */
+    deadline_after(&dl, op->hostfn_wait_ms);
+    while (op->narrived < op->ncomms && !op->cancelled) {
+        if (op->hostfn_wait_ms == 0) {
+            pthread_cond_wait(&op->cv, &op->mu);
+        } else if (pthread_cond_timedwait(&op->cv, &op->mu, &dl) == ETIMEDOUT) {
+            op->cancelled = true;
+        }
+    }
+    pthread_mutex_unlock(&op->mu);
+    run_op(op);
+}
+
+static void *worker_main(void *arg)
+{
+    struct coll_stream_ctx *ctx = arg;
+    const struct coll_cudart *rt = coll__cudart();
+
+    /* events and copies of this comm belong to its device */
+    if (ctx->comm->cuda_dev >= 0 && rt->SetDevice(ctx->comm->cuda_dev) != CUDA_SUCCESS)
+        rt->GetLastError();
+    for (;;) {
+        struct qent *e;
+
+        pthread_mutex_lock(&ctx->mu);
+        while (!ctx->head && !ctx->stop)
+            pthread_cond_wait(&ctx->cv, &ctx->mu);
+        e = ctx->head;
+        if (e) {
+            ctx->head = e->next;
+            if (!ctx->head)
+                ctx->tail = NULL;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        /* on destroy, what is queued still runs (or fails fast on an aborted comm) */
+        if (!e)
+            break;
+        worker_take(ctx, e->op);
+        sop_unref(e->op);
+        free(e);
+    }
+    return NULL;
+}
+
+static void ctx_push(struct coll_stream_ctx *ctx, struct qent *e)
+{
+    pthread_mutex_lock(&ctx->mu);
+    if (ctx->tail)
+        ctx->tail->next = e;
+    else
+        ctx->head = e;
+    ctx->tail = e;
+    pthread_cond_signal(&ctx->cv);
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+void coll__stream_comm_fini(struct coll_comm *comm)
+{
+    struct coll_stream_ctx *ctx = comm ? comm->stream : NULL;
+    const struct coll_cudart *rt = coll__cudart();
+    uint64_t t0, limit_ns;
+    bool drained = true;
+
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&ctx->mu);
+    ctx->stop = true;
+    pthread_cond_broadcast(&ctx->cv);
+    pthread_mutex_unlock(&ctx->mu);
+    /* the worker runs what is queued, each op within its timeouts (at once on an aborted
+     * comm), then exits */
+    pthread_join(ctx->thread, NULL);
+    /* the streams may still be copying out of staging: wait for each one's last op */
+    t0 = coll__now_ns();
+    limit_ns = (uint64_t)comm->cfg.timeout_ms * 1000000;
+    for (int i = 0; i < ctx->ntails; i++) {
+        long nap = 10;
+        int rc;
+        while ((rc = rt->EventQuery(ctx->tails[i].event)) == CUDA_ERROR_NOT_READY) {
+            if (limit_ns && coll__now_ns() - t0 > limit_ns)
+                break;
+            sleep_us(nap);
+            if (nap < 1000)
+                nap *= 2;
+        }
+        if (rc != CUDA_SUCCESS) {
+            rt->GetLastError();
+            drained = false;
+        }
+    }
+    if (drained) {
+        for (int i = 0; i < ctx->ntails; i++)
+            rt->EventDestroy(ctx->tails[i].event);
+        for (size_t i = 0; i < ctx->nev; i++)
+            rt->EventDestroy(ctx->evpool[i]);
+        rt->FreeHost(ctx->staging);
+    } else {
+        /* freeing memory a stream may still copy from would be worse than keeping it */
+        COLL_WARN(COLL_SUB_COLL,
+                  "rank %d: a stream is still busy with this comm's staging at destroy; "
+                  "%zu bytes of page-locked memory are left allocated",
+                  comm->rank, ctx->cap);
+    }
+    free(ctx->tails);
+    free(ctx->evpool);
+    pthread_mutex_destroy(&ctx->mu);
+    pthread_cond_destroy(&ctx->cv);
+    free(ctx);
+    comm->stream = NULL;
+}
+
+/* ---- 4 issuing ----------------------------------------------------------------------- */
+
+/* The host function of WAIT: block until the worker says the piece is done. No CUDA call
+ * here (CUDA forbids it), and never longer than twice the comm's timeout: by then the
+ * worker has failed the op, or something is badly wrong and the stream must go on. */
+static void hostfn_wait(void *arg)
+{
+    struct spiece *p = arg;
+    struct sop *op = p->op;
+    struct timespec dl;
+
+    deadline_after(&dl, op->hostfn_wait_ms);
+    pthread_mutex_lock(&op->mu);
+    while (!p->done) {
+        if (op->hostfn_wait_ms == 0) {
+            pthread_cond_wait(&op->cv, &op->mu);
+        } else if (pthread_cond_timedwait(&op->cv, &op->mu, &dl) == ETIMEDOUT) {
+            op->hostfn_timed_out = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&op->mu);
+    sop_unref(op);
+}
+
+static coll_status_t enqueue_copies(const struct scall *c, struct coll_stream_ctx *ctx,
+                                    size_t nslots, size_t slot_bytes, size_t j, bool out)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct coll_comm *comm = c->comm;
+    struct coll_stream_row *rows = NULL, one[1];
+    uint8_t *slot = ctx->staging + (j % nslots) * slot_bytes + c->region_off;
+    coll_status_t st = COLL_SUCCESS;
+    int n, rc;
+
+    rows = comm->nranks > 1 ? malloc((size_t)comm->nranks * sizeof(*rows)) : one;
+    if (!rows)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory queueing copies");
+    n = coll__stream_rows(c->kind, comm->rank, comm->nranks, c->root, c->count, c->esize,
+                          c->piece, j, out, rows);
+    for (int i = 0; i < n && st == COLL_SUCCESS; i++) {
+        if (out)
+            rc = rt->MemcpyAsync((uint8_t *)c->recvbuf + rows[i].user_off,
+                                 slot + rows[i].slot_off, rows[i].bytes,
+                                 COLL_CUDA_MEMCPY_DEFAULT, c->stream);
+        else
+            rc = rt->MemcpyAsync(slot + rows[i].slot_off,
+                                 (const uint8_t *)c->sendbuf + rows[i].user_off, rows[i].bytes,
+                                 COLL_CUDA_MEMCPY_DEFAULT, c->stream);
+        if (rc != CUDA_SUCCESS)
+            st = cuda_fail(comm, rc,
+                           out ? "cudaMemcpyAsync from staging to recvbuf"
+                               : "cudaMemcpyAsync from sendbuf to staging");
+    }
+    if (rows != one)
+        free(rows);
+    return st;
+}
+
+/* Make s wait for the end of comm's previous op on every other stream; then the previous
+ * ops are behind everything this op queues on s. */
+static coll_status_t join_tails(struct coll_stream_ctx *ctx, void *s)
+{
+    const struct coll_cudart *rt = coll__cudart();
+
+    for (int i = 0; i < ctx->ntails; i++) {
+        int rc;
+        if (ctx->tails[i].stream == s)
+            continue;
+        rc = rt->StreamWaitEvent(s, ctx->tails[i].event, 0);
+        if (rc != CUDA_SUCCESS)
+            return cuda_fail(ctx->comm, rc, "cudaStreamWaitEvent on the comm's previous op");
+    }
+    return COLL_SUCCESS;
+}
+
+/* Record the op's end on each of its streams of comm; those become the comm's tails (each
+ * of these streams waited for the older tails, so they cover them). */
+static coll_status_t record_tails(struct coll_stream_ctx *ctx, const struct sop *op)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct stail *nt = calloc((size_t)op->ncalls, sizeof(*nt));
+    int nn = 0, rc;
+    coll_status_t st = COLL_SUCCESS;
+
+    if (!nt)
+        return coll__error(ctx->comm, COLL_SYSTEM_ERROR, "out of memory for stream tails");
+    for (int k = 0; k < op->ncalls && st == COLL_SUCCESS; k++) {
+        void *s = op->calls[k].stream;
+        int i;
+        if (op->calls[k].comm != ctx->comm)
+            continue;
+        for (i = 0; i < nn && nt[i].stream != s; i++)
+            ;
+        if (i < nn)
+            continue;
+        /* reuse the old tail event of this stream, else any old one, else a new one */
+        for (int t = 0; t < ctx->ntails && !nt[nn].event; t++)
+            if (ctx->tails[t].event && ctx->tails[t].stream == s) {
+                nt[nn].event = ctx->tails[t].event;
+                ctx->tails[t].event = NULL;
+            }
+        for (int t = 0; t < ctx->ntails && !nt[nn].event; t++)
+            if (ctx->tails[t].event) {
+                nt[nn].event = ctx->tails[t].event;
+                ctx->tails[t].event = NULL;
+            }
+        if (!nt[nn].event)
+            st = event_get(ctx, &nt[nn].event);
+        if (st != COLL_SUCCESS)
+            break;
+        nt[nn].stream = s;
+        rc = rt->EventRecord(nt[nn].event, s);
+        nn++;
+        if (rc != CUDA_SUCCESS)
+            st = cuda_fail(ctx->comm, rc, "cudaEventRecord at the end of a stream op");
+    }
+    for (int t = 0; t < ctx->ntails; t++)
+        event_put(ctx, ctx->tails[t].event);
+    free(ctx->tails);
+    ctx->tails = nt;
+    ctx->ntails = nn;
+    return st;
+}
+
+/* Make comm's device current for the calls that follow (the caller's is restored by
+ * restore_device): events, copies and host functions belong to it. */
+static coll_status_t use_device(struct coll_comm *comm)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    int dev = -1, rc;
+
+    if (rt->GetDevice(&dev) == CUDA_SUCCESS && dev == comm->cuda_dev)
+        return COLL_SUCCESS;
+    rc = rt->SetDevice(comm->cuda_dev);
+    if (rc != CUDA_SUCCESS)
+        return cuda_fail(comm, rc, "cudaSetDevice to the comm's device");
+    return COLL_SUCCESS;
+}
+
+static void restore_device(int dev)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    int now = -1;
+
+    if (dev >= 0 && rt->GetDevice(&now) == CUDA_SUCCESS && now != dev &&
+        rt->SetDevice(dev) != CUDA_SUCCESS)
+        rt->GetLastError();
+}
+
+/* Cut the calls, size the slots. */
+static coll_status_t layout(struct sop *op)
+{
+    size_t nslots = STREAM_SLOTS, nev = 0;
+
+    op->npieces = 0;
+    for (int k = 0; k < op->ncalls; k++) {
+        struct scall *c = &op->calls[k];
+        struct coll_comm *comm = c->comm;
+        size_t piece_bytes = (size_t)comm->cfg.cuda_staging_bytes / STREAM_PIECE_DIV;
+
+        c->esize = coll__dtype_size(c->dtype);
+        if (!c->staged) {
+            c->piece = c->count;
+            c->npieces = 1;
+        } else {
+            c->piece = coll__stream_piece_elems(c->kind, comm->nranks, c->count, c->esize,
+                                                piece_bytes);
+            if (c->piece == 0)
+                return coll__error(comm, COLL_INVALID_ARGUMENT,
+                                   "a %s element of every rank (%zu bytes) does not fit a piece "
+                                   "of COLL_CUDA_STAGING_BYTES / %d = %zu bytes; raise "
+                                   "COLL_CUDA_STAGING_BYTES",
+                                   coll__dtype_name(c->dtype),
+                                   coll__stream_mult(c->kind, comm->nranks) * c->esize,
+                                   STREAM_PIECE_DIV, piece_bytes);
+            c->npieces = (c->count + c->piece - 1) / c->piece;
+        }
+        c->first_event = nev;
+        nev += c->npieces;
+        if (c->npieces > op->npieces)
+            op->npieces = c->npieces;
+    }
+    /* regions of each comm's calls in its slots, and how many slots fit everywhere */
+    for (int k = 0; k < op->ncalls; k++) {
+        struct scall *c = &op->calls[k];
+        size_t off = 0, sb;
+        for (int i = 0; i < k; i++)
+            if (op->calls[i].comm == c->comm && op->calls[i].staged)
+                off += op->calls[i].piece *
+                       coll__stream_mult(op->calls[i].kind, c->comm->nranks) *
+                       op->calls[i].esize;
+        c->region_off = off;
+        sb = slot_bytes_of(op, c->comm);
+        if (sb > (size_t)c->comm->cfg.cuda_staging_bytes)
+            return coll__error(c->comm, COLL_INVALID_ARGUMENT,
+                               "a group's calls on this comm need %zu bytes of staging per "
+                               "piece, more than COLL_CUDA_STAGING_BYTES (%lld); raise it or "
+                               "split the group",
+                               sb, (long long)c->comm->cfg.cuda_staging_bytes);
+        if (sb && (size_t)c->comm->cfg.cuda_staging_bytes / sb < nslots)
+            nslots = (size_t)c->comm->cfg.cuda_staging_bytes / sb;
+    }
+    op->nslots = nslots;
+    op->nevents = nev;
+    return COLL_SUCCESS;
+}
+
+/* Queue calls (already checked, with CUDA ready) on their streams and hand them to the
+ * workers; the op takes calls (malloc'ed) in every case. On failure after something was
+ * queued, the comm fails: its peers would wait for this rank otherwise. */
+static coll_status_t issue_op(struct scall *calls, int ncalls)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct coll_comm *comms[64], *first = calls[0].comm;
+    struct qent *ents[64] = {NULL};
+    struct coll_stream_step *steps = NULL;
+    struct sop *op;
+    coll_status_t st = COLL_SUCCESS;
+    bool queued_any = false, forever = false;
+    int ncomms = 0, cur_dev = -1, rc;
+
+    op = calloc(1, sizeof(*op));
+    if (!op) {
+        free(calls);
+        return coll__error(first, COLL_SYSTEM_ERROR, "out of memory for a stream op");
+    }
+    atomic_init(&op->refs, 1);
+    pthread_mutex_init(&op->mu, NULL);
+    pthread_cond_init(&op->cv, NULL);
+    op->calls = calls;
+    op->ncalls = ncalls;
+    op->owner = first;
+    for (int k = 0; k < ncalls; k++) {
+        struct coll_comm *comm = calls[k].comm;
+        struct coll_stream_ctx *ctx;
+        int i;
+        int64_t t = comm->cfg.timeout_ms;
+
+        /* a host function waits up to twice the longest timeout, or forever if one is 0 */
+        if (t == 0)
+            forever = true;
+        else if (2 * t > op->hostfn_wait_ms)
+            op->hostfn_wait_ms = 2 * t;
+
+        for (i = 0; i < ncomms && comms[i] != comm; i++)
+            ;
+        if (i == ncomms) {
+            if (ncomms == (int)COLL_ARRAY_SIZE(comms)) {
+                st = coll__error(comm, COLL_INVALID_USAGE,
+                                 "a group of stream-ordered calls spans more than %d comms",
+                                 (int)COLL_ARRAY_SIZE(comms));
+                goto out_free;
+            }
+            comms[ncomms++] = comm;
+        }
+        COLL_CHECK_GOTO(ctx_get(comm, &ctx), st, out_free);
+    }
+    if (forever)
+        op->hostfn_wait_ms = 0;
+    op->ncomms = ncomms;
+    COLL_CHECK_GOTO(layout(op), st, out_free);
+    op->pieces = calloc(op->npieces, sizeof(*op->pieces));
+    op->events = calloc(op->nevents, sizeof(*op->events));
+    steps = malloc(3 * op->npieces * sizeof(*steps));
+    if (!op->pieces || !op->events || !steps) {
+        st = coll__error(first, COLL_SYSTEM_ERROR, "out of memory for a stream op's pieces");
+        goto out_free;
+    }
+    for (size_t j = 0; j < op->npieces; j++)
+        op->pieces[j].op = op;
+    if (rt->GetDevice(&cur_dev) != CUDA_SUCCESS) {
+        rt->GetLastError();
+        cur_dev = -1;
+    }
+    /* events belong to the device current when they are made: the comm's */
+    for (int k = 0; k < ncalls; k++) {
+        COLL_CHECK_GOTO(use_device(calls[k].comm), st, out_free);
+        for (size_t j = 0; j < calls[k].npieces; j++)
+            COLL_CHECK_GOTO(event_get(calls[k].comm->stream,
+                                      &op->events[calls[k].first_event + j]),
+                            st, out_free);
+    }
+
+    /* from here on, work is on the streams */
+    queued_any = true;
+    for (int k = 0; k < ncalls && st == COLL_SUCCESS; k++) {
+        st = use_device(calls[k].comm);
+        if (st == COLL_SUCCESS)
+            st = join_tails(calls[k].comm->stream, calls[k].stream);
+    }
+    {
+        size_t nsteps = coll__stream_order(op->npieces, op->nslots, steps);
+        for (size_t s = 0; s < nsteps && st == COLL_SUCCESS; s++) {
+            size_t j = steps[s].piece;
+            for (int k = 0; k < ncalls && st == COLL_SUCCESS; k++) {
+                struct scall *c = &calls[k];
+                struct coll_stream_ctx *ctx = c->comm->stream;
+                size_t sb = slot_bytes_of(op, c->comm);
+                if (j >= c->npieces)
+                    continue;
+                st = use_device(c->comm);
+                if (st != COLL_SUCCESS)
+                    break;
+                switch (steps[s].kind) {
+                case COLL_SSTEP_D2H:
+                    if (c->staged)
+                        st = enqueue_copies(c, ctx, op->nslots, sb, j, false);
+                    if (st == COLL_SUCCESS &&
+                        (rc = rt->EventRecord(op->events[c->first_event + j], c->stream)) !=
+                            CUDA_SUCCESS)
+                        st = cuda_fail(c->comm, rc, "cudaEventRecord after a piece's copy in");
+                    break;
+                case COLL_SSTEP_WAIT:
+                    atomic_fetch_add(&op->refs, 1);
+                    rc = rt->LaunchHostFunc(c->stream, hostfn_wait, &op->pieces[j]);
+                    if (rc != CUDA_SUCCESS) {
+                        atomic_fetch_sub(&op->refs, 1);
+                        st = cuda_fail(c->comm, rc, "cudaLaunchHostFunc");
+                    }
+                    break;
+                case COLL_SSTEP_H2D:
+                    if (c->staged)
+                        st = enqueue_copies(c, ctx, op->nslots, sb, j, true);
+                    break;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < ncomms && st == COLL_SUCCESS; i++) {
+        st = use_device(comms[i]);
+        if (st == COLL_SUCCESS)
+            st = record_tails(comms[i]->stream, op);
+    }
+    if (st != COLL_SUCCESS)
+        goto out_free;
+    restore_device(cur_dev);
+
+    /* to the workers: every comm's queue, so that each comm's earlier ops run first */
+    for (int i = 0; i < ncomms; i++) {
+        ents[i] = calloc(1, sizeof(*ents[i]));
+        if (!ents[i]) {
+            st = coll__error(first, COLL_SYSTEM_ERROR, "out of memory queueing a stream op");
+            goto out_free;
+        }
+    }
+    for (int i = 0; i < ncomms; i++) {
+        atomic_fetch_add(&op->refs, 1);
+        ents[i]->op = op;
+        ctx_push(comms[i]->stream, ents[i]);
+    }
+    free(steps);
+    sop_unref(op);
+    return COLL_SUCCESS;
+
+out_free:
+    free(steps);
+    for (int i = 0; i < ncomms; i++)
+        free(ents[i]);
+    restore_device(cur_dev);
+    if (queued_any) {
+        for (int i = 0; i < ncomms; i++)
+            comm_fail(comms[i], st);
+        release_all(op, st);
+    }
+    /* events exist only once every comm has its stream state */
+    for (size_t i = 0; op->events && i < op->nevents; i++)
+        if (op->events[i])
+            event_put(first->stream, op->events[i]);
+    sop_unref(op);
+    return st;
+}
+
+/* ---- 5 checks and the public calls --------------------------------------------------- */
+
+static const char *const kind_fn[] = {
+    [COLL_SK_ALLREDUCE] = "coll_allreduce_stream",
+    [COLL_SK_BROADCAST] = "coll_broadcast_stream",
+    [COLL_SK_REDUCE] = "coll_reduce_stream",
+    [COLL_SK_ALLGATHER] = "coll_allgather_stream",
+    [COLL_SK_REDUCE_SCATTER] = "coll_reduce_scatter_stream",
+    [COLL_SK_ALLTOALL] = "coll_alltoall_stream",
+    [COLL_SK_SEND] = "coll_send_stream",
+    [COLL_SK_RECV] = "coll_recv_stream",
+};
+
+/* This thread's group of stream-ordered calls (api.c's group decides when it ends). */
+static _Thread_local struct {
+    struct scall *calls;
+    size_t n, cap;
+    coll_status_t err;
+} sg;
+
+/* Whether the stream machinery can run: CUDA, a device for comm, and every entry point. */
+static bool stream_ready(const struct coll_comm *comm, const char **why_p)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    const char *why;
+
+    if (!rt) {
+        coll__cuda_state(&why);
+        *why_p = why;
+        return false;
+    }
+    if (comm->cuda_dev < 0) {
+        *why_p = "the comm has no CUDA device (none was current at coll_comm_init)";
+        return false;
+    }
+    if (!rt->MemcpyAsync || !rt->HostAlloc || !rt->StreamWaitEvent ||
+        !rt->EventCreateWithFlags || !rt->EventRecord || !rt->EventQuery || !rt->EventDestroy ||
+        !rt->LaunchHostFunc) {
+        *why_p = "the CUDA runtime lacks cudaMemcpyAsync, cudaHostAlloc, cudaStreamWaitEvent, "
+                 "cudaEvent* or cudaLaunchHostFunc";
+        return false;
+    }
+    return true;
+}
+
+/* A buffer that is not CUDA memory must at least be readable host memory: a freed device
+ * buffer is often reported as unregistered memory, and the host collective would fault on
+ * it. Reading a byte through process_vm_readv fails with EFAULT instead of faulting. */
+static bool host_readable(const void *p, size_t bytes)
+{
+    char b;
+    const uint8_t *q[2] = {p, (const uint8_t *)p + bytes - 1};
+
+    for (int i = 0; i < 2; i++) {
+        struct iovec local = {&b, 1}, remote = {(void *)(uintptr_t)q[i], 1};
+        if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1 &&
+            errno != EPERM && errno != ENOSYS)
+            return false;
+    }
+    return true;
+}
+
+static coll_status_t check_ptr(struct coll_comm *comm, const char *fn, const char *name,
+                               const void *p, size_t bytes, bool *staged_p)
+{
+    enum coll_mem_kind kind;
+    int dev;
+    coll_status_t st;
+
+    if (!p || bytes == 0)
+        return COLL_SUCCESS;
+    st = coll__cuda_mem_kind(comm, p, &kind, &dev);
+    if (st != COLL_SUCCESS) {
+        char why[sizeof(comm->errmsg)];
+        memcpy(why, comm->errmsg, sizeof(why));
+        return coll__error(comm, st, "%s: %s: %s", fn, name, why);
+    }
+    if (kind == COLL_MEM_DEVICE) {
+        if (dev != comm->cuda_dev)
+            return coll__error(comm, COLL_INVALID_ARGUMENT,
+                               "%s: %s %p is memory of CUDA device %d, but the comm uses device "
+                               "%d",
+                               fn, name, p, dev, comm->cuda_dev);
+        *staged_p = true;
+        return COLL_SUCCESS;
+    }
+    if (kind == COLL_MEM_UNREGISTERED && !host_readable(p, bytes))
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "%s: %s %p is neither CUDA memory nor readable host memory (a freed "
+                           "device buffer?)",
+                           fn, name, p);
+    return COLL_SUCCESS;
+}
+
+static coll_status_t check_stream(struct coll_comm *comm, const char *fn, void *stream)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    char err[256];
+    int dev = -1, rc;
+
+    if (!stream || !rt->StreamGetDevice)
+        return COLL_SUCCESS;
+    rc = rt->StreamGetDevice(stream, &dev);
+    if (rc != CUDA_SUCCESS) {
+        rt->GetLastError();
+        coll__cuda_error_text(rc, err, sizeof(err));
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "%s: stream %p is not a usable stream: cudaStreamGetDevice failed: %s",
+                           fn, stream, err);
+    }
+    if (dev != comm->cuda_dev)
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "%s: stream %p belongs to CUDA device %d, but the comm uses device %d",
+                           fn, stream, dev, comm->cuda_dev);
+    return COLL_SUCCESS;
+}
+
+/* The host call that stands for c when CUDA is not there (stream == NULL): blocking, or
+ * recorded in the caller's host group. */
+static coll_status_t run_host(const struct scall *c)
+{
+    struct coll_comm *comm = c->comm;
+    const void *s = c->sendbuf;
+    void *r = c->recvbuf;
+
+    switch (c->kind) {
+    case COLL_SK_ALLREDUCE: return coll_allreduce(s, r, c->count, c->dtype, c->op, comm);
+    case COLL_SK_BROADCAST: return coll_broadcast(s, r, c->count, c->dtype, c->root, comm);
+    case COLL_SK_REDUCE: return coll_reduce(s, r, c->count, c->dtype, c->op, c->root, comm);
+    case COLL_SK_ALLGATHER: return coll_allgather(s, r, c->count, c->dtype, comm);
+    case COLL_SK_REDUCE_SCATTER:
+        return coll_reduce_scatter(s, r, c->count, c->dtype, c->op, comm);
+    case COLL_SK_ALLTOALL: return coll_alltoall(s, r, c->count, c->dtype, comm);
+    case COLL_SK_SEND: return coll_send(s, c->count, c->dtype, c->root, comm);
+    case COLL_SK_RECV: return coll_recv(r, c->count, c->dtype, c->root, comm);
+    }
+    return COLL_INTERNAL_ERROR;
+}
+
+/* [a, a + alen) and [b, b + blen) overlap other than b == a + off exactly (in place). */
+static bool bad_overlap(const void *a, size_t alen, const void *b, size_t blen, size_t off)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+    if (!a || !b || !alen || !blen || y == x + off)
+        return false;
+    return x < y + blen && y < x + alen;
+}
+
+/* Check c; then record it (group), run it on the host (no CUDA) or issue it. */
+static coll_status_t submit(struct scall c)
+{
+    const char *fn = kind_fn[c.kind], *why = NULL;
+    struct coll_comm *comm = c.comm;
+    bool need_send, need_recv, in_group = coll__group_active();
+    size_t esz, sbytes, rbytes;
+    coll_status_t st;
+    int failed;
+
+    if (!comm) {
+        st = coll__error(NULL, COLL_INVALID_ARGUMENT, "%s: comm is NULL", fn);
+        goto out_fail;
+    }
+    failed = atomic_load(&comm->failed);
+    if (failed != COLL_SUCCESS) {
+        coll__set_thread_error(comm->errmsg);
+        st = (coll_status_t)failed;
+        goto out_fail;
+    }
+    if ((unsigned)c.dtype >= COLL_NUM_DTYPES) {
+        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: dtype %d is not a coll_dtype_t", fn,
+                         (int)c.dtype);
+        goto out_fail;
+    }
+    if ((unsigned)c.op >= COLL_NUM_OPS) {
+        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: op %d is not a coll_op_t", fn,
+                         (int)c.op);
+        goto out_fail;
+    }
+    if (c.kind != COLL_SK_ALLREDUCE && c.kind != COLL_SK_ALLGATHER &&
+        c.kind != COLL_SK_REDUCE_SCATTER && c.kind != COLL_SK_ALLTOALL &&
+        (c.root < 0 || c.root >= comm->nranks)) {
+        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", fn,
+                         c.kind == COLL_SK_SEND || c.kind == COLL_SK_RECV ? "peer" : "root",
+                         c.root, comm->nranks);
+        goto out_fail;
+    }
+    esz = coll__dtype_size(c.dtype);
+    if (c.count > SIZE_MAX / esz / (size_t)comm->nranks) {
+        st = coll__error(comm, COLL_INVALID_ARGUMENT,
+                         "%s: count %zu of %s overflows the size of a buffer", fn, c.count,
+                         coll__dtype_name(c.dtype));
+        goto out_fail;
+    }
+    sbytes = rbytes = c.count * esz;
+    if (c.kind == COLL_SK_ALLGATHER || c.kind == COLL_SK_ALLTOALL)
+        rbytes *= (size_t)comm->nranks;
+    if (c.kind == COLL_SK_REDUCE_SCATTER || c.kind == COLL_SK_ALLTOALL)
+        sbytes *= (size_t)comm->nranks;
+    need_send = c.kind != COLL_SK_RECV && (c.kind != COLL_SK_BROADCAST || comm->rank == c.root);
+    need_recv = c.kind != COLL_SK_SEND && (c.kind != COLL_SK_REDUCE || comm->rank == c.root);
+    if (!need_send)
+        c.sendbuf = NULL;
+    if (!need_recv)
+        c.recvbuf = NULL;
+    if (c.count > 0 && ((need_send && !c.sendbuf) || (need_recv && !c.recvbuf))) {
+        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", fn,
+                         need_send && !c.sendbuf ? "sendbuf" : "recvbuf", c.count);
+        goto out_fail;
+    }
+    if ((c.kind == COLL_SK_ALLGATHER &&
+         bad_overlap(c.recvbuf, rbytes, c.sendbuf, sbytes, (size_t)comm->rank * sbytes)) ||
+        (c.kind == COLL_SK_REDUCE_SCATTER &&
+         bad_overlap(c.sendbuf, sbytes, c.recvbuf, rbytes, (size_t)comm->rank * rbytes)) ||
+        (c.kind != COLL_SK_ALLGATHER && c.kind != COLL_SK_REDUCE_SCATTER &&
+         bad_overlap(c.sendbuf, sbytes, c.recvbuf, rbytes, 0))) {
+        st = coll__error(comm, COLL_INVALID_ARGUMENT,
+                         "%s: sendbuf and recvbuf overlap without being in place", fn);
+        goto out_fail;
+    }
+    if ((c.kind == COLL_SK_SEND || c.kind == COLL_SK_RECV) && c.root == comm->rank && !in_group) {
+        st = coll__error(comm, COLL_INVALID_USAGE,
+                         "%s: a send to or receive from oneself outside a group would wait for "
+                         "itself; pair them in coll_group_start/end",
+                         fn);
+        goto out_fail;
+    }
+
+    if (comm->cuda_dev == COMM_DEV_UNDECIDED)
+        comm_take_device(comm);
+    if (!stream_ready(comm, &why)) {
+        if (c.stream) {
+            st = coll__error(comm, COLL_INVALID_USAGE,
+                             "%s: a stream was given, but stream-ordered calls need CUDA: %s",
+                             fn, why);
+            goto out_fail;
+        }
+        /* without CUDA every buffer is host memory: the host call, now or in the group */
+        return run_host(&c);
+    }
+    COLL_CHECK_GOTO(check_stream(comm, fn, c.stream), st, out_fail);
+    if (need_send)
+        COLL_CHECK_GOTO(check_ptr(comm, fn, "sendbuf", c.sendbuf, sbytes, &c.staged), st,
+                        out_fail);
+    if (need_recv)
+        COLL_CHECK_GOTO(check_ptr(comm, fn, "recvbuf", c.recvbuf, rbytes, &c.staged), st,
+                        out_fail);
+    if (c.count == 0 && !in_group)
+        return COLL_SUCCESS; /* every rank agrees on count: nothing moves anywhere */
+
+    if (in_group) {
+        if (sg.n == sg.cap) {
+            size_t cap = sg.cap ? 2 * sg.cap : 16;
+            struct scall *p = realloc(sg.calls, cap * sizeof(*p));
+            if (!p) {
+                st = coll__error(comm, COLL_SYSTEM_ERROR, "%s: out of memory recording a call",
+                                 fn);
+                goto out_fail;
+            }
+            sg.calls = p;
+            sg.cap = cap;
+        }
+        if (c.count > 0)
+            sg.calls[sg.n++] = c;
+        return COLL_SUCCESS;
+    }
+    {
+        struct scall *one = malloc(sizeof(*one));
+        if (!one)
+            return coll__error(comm, COLL_SYSTEM_ERROR, "%s: out of memory", fn);
+        *one = c;
+        return issue_op(one, 1);
+    }
+
+out_fail:
+    if (in_group && sg.err == COLL_SUCCESS)
+        sg.err = st;
+    return st;
+}
+
+coll_status_t coll__stream_group_end(bool discard, size_t nhost)
+{
+    struct scall *calls = sg.calls;
+    size_t n = sg.n;
+    coll_status_t st = sg.err;
+
+    sg.calls = NULL;
+    sg.n = sg.cap = 0;
+    sg.err = COLL_SUCCESS;
+    if (discard || st != COLL_SUCCESS || n == 0) {
+        free(calls);
+        return st;
+    }
+    if (nhost > 0) {
+        free(calls);
+        return coll__error(NULL, COLL_INVALID_USAGE,
+                           "coll_group_end: a group holds both stream-ordered calls "
+                           "(coll_*_stream) and host calls; put them in separate groups");
+    }
+    if (n > INT32_MAX) {
+        free(calls);
+        return coll__error(NULL, COLL_INVALID_USAGE, "coll_group_end: too many calls");
+    }
+    return issue_op(calls, (int)n);
+}
+
+COLL_API coll_status_t coll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                             coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
+                                             void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_ALLREDUCE, .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
+                                 .stream = stream});
+}
+
+COLL_API coll_status_t coll_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                             coll_dtype_t dtype, int root, coll_comm_t *comm,
+                                             void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_BROADCAST, .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                                 .op = COLL_SUM, .root = root, .stream = stream});
+}
+
+COLL_API coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                          coll_dtype_t dtype, coll_op_t op, int root,
+                                          coll_comm_t *comm, void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_REDUCE, .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
+                                 .root = root, .stream = stream});
+}
+
+COLL_API coll_status_t coll_allgather_stream(const void *sendbuf, void *recvbuf,
+                                             size_t sendcount, coll_dtype_t dtype,
+                                             coll_comm_t *comm, void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_ALLGATHER, .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf, .count = sendcount, .dtype = dtype,
+                                 .op = COLL_SUM, .stream = stream});
+}
+
+COLL_API coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+                                                  size_t recvcount, coll_dtype_t dtype,
+                                                  coll_op_t op, coll_comm_t *comm, void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_REDUCE_SCATTER,
+                                 .sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount,
+                                 .dtype = dtype, .op = op, .stream = stream});
+}
+
+COLL_API coll_status_t coll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                            coll_dtype_t dtype, coll_comm_t *comm, void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_ALLTOALL, .sendbuf = sendbuf,
+                                 .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                                 .op = COLL_SUM, .stream = stream});
+}
+
+COLL_API coll_status_t coll_send_stream(const void *sendbuf, size_t count, coll_dtype_t dtype,
+                                        int peer, coll_comm_t *comm, void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_SEND, .sendbuf = sendbuf,
+                                 .count = count, .dtype = dtype, .op = COLL_SUM, .root = peer,
+                                 .stream = stream});
+}
+
+COLL_API coll_status_t coll_recv_stream(void *recvbuf, size_t count, coll_dtype_t dtype,
+                                        int peer, coll_comm_t *comm, void *stream)
+{
+    return submit((struct scall){.comm = comm, .kind = COLL_SK_RECV, .recvbuf = recvbuf,
+                                 .count = count, .dtype = dtype, .op = COLL_SUM, .root = peer,
+                                 .stream = stream});
+}
+
+COLL_API coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *status_p)
+{
+    if (!comm || !status_p)
+        return coll__error(comm, COLL_INVALID_ARGUMENT, "coll_comm_get_async_error: %s is NULL",
+                           !comm ? "comm" : "status_p");
+    *status_p = (coll_status_t)atomic_load(&comm->failed);
+    return COLL_SUCCESS;
+}

@@ -1,0 +1,1011 @@
+/*
+ * shm_flat.c - the shared-memory fast path ("flat") for small blocking collectives.
+ *
+ * Divisions: 1 layout, 2 failure, 3 waiting, 4 set-up, 5 the collectives, 6 the hook.
+ *
+ * Why: the general path costs about 2 us per call here (checks, the plan cache, an op, the
+ * schedule walk, the engine's lock and loop, a message per pair), where a small collective
+ * between processes of one host needs little more than a cache line each way. So a comm
+ * whose ranks all share one host and reach each other over shm gets one segment for all of
+ * them, and a small call is: write my input into my slot, publish the call number, wait for
+ * the call numbers of the ranks I read, read their slots, publish "done reading".
+ *
+ * The segment is a memfd made by rank 0 at the first call that wants it and handed to the
+ * others over shm.c's doorbell (SCM_RIGHTS), like the rings: nothing is named in /dev/shm,
+ * so a killed rank leaks nothing. Its pages are reserved with fallocate (a full tmpfs is an
+ * answer at set-up, never a SIGBUS later) and its size is bounded (FLAT_SEGMENT_MAX).
+ *
+ *   header (2 lines)  magic, comm id, nranks, slot bytes | abort: 1 + first failed rank
+ *   rank r, stride bytes each:
+ *     line[2]   call number (futex word), the call's signature (coll, dtype, op, root,
+ *               count) and up to FLAT_INLINE bytes of data: a small call moves one line
+ *     done      the last call whose slots this rank finished reading; closed (left/failed)
+ *     sleepers  ranks asleep on one of this rank's words (written by them, not by r)
+ *     reason    r's first error, for the others' messages
+ *     slot[2]   COLL_SHM_FLAT_BYTES each, for data that does not fit the line
+ *
+ * Call c uses line and slot c & 1 of every rank. A rank rewrites them at call c only when
+ * every peer's done word has reached c - 2, so a slot is never overwritten while it is read.
+ * Every rank reduces all inputs itself, in rank order 0..n-1 with coll__reduce_n, so every
+ * rank gets the same bits.
+ *
+ * Waiting spins (yielding the core when the host has more ranks than cores), then sleeps on
+ * a futex on the awaited word. The segment is shared memory, so the futex is a shared one
+ * (no FUTEX_PRIVATE_FLAG). A sleeper raises the owner's sleepers count before its last look,
+ * and a publisher stores its word before it looks at that count, both sequentially
+ * consistent (Dekker), so a publisher wakes only when someone sleeps and no wake-up is lost.
+ * Sleeps are bounded (FLAT_SLEEP_MS) so that a peer that dies (its pidfd), stops (the comm's
+ * timeout) or fails (the abort word) is seen by every rank soon, never a hang.
+ *
+ * Trust: a peer can write anything into the segment. Sizes come from this rank's own
+ * arguments, never from the segment; a line is copied out once and its signature compared
+ * with this rank's call; a rank number read from the segment is checked before use.
+ */
+#include "shm_flat.h"
+
+#include "../core/exec.h"
+#include "../core/trace.h"
+#include "../cuda/cuda.h"
+#include "../reduce/reduce.h"
+#include "transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- 1 layout ------------------------------------------------------------------------ */
+
+#define FLAT_MAGIC 0x54414c46u /* "FLAT" */
+#define FLAT_VERSION 2u
+#define FLAT_CL 64
+#define FLAT_INLINE 40
+#define FLAT_SEGMENT_MAX ((size_t)256 << 20)
+#define FLAT_SLEEP_MS 10 /* longest sleep between looks at peers' health */
+#define FLAT_PAUSE_NS 20000 /* a wait polls this long before it starts yielding its core */
+
+struct flat_line {
+    _Atomic uint32_t seq; /* the call this line holds */
+    uint8_t coll, dtype, op, pad;
+    int32_t root;
+    uint32_t pad2;
+    uint64_t count;
+    uint8_t data[FLAT_INLINE];
+};
+_Static_assert(sizeof(struct flat_line) == FLAT_CL, "a line is one cache line");
+
+struct flat_hdr {
+    uint32_t magic, version;
+    uint64_t comm_id;
+    uint32_t nranks, pad;
+    uint64_t slot_bytes;
+    uint64_t stride;
+    _Alignas(FLAT_CL) _Atomic uint32_t abort; /* 1 + the rank that failed first; 0: healthy */
+};
+
+enum { FLAT_OPEN = 0, FLAT_LEFT = 1, FLAT_FAILED = 2 };
+
+struct flat_rank {
+    struct flat_line line[2];
+    _Alignas(FLAT_CL) _Atomic uint32_t done;
+    _Atomic uint32_t closed;
+    _Alignas(FLAT_CL) _Atomic uint32_t reduced; /* sliced all-reduce: my slice of call c */
+    _Alignas(FLAT_CL) _Atomic uint32_t sleepers;
+    _Alignas(FLAT_CL) char reason[256];
+    _Alignas(FLAT_CL) uint8_t slot[]; /* 2 x slot_bytes */
+};
+
+struct coll_flat {
+    struct coll_comm *comm;
+    void *shm;                  /* shm.c's context */
+    uint8_t *base;
+    size_t size, slot_bytes, stride;
+    struct flat_hdr *hdr;
+    int n, rank;
+    uint32_t call;              /* calls run so far; call c uses line and slot c & 1 */
+    uint32_t done_ok;           /* every peer's done word has reached this */
+    uint64_t spin_ns;           /* how long a wait polls now: see flat_wait */
+    uint64_t spin_max_ns;       /* COLL_SHM_FLAT_SPIN_US */
+    uint64_t ncalls;
+    uint64_t drained;           /* comm->flat_reqs when the queue was last seen empty */
+    int *pidfd;                 /* [n], -1 where none */
+    struct flat_line *snap;     /* [n] lines copied out of the segment */
+    const void **src;           /* [n] inputs of a reduction */
+};
+
+static inline struct flat_rank *rank_at(const struct coll_flat *f, int r)
+{
+    return (struct flat_rank *)(f->base + sizeof(struct flat_hdr) + (size_t)r * f->stride);
+}
+
+static inline uint8_t *slot_of(const struct coll_flat *f, struct flat_rank *r, uint32_t c)
+{
+    return r->slot + (size_t)(c & 1) * f->slot_bytes;
+}
+
+static inline bool reached(uint32_t v, uint32_t want)
+{
+    return (int32_t)(v - want) >= 0;
+}
+
+static size_t round_cl(size_t n)
+{
+    return (n + FLAT_CL - 1) / FLAT_CL * FLAT_CL;
+}
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+static void wake_all(_Atomic uint32_t *w)
+{
+    (void)futex(w, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/* Store a word of ours that peers wait on; wake them only if one sleeps (Dekker with the
+ * sleeper's increment and look: both sequentially consistent). */
+static inline void publish(struct flat_rank *me, _Atomic uint32_t *w, uint32_t v)
+{
+    atomic_store(w, v);
+    if (atomic_load(&me->sleepers))
+        wake_all(w);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- 2 failure ----------------------------------------------------------------------- */
+
+/* Fail the comm with st and a message (first failure wins), which through shm.c's shutdown
+ * raises the segment's abort word for every other rank. */
+static coll_status_t flat_fail(struct coll_flat *f, coll_status_t st, const char *fmt, ...)
+    COLL_PRINTF(3, 4);
+static coll_status_t flat_fail(struct coll_flat *f, coll_status_t st, const char *fmt, ...)
+{
+    struct coll_comm *comm = f->comm;
+    char msg[768];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&comm->lock);
+    if (atomic_load(&comm->failed) == COLL_SUCCESS)
+        coll__error(comm, st, "%s", msg);
+    else
+        st = (coll_status_t)atomic_load(&comm->failed);
+    coll__comm_fail(comm, st);
+    pthread_mutex_unlock(&comm->lock);
+    coll__set_thread_error(comm->errmsg);
+    return st;
+}
+
+/* The peer's text, copied out once, cut at its end and made printable. */
+static void peer_reason(const struct coll_flat *f, int r, char *out, size_t n)
+{
+    size_t m = COLL_MIN(n, sizeof(rank_at(f, r)->reason));
+
+    memcpy(out, rank_at(f, r)->reason, m);
+    out[m - 1] = '\0';
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
+}
+
+static const char *coll_text(unsigned c)
+{
+    return c < COLL_NUM_COLLS ? coll__coll_name((enum coll_coll)c) : "an unknown collective";
+}
+
+/* Is there a reason to stop waiting for peer? deep adds the costly looks (syscalls): has it
+ * exited, did it send general-path messages instead. */
+static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what, bool deep)
+{
+    struct coll_comm *comm = f->comm;
+    struct flat_rank *pr = rank_at(f, peer);
+    coll_status_t st = (coll_status_t)atomic_load(&comm->failed);
+    uint32_t ab, closed;
+
+    if (st != COLL_SUCCESS) {
+        coll__set_thread_error(comm->errmsg);
+        return st;
+    }
+    ab = atomic_load(&f->hdr->abort);
+    if (ab) {
+        char why[256] = "";
+        if (ab - 1 < (uint32_t)f->n && (int)(ab - 1) != f->rank)
+            peer_reason(f, (int)(ab - 1), why, sizeof(why));
+        if (ab - 1 >= (uint32_t)f->n)
+            return flat_fail(f, COLL_REMOTE_ERROR,
+                             "the shared-memory fast path's abort word names rank %u, not one "
+                             "of the %d ranks",
+                             ab - 1, f->n);
+        return flat_fail(f, COLL_REMOTE_ERROR, "rank %u failed or was aborted%s%s", ab - 1,
+                         why[0] ? ", first failure: " : "", why);
+    }
+    closed = atomic_load(&pr->closed);
+    if (closed) {
+        char why[256] = "";
+        if (closed == FLAT_FAILED)
+            peer_reason(f, peer, why, sizeof(why));
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "rank %d (pid %d) %s while this rank waits for it to %s%s%s", peer,
+                         (int)comm->peers[peer].pid,
+                         closed == FLAT_LEFT ? "left the communicator" : "failed", what,
+                         why[0] ? ": " : "", why);
+    }
+    if (!deep)
+        return COLL_SUCCESS;
+    if (f->pidfd[peer] >= 0) {
+        struct pollfd p = {.fd = f->pidfd[peer], .events = POLLIN};
+        if (poll(&p, 1, 0) > 0)
+            return flat_fail(f, COLL_REMOTE_ERROR,
+                             "rank %d (%s, pid %d) exited in the middle of a collective", peer,
+                             comm->peers[peer].hostname, (int)comm->peers[peer].pid);
+    }
+    switch (coll__shm_flat_peer(f->shm, peer)) {
+    case COLL_SHM_PEER_GONE:
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "rank %d (pid %d) failed or left the communicator while this rank "
+                         "waits for it to %s",
+                         peer, (int)comm->peers[peer].pid, what);
+    case COLL_SHM_PEER_STRAY:
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "rank %d sent a message of the general path while this rank runs "
+                         "call #%u on the shared-memory fast path: do all ranks call the same "
+                         "collectives with the same counts (and the same COLL_SHM_FLAT, "
+                         "COLL_SHM_FLAT_BYTES, COLL_SHM_SLICED_BYTES and COLL_ALGO)?",
+                         peer, f->call);
+    default:
+        return COLL_SUCCESS;
+    }
+}
+
+/* ---- 3 waiting ----------------------------------------------------------------------- */
+
+/* Until peer's word w reaches want. */
+static coll_status_t flat_wait(struct coll_flat *f, int peer, _Atomic uint32_t *w, uint32_t want,
+                               const char *what)
+{
+    struct coll_comm *comm = f->comm;
+    struct flat_rank *pr = rank_at(f, peer);
+    const uint64_t spin_ns = f->spin_ns;
+    /* With more ranks than cores, the rank we wait for may need this core: yield at once.
+     * With a core each, a running peer answers within microseconds; one that has not after
+     * FLAT_PAUSE_NS lost its core to other work, and yielding ours may give it back (a
+     * sleep instead would add a wake-up, slow on a busy machine). */
+    bool yielding = comm->spin_yield;
+    uint64_t t0 = 0, start;
+    coll_status_t st;
+
+    for (unsigned i = 1;; i++) {
+        if (reached(atomic_load_explicit(w, memory_order_acquire), want)) {
+            if (f->spin_ns < f->spin_max_ns)
+                f->spin_ns = COLL_MIN(f->spin_max_ns, f->spin_ns + f->spin_ns / 8 + 1000);
+            return COLL_SUCCESS;
+        }
+        if (i % (yielding ? 4 : 64) == 0) {
+            uint64_t now = coll__now_ns();
+            if (!t0)
+                t0 = now;
+            if (now - t0 >= FLAT_PAUSE_NS)
+                yielding = true;
+            if (now - t0 >= spin_ns) {
+                /* Polling did not find the peer within the budget: the cores are busy
+                 * with other work, or the peer computes. Either way polling longer next
+                 * time would take the core from whoever has it, so the budget halves
+                 * (down to COLL_SPIN_US); waits that succeed while polling win it back. */
+                f->spin_ns = COLL_MAX(spin_ns / 2, (uint64_t)comm->cfg.spin_us * 1000u);
+                break;
+            }
+            st = flat_check(f, peer, what, false);
+            if (st != COLL_SUCCESS)
+                return st;
+        }
+        if (yielding)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+    start = coll__now_ns();
+    for (;;) {
+        struct timespec ts = {0, FLAT_SLEEP_MS * 1000000L};
+        uint32_t v;
+
+        atomic_fetch_add(&pr->sleepers, 1);
+        v = atomic_load(w);
+        if (!reached(v, want) && !atomic_load(&f->hdr->abort) && !atomic_load(&pr->closed) &&
+            atomic_load(&comm->failed) == COLL_SUCCESS)
+            (void)futex(w, FUTEX_WAIT, v, &ts);
+        atomic_fetch_sub(&pr->sleepers, 1);
+        if (reached(atomic_load_explicit(w, memory_order_acquire), want))
+            return COLL_SUCCESS;
+        st = flat_check(f, peer, what, true);
+        if (st != COLL_SUCCESS)
+            return st;
+        if (comm->cfg.timeout_ms > 0 &&
+            coll__now_ns() - start >= (uint64_t)comm->cfg.timeout_ms * 1000000ull)
+            return flat_fail(f, COLL_TIMEOUT,
+                             "call #%u on the shared-memory fast path made no progress for "
+                             "%lld ms (COLL_TIMEOUT_MS): waiting for rank %d (pid %d) to %s",
+                             f->call, (long long)comm->cfg.timeout_ms, peer,
+                             (int)comm->peers[peer].pid, what);
+    }
+}
+
+/* ---- 4 set-up ------------------------------------------------------------------------ */
+
+static void flat_free(struct coll_flat *f)
+{
+    if (!f)
+        return;
+    for (int r = 0; f->pidfd && r < f->n; r++)
+        if (f->pidfd[r] >= 0)
+            close(f->pidfd[r]);
+    if (f->base)
+        munmap(f->base, f->size);
+    free(f->pidfd);
+    free(f->snap);
+    free(f->src);
+    free(f);
+}
+
+/* Rank 0: a reserved, zeroed memfd with the header filled in; -1 with errno on failure. */
+static int segment_new(const struct coll_flat *f)
+{
+    int fd = (int)syscall(SYS_memfd_create, "coll-flat", MFD_CLOEXEC);
+    int err;
+
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, (off_t)f->size) < 0)
+        goto fail;
+    err = posix_fallocate(fd, 0, (off_t)f->size);
+    if (err) {
+        errno = err;
+        goto fail;
+    }
+    return fd;
+fail:
+    err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
+/* Rank 0: hand fd (or, when fd < 0, "no segment") to every other rank. */
+static coll_status_t segment_share(struct coll_flat *f, int fd)
+{
+    struct coll_comm *comm = f->comm;
+    uint64_t t0 = coll__now_ns();
+
+    for (int p = 1; p < f->n; p++) {
+        for (;;) {
+            int err = coll__shm_flat_send(f->shm, p, fd);
+            struct timespec ts = {0, 100000};
+            if (!err)
+                break;
+            if (err != EAGAIN)
+                return flat_fail(f, err == ECONNREFUSED ? COLL_REMOTE_ERROR : COLL_SYSTEM_ERROR,
+                                 "shm: handing the fast path's segment to rank %d (pid %d) "
+                                 "failed: %s",
+                                 p, (int)comm->peers[p].pid,
+                                 err == ECONNREFUSED ? "it has left" : strerror(err));
+            /* its doorbell queue is full of wake-ups: it drains them when it looks */
+            if (comm->cfg.timeout_ms > 0 &&
+                coll__now_ns() - t0 >= (uint64_t)comm->cfg.timeout_ms * 1000000ull)
+                return flat_fail(f, COLL_TIMEOUT,
+                                 "shm: rank %d's doorbell stayed full for %lld ms "
+                                 "(COLL_TIMEOUT_MS)",
+                                 p, (long long)comm->cfg.timeout_ms);
+            nanosleep(&ts, NULL);
+        }
+    }
+    return COLL_SUCCESS;
+}
+
+/* Ranks 1..n-1: wait for rank 0's verdict on the doorbell. *fd_p: the segment, or -1. */
+static coll_status_t segment_receive(struct coll_flat *f, int *fd_p)
+{
+    struct coll_comm *comm = f->comm;
+    uint64_t t0 = coll__now_ns();
+
+    for (;;) {
+        struct pollfd p[2];
+        coll_status_t st;
+        int v, bell, np = 0;
+
+        pthread_mutex_lock(&comm->lock);
+        v = coll__shm_flat_take(f->shm, fd_p);
+        bell = coll__shm_flat_bell_fd(f->shm);
+        pthread_mutex_unlock(&comm->lock);
+        if (v)
+            return COLL_SUCCESS;
+        st = (coll_status_t)atomic_load(&comm->failed);
+        if (st != COLL_SUCCESS || bell < 0) {
+            coll__set_thread_error(comm->errmsg);
+            return st != COLL_SUCCESS ? st : COLL_REMOTE_ERROR;
+        }
+        if (f->pidfd[0] >= 0)
+            p[np++] = (struct pollfd){.fd = f->pidfd[0], .events = POLLIN};
+        if ((np && poll(p, 1, 0) > 0) ||
+            coll__shm_flat_peer(f->shm, 0) == COLL_SHM_PEER_GONE) {
+            /* it may have shared it just before it left: look once more */
+            pthread_mutex_lock(&comm->lock);
+            v = coll__shm_flat_take(f->shm, fd_p);
+            pthread_mutex_unlock(&comm->lock);
+            if (v)
+                return COLL_SUCCESS;
+            return flat_fail(f, COLL_REMOTE_ERROR,
+                             "rank 0 (pid %d) exited or left before it shared the fast path's "
+                             "segment",
+                             (int)comm->peers[0].pid);
+        }
+        if (comm->cfg.timeout_ms > 0 &&
+            coll__now_ns() - t0 >= (uint64_t)comm->cfg.timeout_ms * 1000000ull)
+            return flat_fail(f, COLL_TIMEOUT,
+                             "rank 0 (pid %d) did not share the fast path's segment within "
+                             "%lld ms (COLL_TIMEOUT_MS): does it run the same collectives?",
+                             (int)comm->peers[0].pid, (long long)comm->cfg.timeout_ms);
+        p[np++] = (struct pollfd){.fd = bell, .events = POLLIN};
+        (void)poll(p, (nfds_t)np, FLAT_SLEEP_MS);
+    }
+}
+
+/* Map fd and check that it is the segment this comm and its configuration expect. */
+static coll_status_t segment_map(struct coll_flat *f, int fd)
+{
+    struct stat sb;
+    void *p;
+
+    if (fstat(fd, &sb) < 0 || (size_t)sb.st_size < sizeof(struct flat_hdr))
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "shm: the fast path's segment from rank 0 is too small");
+    p = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return flat_fail(f, COLL_SYSTEM_ERROR, "shm: mmap of the fast path's segment: %s",
+                         strerror(errno));
+    f->base = p;
+    f->hdr = p;
+    /* rank 0 fills the header before anyone has the fd */
+    if (f->rank == 0) {
+        f->hdr->magic = FLAT_MAGIC;
+        f->hdr->version = FLAT_VERSION;
+        f->hdr->comm_id = f->comm->comm_id;
+        f->hdr->nranks = (uint32_t)f->n;
+        f->hdr->slot_bytes = f->slot_bytes;
+        f->hdr->stride = f->stride;
+        return COLL_SUCCESS;
+    }
+    if (f->hdr->magic != FLAT_MAGIC || f->hdr->version != FLAT_VERSION ||
+        f->hdr->comm_id != f->comm->comm_id || f->hdr->nranks != (uint32_t)f->n)
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "shm: the segment rank 0 handed over is not this comm's fast path");
+    if (f->hdr->slot_bytes != f->slot_bytes || f->hdr->stride != f->stride ||
+        (size_t)sb.st_size < f->size)
+        return flat_fail(f, COLL_INVALID_USAGE,
+                         "COLL_SHM_FLAT_BYTES or COLL_SHM_SLICED_BYTES differs between ranks "
+                         "(slots of %zu bytes here, %llu on rank 0): set them alike on every "
+                         "rank",
+                         f->slot_bytes, (unsigned long long)f->hdr->slot_bytes);
+    return COLL_SUCCESS;
+}
+
+/* The sliced all-reduce needs one rank per slice and a single pass of coll__reduce_n. By
+ * default it runs only where it measured faster than the general path (docs/performance.md):
+ * up to twice as many ranks as cores; at four times, each rank's slice waits for cores. */
+static bool sliced_on(const struct coll_comm *comm)
+{
+    const char *env = getenv("COLL_SHM_SLICED_BYTES");
+    /* the host's count, not this process's affinity: every rank must decide alike */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (comm->cfg.shm_sliced_bytes <= comm->cfg.shm_flat_bytes || comm->nranks < 2 ||
+        comm->nranks > COLL_REDUCE_MAX_INPUTS)
+        return false;
+    /* a segment too large for it keeps the small path, rather than losing both */
+    if ((size_t)comm->nranks * 2 * (size_t)comm->cfg.shm_sliced_bytes > FLAT_SEGMENT_MAX / 2)
+        return false;
+    return (env && *env) || comm->nranks <= 2 * COLL_MAX(cores, 1L);
+}
+
+/* The first call that wants the fast path: rank 0 makes the segment, the others map it.
+ * Returns COLL_SUCCESS with comm->flat set, or with it NULL when rank 0 could not make one
+ * (the fast path is then off on every rank); an error fails the comm. */
+static coll_status_t flat_setup(struct coll_comm *comm, void *shm)
+{
+    struct coll_flat *f = calloc(1, sizeof(*f));
+    coll_status_t st;
+    int n = comm->nranks, fd = -1;
+
+    if (!f)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the shm fast path");
+    f->comm = comm;
+    f->shm = shm;
+    f->n = n;
+    f->rank = comm->rank;
+    f->slot_bytes = round_cl((size_t)COLL_MAX(
+        COLL_MAX(comm->cfg.shm_flat_bytes, comm->flat_sliced ? comm->cfg.shm_sliced_bytes : 0),
+        1));
+    f->spin_max_ns = f->spin_ns = (uint64_t)comm->cfg.shm_flat_spin_us * 1000u;
+    f->stride = round_cl(sizeof(struct flat_rank) + 2 * f->slot_bytes);
+    f->size = sizeof(struct flat_hdr) + (size_t)n * f->stride;
+    f->pidfd = malloc((size_t)n * sizeof(*f->pidfd));
+    f->snap = calloc((size_t)n, sizeof(*f->snap));
+    f->src = calloc((size_t)n, sizeof(*f->src));
+    if (!f->pidfd || !f->snap || !f->src) {
+        flat_free(f);
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the shm fast path");
+    }
+    /* each peer's pidfd turns its death into an error within FLAT_SLEEP_MS */
+    for (int p = 0; p < n; p++)
+        f->pidfd[p] = p == f->rank ? -1
+                                   : (int)syscall(SYS_pidfd_open, (pid_t)comm->peers[p].pid, 0);
+    if (f->rank == 0) {
+        if (f->size > FLAT_SEGMENT_MAX) {
+            COLL_INFO(COLL_SUB_SHM, "rank 0: shm fast path off: its segment would take %zu "
+                      "bytes for %d ranks (COLL_SHM_FLAT_BYTES=%lld)", f->size, n,
+                      (long long)comm->cfg.shm_flat_bytes);
+        } else {
+            fd = segment_new(f);
+            if (fd < 0)
+                COLL_WARN(COLL_SUB_SHM, "rank 0: shm fast path off: cannot reserve %zu bytes "
+                          "of shared memory: %s", f->size, strerror(errno));
+        }
+        st = fd >= 0 ? segment_map(f, fd) : COLL_SUCCESS;
+        if (st == COLL_SUCCESS)
+            st = segment_share(f, fd);
+    } else {
+        st = segment_receive(f, &fd);
+        if (st == COLL_SUCCESS && fd >= 0)
+            st = segment_map(f, fd);
+    }
+    if (fd >= 0)
+        close(fd); /* the mapping keeps the memory */
+    if (st != COLL_SUCCESS && f->base)
+        coll__flat_shutdown(f); /* ranks that did map it must not wait for this one */
+    if (st != COLL_SUCCESS || !f->base) {
+        flat_free(f);
+        return st;
+    }
+    pthread_mutex_lock(&comm->lock);
+    coll__shm_flat_attach(shm, f);
+    comm->flat = f;
+    pthread_mutex_unlock(&comm->lock);
+    COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path segment of %zu bytes mapped (%d ranks, "
+              "slots of %zu bytes)", comm->rank, f->size, n, f->slot_bytes);
+    return COLL_SUCCESS;
+}
+
+void coll__flat_shutdown(struct coll_flat *f)
+{
+    struct flat_rank *me;
+    uint32_t zero = 0;
+    size_t n;
+
+    if (!f)
+        return;
+    me = rank_at(f, f->rank);
+    pthread_mutex_lock(&f->comm->errlock);
+    n = strnlen(f->comm->errmsg, sizeof(me->reason) - 1);
+    memcpy(me->reason, f->comm->errmsg, n);
+    me->reason[n] = '\0';
+    pthread_mutex_unlock(&f->comm->errlock);
+    atomic_store(&me->closed, FLAT_FAILED);
+    atomic_compare_exchange_strong(&f->hdr->abort, &zero, (uint32_t)f->rank + 1);
+    /* whoever sleeps anywhere in the segment looks again now, not at its next timeout */
+    for (int r = 0; r < f->n; r++) {
+        struct flat_rank *pr = rank_at(f, r);
+        wake_all(&pr->line[0].seq);
+        wake_all(&pr->line[1].seq);
+        wake_all(&pr->done);
+        wake_all(&pr->reduced);
+    }
+}
+
+void coll__flat_fini(struct coll_flat *f)
+{
+    struct flat_rank *me;
+    uint32_t open = FLAT_OPEN;
+
+    if (!f)
+        return;
+    me = rank_at(f, f->rank);
+    /* a peer still waiting on us learns that we left */
+    if (atomic_compare_exchange_strong(&me->closed, &open, FLAT_LEFT)) {
+        wake_all(&me->line[0].seq);
+        wake_all(&me->line[1].seq);
+        wake_all(&me->done);
+        wake_all(&me->reduced);
+    }
+    if (f->comm->flat == f)
+        f->comm->flat = NULL;
+    flat_free(f);
+}
+
+/* ---- 5 the collectives --------------------------------------------------------------- */
+
+/* Wait for peer's line of call c, copy it out, check it against this rank's call. */
+static coll_status_t read_line(struct coll_flat *f, int peer, uint32_t c, const struct flat_line *mine)
+{
+    struct flat_line *l = &rank_at(f, peer)->line[c & 1], *s = &f->snap[peer];
+    coll_status_t st = flat_wait(f, peer, &l->seq, c, "start the same call");
+    uint32_t seq;
+
+    if (st != COLL_SUCCESS)
+        return st;
+    memcpy(s, l, sizeof(*s));
+    seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    if (seq != c)
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "rank %d's line on the shared-memory fast path holds call #%u where "
+                         "this rank runs call #%u",
+                         peer, seq, c);
+    if (s->coll != mine->coll || s->dtype != mine->dtype || s->op != mine->op ||
+        s->root != mine->root || s->count != mine->count)
+        return flat_fail(f, COLL_REMOTE_ERROR,
+                         "rank %d called %s of %llu x %s (op %s, root %d) as call #%u where "
+                         "this rank called %s of %llu x %s (op %s, root %d): do all ranks call "
+                         "the same collectives with the same arguments?",
+                         peer, coll_text(s->coll), (unsigned long long)s->count,
+                         coll__dtype_name((coll_dtype_t)s->dtype),
+                         coll__op_name((coll_op_t)s->op), s->root, c, coll_text(mine->coll),
+                         (unsigned long long)mine->count,
+                         coll__dtype_name((coll_dtype_t)mine->dtype),
+                         coll__op_name((coll_op_t)mine->op), mine->root);
+    return COLL_SUCCESS;
+}
+
+/* Where rank r's input of call c is (our copy of its line for small ones). */
+static const void *input_of(struct coll_flat *f, int r, uint32_t c, size_t bytes)
+{
+    if (r == f->rank)
+        return bytes <= FLAT_INLINE ? (const void *)rank_at(f, r)->line[c & 1].data
+                                    : (const void *)slot_of(f, rank_at(f, r), c);
+    return bytes <= FLAT_INLINE ? (const void *)f->snap[r].data
+                                : (const void *)slot_of(f, rank_at(f, r), c);
+}
+
+/* recvbuf = inputs of ranks 0..n-1 folded left to right, at most COLL_REDUCE_MAX_INPUTS at
+ * a time (every rank folds the same way, so every rank gets the same bits). */
+static void reduce_all(struct coll_flat *f, void *recvbuf, uint32_t c, size_t count,
+                       coll_dtype_t dt, coll_op_t op)
+{
+    const size_t bytes = count * coll__dtype_size(dt);
+    const void *in[COLL_REDUCE_MAX_INPUTS];
+    int k = COLL_MIN(f->n, COLL_REDUCE_MAX_INPUTS);
+
+    for (int r = 0; r < f->n; r++)
+        f->src[r] = input_of(f, r, c, bytes);
+    (void)coll__reduce_n(recvbuf, f->src, k, count, dt, op);
+    for (int r = k; r < f->n; r += COLL_REDUCE_MAX_INPUTS - 1) {
+        int m = COLL_MIN(f->n - r, COLL_REDUCE_MAX_INPUTS - 1);
+        in[0] = recvbuf;
+        for (int i = 0; i < m; i++)
+            in[1 + i] = f->src[r + i];
+        (void)coll__reduce_n(recvbuf, in, 1 + m, count, dt, op);
+    }
+    if (op == COLL_AVG)
+        coll__reduce_div(recvbuf, count, dt, (uint64_t)f->n);
+}
+
+static coll_status_t read_all(struct coll_flat *f, uint32_t c, const struct flat_line *mine)
+{
+    for (int p = 0; p < f->n; p++) {
+        coll_status_t st;
+        if (p == f->rank)
+            continue;
+        st = read_line(f, p, c, mine);
+        if (st != COLL_SUCCESS)
+            return st;
+    }
+    return COLL_SUCCESS;
+}
+
+/* Above COLL_SHM_FLAT_BYTES: every input is in its rank's slot; rank r reduces slice r of
+ * all of them into its own slot (in place over its own input there, which no other rank
+ * reads), says so, and every rank copies every slice out. Each slice is reduced once, so
+ * every rank gets the same bits; n <= COLL_REDUCE_MAX_INPUTS (one fold). */
+static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size_t count,
+                            coll_dtype_t dt, coll_op_t op)
+{
+    const size_t esz = coll__dtype_size(dt), n = (size_t)f->n, r = (size_t)f->rank;
+    const size_t lo = count * r / n, hi = count * (r + 1) / n;
+    struct flat_rank *me = rank_at(f, f->rank);
+    uint8_t *mine = slot_of(f, me, c) + lo * esz;
+
+    for (int p = 0; p < f->n; p++)
+        f->src[p] = slot_of(f, rank_at(f, p), c) + lo * esz;
+    if (hi > lo) {
+        (void)coll__reduce_n(mine, f->src, f->n, hi - lo, dt, op);
+        if (op == COLL_AVG)
+            coll__reduce_div(mine, hi - lo, dt, (uint64_t)f->n);
+    }
+    publish(me, &me->reduced, c);
+    for (int p = 0; p < f->n; p++) {
+        struct flat_rank *pr = rank_at(f, p);
+        size_t plo = count * (size_t)p / n, phi = count * ((size_t)p + 1) / n;
+        if (p != f->rank) {
+            coll_status_t st = flat_wait(f, p, &pr->reduced, c, "reduce its slice");
+            if (st != COLL_SUCCESS)
+                return st;
+        }
+        if (phi > plo)
+            memcpy((uint8_t *)recvbuf + plo * esz, slot_of(f, pr, c) + plo * esz,
+                   (phi - plo) * esz);
+    }
+    return COLL_SUCCESS;
+}
+
+static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const void *sendbuf,
+                               void *recvbuf, size_t count, coll_dtype_t dt, coll_op_t op,
+                               int root)
+{
+    const size_t esz = coll__dtype_size(dt), bytes = count * esz;
+    const uint32_t c = f->call + 1;
+    struct flat_rank *me = rank_at(f, f->rank);
+    struct flat_line *ml = &me->line[c & 1];
+    const bool writes = coll != COLL_COLL_BARRIER && (coll != COLL_COLL_BROADCAST || f->rank == root);
+    coll_status_t st = COLL_SUCCESS;
+
+    /* once any rank failed, no call of any rank starts (a peer's published input could
+     * otherwise still complete one here) */
+    if (atomic_load_explicit(&f->hdr->abort, memory_order_relaxed))
+        return flat_check(f, f->rank, "start", false);
+    /* our line and slot of call c - 2 must have been read by everyone */
+    if (!reached(f->done_ok, c - 2)) {
+        for (int p = 0; p < f->n; p++) {
+            if (p == f->rank)
+                continue;
+            st = flat_wait(f, p, &rank_at(f, p)->done, c - 2, "finish reading an earlier call");
+            if (st != COLL_SUCCESS)
+                return st;
+        }
+        f->done_ok = c - 2;
+    }
+    f->call = c;
+    ml->coll = (uint8_t)coll;
+    ml->dtype = (uint8_t)dt;
+    ml->op = (uint8_t)op;
+    ml->root = root;
+    ml->count = count;
+    if (writes && bytes)
+        memcpy(bytes <= FLAT_INLINE ? ml->data : slot_of(f, me, c), sendbuf, bytes);
+    publish(me, &ml->seq, c);
+
+    switch (coll) {
+    case COLL_COLL_ALLREDUCE:
+        st = read_all(f, c, ml);
+        if (st != COLL_SUCCESS || !count)
+            break;
+        if (bytes <= (size_t)f->comm->cfg.shm_flat_bytes)
+            reduce_all(f, recvbuf, c, count, dt, op);
+        else
+            st = sliced(f, recvbuf, c, count, dt, op);
+        break;
+    case COLL_COLL_REDUCE:
+        if (f->rank != root)
+            break;
+        st = read_all(f, c, ml);
+        if (st == COLL_SUCCESS && count)
+            reduce_all(f, recvbuf, c, count, dt, op);
+        break;
+    case COLL_COLL_BROADCAST:
+        if (f->rank == root) {
+            if (bytes && sendbuf != recvbuf)
+                memcpy(recvbuf, sendbuf, bytes);
+            break;
+        }
+        st = read_line(f, root, c, ml);
+        if (st == COLL_SUCCESS && bytes)
+            memcpy(recvbuf, input_of(f, root, c, bytes), bytes);
+        break;
+    case COLL_COLL_ALLGATHER:
+        st = read_all(f, c, ml);
+        for (int r = 0; st == COLL_SUCCESS && bytes && r < f->n; r++) {
+            uint8_t *dst = (uint8_t *)recvbuf + (size_t)r * bytes;
+            const void *src = r == f->rank ? sendbuf : input_of(f, r, c, bytes);
+            if (dst != src)
+                memcpy(dst, src, bytes);
+        }
+        break;
+    case COLL_COLL_BARRIER:
+        st = read_all(f, c, ml);
+        break;
+    default:
+        return coll__error(f->comm, COLL_INTERNAL_ERROR, "shm fast path: %s", coll_text(coll));
+    }
+    if (st != COLL_SUCCESS)
+        return st;
+    publish(me, &me->done, c);
+    return COLL_SUCCESS;
+}
+
+/* ---- 6 the hook ---------------------------------------------------------------------- */
+
+/* Once per comm, the same on every rank: may this comm use the fast path, and why not. */
+static void flat_decide(struct coll_comm *comm)
+{
+    const struct coll_transport *shm = &coll__shm_transport;
+    char why[160] = "";
+    int idx = coll__transport_index(shm);
+
+    comm->flat_colls = 0;
+    comm->flat_forced = 0;
+    for (int c = 0; c < COLL_NUM_COLLS; c++) {
+        bool forced = false;
+        if ((COLL_FLAT_COLLS & (1u << c)) && coll__select_flat(comm, (enum coll_coll)c, &forced)) {
+            comm->flat_colls |= 1u << c;
+            if (forced)
+                comm->flat_forced |= 1u << c;
+        }
+    }
+    if (!comm->cfg.shm_flat)
+        snprintf(why, sizeof(why), "COLL_SHM_FLAT=0");
+    else if (comm->nhosts != 1)
+        snprintf(why, sizeof(why), "the ranks are on %d hosts", comm->nhosts);
+    else if (idx < 0 || !comm->tp_ctx[idx])
+        snprintf(why, sizeof(why), "the shm transport is not up on this rank");
+    for (int p = 0; !why[0] && p < comm->nranks; p++)
+        if (p != comm->rank && comm->peer_tp[p] != shm)
+            snprintf(why, sizeof(why), "rank %d is reached over %s", p,
+                     comm->peer_tp[p] ? comm->peer_tp[p]->name : "nothing");
+    if (!why[0] && !comm->flat_colls)
+        snprintf(why, sizeof(why), "COLL_ALGO names other algorithms for all its collectives");
+    comm->flat_state = why[0] ? -1 : 1;
+    comm->flat_cuda = coll__cuda_available();
+    comm->flat_sliced = sliced_on(comm);
+    if (why[0])
+        COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path off: %s", comm->rank, why);
+    else
+        COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path on: all %d ranks on one host over shm; "
+                  "blocking all-reduce, broadcast, reduce, all-gather and barrier of at most "
+                  "%lld bytes per rank, sliced all-reduce up to %lld bytes%s",
+                  comm->rank, comm->nranks, (long long)comm->cfg.shm_flat_bytes,
+                  comm->flat_sliced ? (long long)comm->cfg.shm_sliced_bytes : 0ll,
+                  comm->flat_forced ? " (forced by COLL_ALGO)" : "");
+}
+
+/* Non-blocking ops issued before this call must be done first: ops on a comm run in order. */
+static coll_status_t flat_drain(struct coll_flat *f)
+{
+    struct coll_comm *comm = f->comm;
+    struct coll_op *tail;
+    coll_status_t st;
+
+    pthread_mutex_lock(&comm->lock);
+    tail = comm->ops_tail;
+    pthread_mutex_unlock(&comm->lock);
+    /* ops complete in queue order, so the last one done means all are; the user still owns
+     * it (a request), so it stays valid */
+    if (tail) {
+        st = coll__engine_wait(comm, tail);
+        if (st != COLL_SUCCESS) {
+            st = (coll_status_t)atomic_load(&comm->failed);
+            coll__set_thread_error(comm->errmsg);
+            return st != COLL_SUCCESS ? st : COLL_REMOTE_ERROR;
+        }
+    }
+    f->drained = comm->flat_reqs;
+    return COLL_SUCCESS;
+}
+
+/* The fast path copies with the CPU: device memory is the general path's. */
+static bool host_memory(struct coll_comm *comm, const void *p)
+{
+    enum coll_mem_kind kind;
+
+    return !p || (coll__cuda_mem_kind(comm, p, &kind, NULL) == COLL_SUCCESS &&
+                  kind != COLL_MEM_DEVICE);
+}
+
+bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sendbuf,
+                    void *recvbuf, size_t count, coll_dtype_t dtype, coll_op_t op, int root,
+                    coll_status_t *st_p)
+{
+    struct coll_flat *f;
+    uint64_t t0 = 0;
+    size_t bytes;
+    coll_status_t st;
+
+    if (comm->flat_state == 0)
+        flat_decide(comm);
+    if (comm->flat_state < 0 || !(comm->flat_colls & (1u << coll)))
+        return false;
+    /* the API checked that count * size (* nranks) fits a size_t */
+    bytes = count * coll__dtype_size(dtype);
+    if (bytes > (size_t)comm->cfg.shm_flat_bytes &&
+        (coll != COLL_COLL_ALLREDUCE || bytes > (size_t)comm->cfg.shm_sliced_bytes ||
+         !comm->flat_sliced))
+        return false;
+    if (comm->flat_cuda && (!host_memory(comm, sendbuf) || !host_memory(comm, recvbuf)))
+        return false;
+    f = comm->flat;
+    if (!f) {
+        int idx = coll__transport_index(&coll__shm_transport);
+        st = flat_setup(comm, comm->tp_ctx[idx]);
+        if (st != COLL_SUCCESS) {
+            *st_p = st;
+            return true;
+        }
+        f = comm->flat;
+        if (!f) { /* rank 0 could not make the segment: off on every rank */
+            comm->flat_state = -1;
+            return false;
+        }
+    }
+    if (comm->tracer)
+        t0 = coll__now_ns();
+    if (comm->flat_reqs != f->drained) {
+        st = flat_drain(f);
+        if (st != COLL_SUCCESS) {
+            *st_p = st;
+            return true;
+        }
+    }
+    st = flat_call(f, coll, sendbuf, recvbuf, count, dtype, op, root);
+    f->ncalls++;
+    if (comm->tracer) {
+        pthread_mutex_lock(&comm->lock);
+        coll__trace_flat(comm->tracer, coll, dtype, count, root, comm->next_seq, t0, st);
+        pthread_mutex_unlock(&comm->lock);
+    }
+    comm->next_seq++;
+    *st_p = st;
+    return true;
+}
+
+uint64_t coll__flat_calls(const struct coll_comm *comm)
+{
+    return comm && comm->flat ? comm->flat->ncalls : 0;
+}
+
+void coll__flat_test_corrupt(struct coll_comm *comm, int how)
+{
+    struct coll_flat *f = comm ? comm->flat : NULL;
+    struct flat_rank *me;
+    struct flat_line *l;
+
+    if (!f)
+        return;
+    me = rank_at(f, f->rank);
+    l = &me->line[(f->call + 1) & 1];
+    /* scribble only once every peer has finished reading what this rank wrote */
+    for (int p = 0; p < f->n; p++)
+        while (p != f->rank && !reached(atomic_load(&rank_at(f, p)->done), f->call))
+            sched_yield();
+    switch (how) {
+    case COLL_FLAT_CORRUPT_JUNK:
+        memset(me, 0xa5, f->stride);
+        break;
+    case COLL_FLAT_CORRUPT_COUNT:
+        /* the next call as an all-reduce of a count no buffer holds */
+        l->coll = COLL_COLL_ALLREDUCE;
+        l->count = (uint64_t)1 << 60;
+        atomic_store(&l->seq, f->call + 1);
+        break;
+    case COLL_FLAT_CORRUPT_ABORT:
+        atomic_store(&f->hdr->abort, 0x7fffffffu);
+        break;
+    default:
+        break;
+    }
+}
