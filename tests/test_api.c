@@ -218,6 +218,7 @@ TEST(bad_config_is_an_error)
     ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "bogus");
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "valid names");
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "flat"); /* the fast path is a valid name too */
     setenv("COLL_ALGO", "allreduce=chain", 1);
     ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "cannot run allreduce");

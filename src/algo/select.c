@@ -65,6 +65,9 @@ static void list_algos(char *buf, size_t n)
             break;
         o += (size_t)w < n - o ? (size_t)w : n - o - 1;
     }
+    /* the shared-memory fast path is no schedule, but COLL_ALGO names it all the same */
+    if (o + 1 < n)
+        snprintf(buf + o, n - o, ", flat");
 }
 
 /* Find what COLL_ALGO says for collective c: the name in *name (len), and whether it was
