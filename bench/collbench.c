@@ -250,6 +250,7 @@ struct opts {
     const char *json_path, *csv_path, *times_path, *plot_path;
     const char *algo, *transport;
     int np; /* --np: 0 = not given */
+    const char *bind; /* --bind-to core|none for collrun; NULL = not given */
     int per_host; /* --per-host: --explain --np N as hosts of this many ranks; 0 = one host */
     bool memtype_cuda;
     bool explain, calibrate;
@@ -301,6 +302,7 @@ static void usage(FILE *f, const char *prog)
             "  -t 1, -g 1             accepted: one rank per process\n"
             "collbench flags:\n"
             "  --np N                 start N local ranks (execs collrun next to collbench)\n"
+            "  --bind-to core|none    with --np: collrun's binding (core: a CPU per rank)\n"
             "  --time-budget SEC      timed seconds per size: picks the iterations (%d..%d)\n"
             "  --algo NAME            COLL_ALGO for this run (ring, tree, allreduce=ring,...)\n"
             "  --transport NAME       COLL_TRANSPORT for this run\n"
@@ -452,6 +454,7 @@ enum opt_id {
     O_NGPUS,
     O_HELP,
     O_NP,
+    O_BIND,
     O_PER_HOST,
     O_BUDGET,
     O_ALGO,
@@ -499,6 +502,7 @@ static const struct opt_def opt_defs[] = {
     {'g', "ngpus", true, O_NGPUS},
     {'h', "help", false, O_HELP},
     {0, "np", true, O_NP},
+    {0, "bind-to", true, O_BIND},
     {0, "per-host", true, O_PER_HOST},
     {0, "time-budget", true, O_BUDGET},
     {0, "algo", true, O_ALGO},
@@ -666,6 +670,11 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
     case O_NP:
         if (!parse_int(v, 1, 4096, &o->np))
             return usage_error("bad rank count '%s' for --np (1..4096)", v);
+        break;
+    case O_BIND:
+        if (strcmp(v, "core") && strcmp(v, "none"))
+            return usage_error("bad --bind-to '%s' (core or none)", v);
+        o->bind = v;
         break;
     case O_PER_HOST:
         if (!parse_int(v, 1, 4096, &o->per_host))
@@ -2630,6 +2639,10 @@ static int exec_launcher(const struct opts *o, int argc, char **argv)
     snprintf(np, sizeof(np), "%d", o->np);
     args[k++] = "-n";
     args[k++] = np;
+    if (o->bind) {
+        args[k++] = "--bind-to";
+        args[k++] = (char *)o->bind;
+    }
     args[k++] = "--";
     args[k++] = self;
     /* the collective by name: the ranks run as collbench, whatever argv[0] said */
@@ -2638,7 +2651,7 @@ static int exec_launcher(const struct opts *o, int argc, char **argv)
         const char *inl;
         const struct opt_def *d = argv[i][0] == '-' ? find_opt(argv[i], &inl) : NULL;
         enum bench_coll c;
-        if (d && d->id == O_NP) {
+        if (d && (d->id == O_NP || d->id == O_BIND)) {
             if (!inl)
                 i++;
             continue;
@@ -3352,6 +3365,11 @@ int main(int argc, char **argv)
                     prog_name,
                     COLL_HAVE_CUDA ? "; nvcc was found, but coll has no device path yet" : "");
         rc = EXIT_USAGE;
+        goto out_opts;
+    }
+    if (b.o.bind && (!b.o.np || b.o.explain || launched())) {
+        rc = usage_error("%s", "--bind-to is collrun's: it needs --np N outside a launcher "
+                               "(bind with the launcher's own option otherwise)");
         goto out_opts;
     }
     if (b.o.np && !b.o.explain) { /* --explain --np N: N is what to explain, nothing starts */

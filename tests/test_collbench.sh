@@ -311,6 +311,9 @@ check "--compare of something else: exit 2" test "$rc" = 2 -a -s "$TMP/err"
 
 # ---------------------------------------------------------------------------------------
 # Its own launcher, program names, output discipline.
+bench allreduce --np 2 --bind-to core -b 8 -e 8 -n 1 -w 0 -F "$TMP/bind.tsv"
+check "--np 2 --bind-to core: collrun binds the ranks, which run and check" \
+    eval '[ "$rc" = 0 ] && grep -q "nranks 2 " "$TMP/out" && [ -s "$TMP/bind.tsv" ]'
 bench allgather --np 2 -b 8 -e 64 -n 1 -w 0
 check "--np 2 starts two ranks and checks them" \
     eval '[ "$rc" = 0 ] && grep -q "nranks 2 " "$TMP/out" && all_right'
@@ -494,6 +497,8 @@ bad "--compare without runs" --compare
 bad "root out of range for the communicator" broadcast -r 1 -b 8 -e 8
 bad "unknown COLL_ALGO (--algo)" allreduce -b 8 -e 8 --algo nosuch
 bad "--calibrate with --explain" allreduce --calibrate --explain
+bad "--bind-to without --np" allreduce -b 8 -e 8 --bind-to core
+bad "--bind-to socket" allreduce --np 2 -b 8 -e 8 --bind-to socket
 COLL_SIZE=2 COLL_RANK=0 bench allreduce --np 3 -b 8 -e 8
 check "exit 2: --np that disagrees with the launcher's rank count" \
     test "$rc" = 2 -a -s "$TMP/err"

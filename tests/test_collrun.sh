@@ -261,6 +261,29 @@ tag_ok() {
 check "--tag-output prefixes every stdout line with [rank], lines whole and in order" tag_ok
 check "--tag-output prefixes stderr lines and keeps them on stderr" \
     test "$(grep -cE '^\[([0-2])\] rank \1 to stderr$' "$TMP/err")" -eq 3
+# ---------------------------------------------------------------------------------------
+# --bind-to core: one CPU per rank, round robin over collrun's own, and COLL_HOST_CPUS
+ncpu=$(nproc)
+run -n 3 --bind-to core sh -c \
+    'echo "$COLL_RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status) $COLL_HOST_CPUS"'
+expect_rc 0 "--bind-to core run exits 0"
+bind_ok() {
+    local cpus r list host want
+    mapfile -t cpus < <(taskset -cp $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' |
+        awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }')
+    [ "${#cpus[@]}" -eq "$ncpu" ] || { echo "# taskset: ${#cpus[@]} CPUs, nproc $ncpu"; return 1; }
+    for r in 0 1 2; do
+        read -r _ list host < <(grep "^$r " "$TMP/out") || { echo "# no line of rank $r"; return 1; }
+        want=${cpus[$((r % ncpu))]}
+        [ "$list" = "$want" ] || { echo "# rank $r on CPUs '$list', want $want"; return 1; }
+        [ "$host" = "$ncpu" ] || { echo "# rank $r: COLL_HOST_CPUS '$host', want $ncpu"; return 1; }
+    done
+}
+check "--bind-to core pins rank r to the r-th allowed CPU and sets COLL_HOST_CPUS" bind_ok
+run -n 2 --bind-to none sh -c 'echo "${COLL_HOST_CPUS-unset}"'
+check "--bind-to none leaves affinity and COLL_HOST_CPUS alone" \
+    test "$(sort -u "$TMP/out")" = "unset"
+
 run -n 2 sh -c 'echo plain'
 check "without --tag-output lines are untouched" test "$(grep -cx plain "$TMP/out")" -eq 2
 
@@ -299,6 +322,8 @@ usage_case "unknown flag" -n 2 --bogus true
 usage_case "--timeout 0" -n 1 --timeout 0 true
 usage_case "--timeout abc" -n 1 --timeout abc true
 usage_case "--timeout without value" -n 1 --timeout
+usage_case "--bind-to socket" -n 1 --bind-to socket true
+usage_case "--bind-to without value" -n 1 --bind-to
 run --help
 expect_rc 0 "--help exits 0"
 

@@ -1,7 +1,7 @@
 /*
  * collrun - start N ranks of a program on this host, as a communicator of coll.
  *
- *   collrun -n N [--tag-output] [--timeout SEC] [--] prog args...
+ *   collrun -n N [--tag-output] [--timeout SEC] [--bind-to core|none] [--] prog args...
  *
  * collrun makes a unique id (which starts the bootstrap root thread inside collrun, so
  * collrun stays alive while the ranks run) and starts N children with COLL_UNIQUE_ID,
@@ -18,6 +18,12 @@
  *   - --timeout SEC kills everything the same way after SEC seconds and exits 124;
  *   - PR_SET_PDEATHSIG kills a rank whose collrun dies, even by SIGKILL.
  *
+ * --bind-to core pins rank r to the r-th CPU collrun may use (round robin when there are
+ * more ranks than CPUs), as mpirun's --bind-to core: a rank that polls shared memory keeps
+ * its cache and never waits for the scheduler to bring its peer back. The ranks are told
+ * how many CPUs they share (COLL_HOST_CPUS): one bound to a single CPU would otherwise
+ * think itself oversubscribed and yield where it should spin.
+ *
  * Divisions: options; environment and program lookup; output tagging; children; the event
  * loop (signalfd + poll, one thread of ours besides the library's root thread); main.
  */
@@ -31,6 +37,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,6 +67,7 @@ static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 struct opts {
     int nranks;
     bool tag_output;
+    bool bind_core;   /* --bind-to core */
     double timeout_s; /* 0: none */
     char **argv;      /* the program and its arguments, NULL-terminated */
 };
@@ -73,6 +81,7 @@ struct stream {
 };
 
 struct rank {
+    int cpu;    /* --bind-to core: the CPU it is pinned to; -1: not pinned */
     pid_t pid;  /* 0 once reaped */
     pid_t pgid; /* its process group (= its first pid), kept after reaping */
     int status; /* wait status, valid once reaped */
@@ -105,6 +114,9 @@ static void usage(FILE *f)
             "  -n N           number of ranks to start on this host (1..%d)\n"
             "  --tag-output   prefix every line of a rank's stdout and stderr with [rank]\n"
             "  --timeout SEC  kill all ranks after SEC seconds and exit 124\n"
+            "  --bind-to core|none\n"
+            "                 core: rank r runs on the r-th CPU collrun may use (round\n"
+            "                 robin past the last); none (default): where the kernel likes\n"
             "  -h, --help     show this help\n"
             "Each rank gets COLL_UNIQUE_ID, COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK and\n"
             "COLL_LOCAL_SIZE. collrun exits with the status of the first rank that fails\n"
@@ -181,6 +193,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                 return usage_error("option '%s' needs a number of seconds", a);
             if (!parse_seconds(argv[++i], &o->timeout_s))
                 return usage_error("bad timeout '%s' (seconds, > 0)", argv[i]);
+        } else if (strcmp(a, "--bind-to") == 0 || strncmp(a, "--bind-to=", 10) == 0) {
+            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v)
+                return usage_error("option '%s' needs core or none", a);
+            if (strcmp(v, "core") == 0)
+                o->bind_core = true;
+            else if (strcmp(v, "none") == 0)
+                o->bind_core = false;
+            else
+                return usage_error("bad --bind-to '%s' (core or none)", v);
         } else if (strncmp(a, "--timeout=", 10) == 0) {
             if (!parse_seconds(a + 10, &o->timeout_s))
                 return usage_error("bad timeout '%s' (seconds, > 0)", a + 10);
@@ -471,6 +493,14 @@ static void child_exec(struct job *job, int r, const char *path, pid_t parent, i
     if (getppid() != parent)
         _exit(EXIT_CANNOT_EXEC);
     setpgid(0, 0);
+    if (rk->cpu >= 0) {
+        cpu_set_t set;
+
+        CPU_ZERO(&set);
+        CPU_SET(rk->cpu, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) < 0)
+            _exit(EXIT_CANNOT_EXEC);
+    }
     if (stdin_fd >= 0 && stdin_fd != 0) {
         dup2(stdin_fd, 0);
         close(stdin_fd);
@@ -773,6 +803,37 @@ static int setup_signals(struct job *job)
     return 0;
 }
 
+/* --bind-to core: the CPUs collrun may use, in order, and COLL_HOST_CPUS for the ranks. */
+static int bind_plan(const struct opts *o, int *cpus, int *ncpus_p)
+{
+    cpu_set_t set;
+    char num[16];
+    int n = 0;
+
+    if (sched_getaffinity(0, sizeof(set), &set) < 0) {
+        fprintf(stderr, "collrun: --bind-to core: cannot read the CPUs allowed: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    if (n == 0) {
+        fprintf(stderr, "collrun: --bind-to core: no CPU allowed\n");
+        return -1;
+    }
+    if (o->nranks > n)
+        fprintf(stderr, "collrun: --bind-to core: %d ranks on %d CPUs, %d to a CPU at most\n",
+                o->nranks, n, (o->nranks + n - 1) / n);
+    snprintf(num, sizeof(num), "%d", n);
+    if (setenv("COLL_HOST_CPUS", num, 1) < 0) {
+        fprintf(stderr, "collrun: out of memory\n");
+        return -1;
+    }
+    *ncpus_p = n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct job job = {.failed_rank = -1, .sigfd = -1};
@@ -780,7 +841,8 @@ int main(int argc, char **argv)
     char id_str[COLL_UNIQUE_ID_STRLEN];
     char *path = NULL;
     coll_status_t st;
-    int rc, started = 0;
+    int rc, started = 0, ncpus = 0;
+    int cpus[CPU_SETSIZE];
 
     rc = parse_opts(argc, argv, &job.opts);
     if (rc >= 0)
@@ -791,6 +853,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "collrun: cannot run '%s': %s\n", job.opts.argv[0],
                 err == ENOENT ? "command not found" : strerror(err));
         return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+    }
+    /* before the library's root thread exists: setenv is not thread-safe */
+    if (job.opts.bind_core && bind_plan(&job.opts, cpus, &ncpus) < 0) {
+        rc = 1;
+        goto out_free_path;
     }
     if (setup_signals(&job) < 0) {
         fprintf(stderr, "collrun: cannot set up signal handling: %s\n", strerror(errno));
@@ -814,6 +881,7 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < job.opts.nranks; r++) {
         job.ranks[r].out.fd = job.ranks[r].err.fd = -1;
+        job.ranks[r].cpu = job.opts.bind_core ? cpus[r % ncpus] : -1;
         job.ranks[r].envp = make_env(id_str, r, job.opts.nranks);
         if (!job.ranks[r].envp) {
             fprintf(stderr, "collrun: out of memory\n");

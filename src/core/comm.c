@@ -205,9 +205,11 @@ static coll_status_t number_hosts(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
-static int online_cpus(void)
+static int online_cpus(const struct coll_comm *comm)
 {
     cpu_set_t set;
+    if (comm->cfg.host_cpus > 0) /* ranks pinned one to a CPU see only their own */
+        return (int)comm->cfg.host_cpus;
     if (sched_getaffinity(0, sizeof(set), &set) == 0)
         return CPU_COUNT(&set);
     return (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -240,7 +242,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
                                p, comm->peers[p].hostname, mine, theirs);
         }
     }
-    comm->spin_yield = local_ranks(comm) > online_cpus();
+    comm->spin_yield = local_ranks(comm) > online_cpus(comm);
     return number_hosts(comm);
 }
 

@@ -58,6 +58,7 @@ struct coll_config {
     int64_t shm_flat_bytes; /* COLL_SHM_FLAT_BYTES: largest call (per rank) it runs */
     int64_t shm_flat_spin_us; /* COLL_SHM_FLAT_SPIN_US: its waits poll this long */
     int64_t shm_sliced_bytes; /* COLL_SHM_SLICED_BYTES: its sliced all-reduce, up to this */
+    int64_t host_cpus;      /* COLL_HOST_CPUS: CPUs this host's ranks share; 0 = affinity */
     int64_t cuda_staging_bytes; /* COLL_CUDA_STAGING_BYTES: pinned staging per comm */
 };
 

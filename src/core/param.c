@@ -134,6 +134,11 @@ const struct coll_param coll__params[] = {
      "wait that has to sleep halves the next ones' polling (down to COLL_SPIN_US), waits that "
      "do not win it back",
      COLL_PARAM_INT, CFG(shm_flat_spin_us), 0, 10000000},
+    {"COLL_HOST_CPUS", "0",
+     "the CPUs this host's ranks share, which decides whether waiting ranks spin or yield "
+     "(they yield when ranks outnumber CPUs); 0 = this process's CPU affinity. collrun "
+     "--bind-to core sets it: a rank pinned to one CPU cannot see its peers' CPUs",
+     COLL_PARAM_INT, CFG(host_cpus), 0, 1 << 20},
     {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
      COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30},
     {"COLL_IB_HCA", "",
