@@ -199,17 +199,25 @@ check "every rank saw SIGTERM" test "$(cat "$G"/got.* 2>/dev/null | wc -l)" -eq 
 H=$TMP/hup
 mkdir -p "$H"
 export W=$H    # the ranks' scratch directory
-"$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300' \
-    >"$TMP/out" 2>"$TMP/err" </dev/null &
-bg=$!
-echo "$bg" >"$H/collrun.pid"
-if wait_files "$H"/rank0.pid "$H"/rank1.pid; then
-    kill -HUP "$bg"
+# Under nohup (or any parent that ignores SIGHUP) the signal is discarded before collrun
+# could see it, and a shell cannot undo an ignore it inherited: nothing to test then.
+sigign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)
+if [ $((0x${sigign:-0} & 1)) -ne 0 ]; then
+    ok "SIGHUP to collrun kills ranks that do not catch it # SKIP SIGHUP is ignored by this test's parent"
+    ok "no rank survives a forwarded SIGHUP # SKIP SIGHUP is ignored by this test's parent"
+else
+    "$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300' \
+        >"$TMP/out" 2>"$TMP/err" </dev/null &
+    bg=$!
+    echo "$bg" >"$H/collrun.pid"
+    if wait_files "$H"/rank0.pid "$H"/rank1.pid; then
+        kill -HUP "$bg"
+    fi
+    wait "$bg"
+    rc=$?
+    expect_rc 129 "SIGHUP to collrun kills ranks that do not catch it: exit 128+1"
+    check "no rank survives a forwarded SIGHUP" all_dead "$H"/rank0.pid "$H"/rank1.pid
 fi
-wait "$bg"
-rc=$?
-expect_rc 129 "SIGHUP to collrun kills ranks that do not catch it: exit 128+1"
-check "no rank survives a forwarded SIGHUP" all_dead "$H"/rank0.pid "$H"/rank1.pid
 
 D=$TMP/death
 mkdir -p "$D"

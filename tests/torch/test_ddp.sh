@@ -23,11 +23,21 @@ free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)
 for np in 2 4; do
     n=$((n + 1))
     # --redirects/--tee: torchrun 1.13 on Python 3.11 fails without them
-    out=$(PYTHONPATH="$pkgdir${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 COLL_TIMEOUT_MS=60000 \
-        timeout -k 5 240 "$py" -m torch.distributed.run --redirects 1 --tee 1 \
-        --log_dir "$logs/np$np" --monitor_interval 0.2 --nproc_per_node "$np" \
-        --master_addr 127.0.0.1 --master_port "$(free_port)" "$here/ddp_check.py" 2>&1)
-    rc=$?
+    # The port is free when picked and taken when torchrun's store binds it; any other
+    # process may take it in between (tests run in parallel): only that is tried again.
+    for try in 1 2 3; do
+        out=$(PYTHONPATH="$pkgdir${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 \
+            COLL_TIMEOUT_MS=60000 timeout -k 5 240 "$py" -m torch.distributed.run \
+            --redirects 1 --tee 1 --log_dir "$logs/np$np.$try" --monitor_interval 0.2 \
+            --nproc_per_node "$np" --master_addr 127.0.0.1 --master_port "$(free_port)" \
+            "$here/ddp_check.py" 2>&1)
+        rc=$?
+        if [ $rc -ne 0 ] && grep -q "failed to bind .*Address already in use" <<<"$out"; then
+            echo "# np=$np: the store's port was taken before torchrun bound it (try $try)"
+            continue
+        fi
+        break
+    done
     if [ $rc -eq 0 ] && grep -q "parameters agree" <<<"$out"; then
         echo "ok $n - np=$np: $(grep "parameters agree" <<<"$out")"
     else
