@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1249,6 +1250,98 @@ TEST(send_failure_fails_both_sides)
     ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "rank 0 (");
     teardown(rs, 2);
     coll__sys = coll__sys_libc;
+}
+
+/* ---- congestion control (COLL_TCP_CONGESTION) ---------------------------------------- */
+
+static void system_congestion(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+
+    buf[0] = '\0';
+    if (f) {
+        if (fgets(buf, (int)len, f))
+            buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
+    }
+}
+
+/* Every socket of both ends of the 0-1 link runs `want` (NULL: the system's choice). */
+static void expect_congestion(struct rank *rs, const char *want)
+{
+    char sys_cc[32];
+
+    system_congestion(sys_cc, sizeof(sys_cc));
+    if (!want)
+        want = sys_cc; /* "" where /proc does not say: any name will do */
+    for (int side = 0; side < 2; side++) {
+        int fds[8], n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TCP_SLOT], 1 - side, fds, 8);
+        ASSERT_EQ(n, test_nsocks);
+        for (int i = 0; i < n; i++) {
+            char got[32] = "";
+            socklen_t len = sizeof(got);
+            ASSERT_EQ(getsockopt(fds[i], IPPROTO_TCP, TCP_CONGESTION, got, &len), 0);
+            ASSERT_MSG(!*want || strcmp(got, want) == 0, "rank %d socket %d runs %s, not %s",
+                       side, i, got, want);
+        }
+    }
+}
+
+static void congestion_case(const char *env, const char *want)
+{
+    struct rank rs[2];
+
+    if (env)
+        setenv("COLL_TCP_CONGESTION", env, 1);
+    else
+        unsetenv("COLL_TCP_CONGESTION");
+    test_nsocks = 2;
+    setup(rs, 2, 10000, 0);
+    exchange(rs, 0, 1, 1 << 20, 1, 0); /* both ends are up once data went both ways */
+    expect_congestion(rs, want);
+    exchange(rs, 1, 0, 100, 2, 0);
+    teardown(rs, 2);
+    test_nsocks = 1;
+    unsetenv("COLL_TCP_CONGESTION");
+}
+
+/* Ranks of one host talk over a local address: auto gives them reno, not a pacing one. */
+TEST(local_links_run_reno_by_default)
+{
+    congestion_case(NULL, "reno");
+    congestion_case("auto", "reno");
+}
+
+TEST(congestion_control_system_keeps_the_kernels_choice)
+{
+    congestion_case("system", NULL);
+}
+
+/* A name the kernel does not know is a warning, and the links work with its choice. */
+TEST(unknown_congestion_control_keeps_the_kernels_choice)
+{
+    congestion_case("nosuchcc", NULL);
+}
+
+TEST(overlong_congestion_control_name_is_invalid)
+{
+    struct coll_comm c;
+    void *ctx = NULL;
+
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.errlock, NULL);
+    c.nranks = 2;
+    c.cfg.nsocks = 1;
+    c.epfd = epoll_create1(EPOLL_CLOEXEC);
+    ASSERT(c.epfd >= 0);
+    coll__host_identity(&c.self);
+    setenv("COLL_TCP_CONGESTION", "a-name-longer-than-fifteen", 1);
+    ASSERT_EQ(tp->init(&c, &ctx), COLL_INVALID_ARGUMENT);
+    unsetenv("COLL_TCP_CONGESTION");
+    ASSERT(ctx == NULL);
+    ASSERT_STR_CONTAINS(c.errmsg, "COLL_TCP_CONGESTION");
+    close(c.epfd);
+    pthread_mutex_destroy(&c.errlock);
 }
 
 int main(int argc, char **argv)

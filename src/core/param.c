@@ -69,6 +69,10 @@ const struct coll_param coll__params[] = {
      "(or ~/.cache/coll/calib.txt) when it exists, else built-in defaults",
      COLL_PARAM_STRING, CFG(calib_file), 0, 0},
     {"COLL_NSOCKS", "1", "TCP sockets per peer", COLL_PARAM_INT, CFG(nsocks), 1, 64},
+    {"COLL_TCP_CONGESTION", "auto",
+     "TCP congestion control of data sockets: auto (reno between ranks of one host, where a "
+     "pacing one such as bbr slows large messages; the system's otherwise), system, or a name",
+     COLL_PARAM_STRING, NOCFG, 0, 0},
     {"COLL_SPIN_US", "50",
      "how long a waiting call polls before it sleeps in the kernel (microseconds)", COLL_PARAM_INT,
      CFG(spin_us), 0, 10000000},

@@ -89,6 +89,8 @@
 #define TCP_PIECE_MIN (32 << 10) /* smallest piece a message is striped into */
 #define TCP_PIECE_ALIGN 64     /* piece bounds: whole cache lines */
 #define TCP_INBOX_BYTES 4096   /* per socket: headers, small payloads, read-ahead */
+#define TCP_CC_NAME_MAX 16     /* the kernel's TCP_CA_NAME_MAX, NUL included */
+#define TCP_CC_LOCAL "reno"    /* COLL_TCP_CONGESTION=auto between ranks of one host */
 
 
 struct tcp_hdr {
@@ -225,6 +227,8 @@ struct tcp_ctx {
     uint64_t timer_at; /* armed for this time, 0 when disarmed */
     uint64_t nrejected;
     bool shut;
+    char cc[TCP_CC_NAME_MAX]; /* COLL_TCP_CONGESTION: "" = auto, "system", or a name */
+    bool cc_warned;
 };
 
 /* ---- 3 small helpers ----------------------------------------------------------------- */
@@ -304,6 +308,61 @@ static void set_sockopts(struct tcp_ctx *ctx, int fd)
         coll__sys.setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n, sizeof(n));
         coll__sys.setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, sizeof(n));
     }
+}
+
+/* Both ends of a connected socket on this host: the same address, or loopback. */
+static bool sock_is_local(int fd)
+{
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+
+    if (coll__sys.getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
+        coll__sys.getpeername(fd, (struct sockaddr *)&peer, &pl) < 0 ||
+        me.ss_family != peer.ss_family)
+        return false;
+    if (peer.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)&me, *b = (const void *)&peer;
+        return a->sin_addr.s_addr == b->sin_addr.s_addr ||
+               (ntohl(b->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (peer.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)&me, *b = (const void *)&peer;
+        return memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(b->sin6_addr)) == 0 ||
+               IN6_IS_ADDR_LOOPBACK(&b->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&b->sin6_addr) && b->sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* Congestion control of an up data socket (COLL_TCP_CONGESTION). A pacing one such as BBR,
+ * often the system default, meters a message out by timer at its estimate of the path's
+ * rate; between ranks of one host that estimate swings with the CPU load, and a paced 512 KiB
+ * send waited on timers and softirqs: all-reduce at 1-4 MiB over loopback took 1.2-2x as
+ * long with bbr as with reno (docs/performance.md). So auto asks for reno, which every
+ * kernel has and lets anyone choose, on a connection that stays in this host, and leaves the
+ * system's choice to links that leave it. A name the kernel refuses keeps its choice too. */
+static void sock_set_congestion(struct tcp_sock *s)
+{
+    struct tcp_ctx *ctx = s->ctx;
+    const char *want = ctx->cc;
+    char ebuf[128];
+    socklen_t len;
+
+    if (strcmp(want, "system") == 0)
+        return;
+    if (!*want) {
+        if (!sock_is_local(s->fd))
+            return;
+        want = TCP_CC_LOCAL;
+    }
+    len = (socklen_t)strlen(want);
+    if (coll__sys.setsockopt(s->fd, IPPROTO_TCP, TCP_CONGESTION, want, len) == 0 || ctx->cc_warned)
+        return;
+    ctx->cc_warned = true;
+    COLL_WARN(COLL_SUB_NET,
+              "rank %d: TCP congestion control '%s' refused (%s); the links keep the system's "
+              "(COLL_TCP_CONGESTION)",
+              ctx->comm->rank, want, strerror_r(errno, ebuf, sizeof(ebuf)));
 }
 
 /* COLL_NSOCKS as this rank's links use it (a comm built by hand may leave it 0). */
@@ -408,6 +467,7 @@ static coll_status_t sock_set_up(struct tcp_sock *s)
     s->state = TCP_UP;
     s->readable = s->writable = true; /* until a short read or write says otherwise */
     s->link->nup++;
+    sock_set_congestion(s);
     if (!(s->inbox = malloc(TCP_INBOX_BYTES)))
         return conn_fail(s, COLL_SYSTEM_ERROR, "out of memory for a connection to rank %d",
                          s->link->chan.peer);
@@ -1207,6 +1267,19 @@ static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
     if (comm->cfg.timeout_ms > 0 && comm->cfg.timeout_ms < hs_ms)
         hs_ms = comm->cfg.timeout_ms;
     ctx->hs_timeout_ns = (uint64_t)hs_ms * 1000000ull;
+    {
+        const char *cc = getenv("COLL_TCP_CONGESTION");
+        if (cc && strcmp(cc, "auto") != 0) {
+            if (strlen(cc) >= sizeof(ctx->cc)) {
+                st = coll__error(comm, COLL_INVALID_ARGUMENT,
+                                 "COLL_TCP_CONGESTION '%.64s' is too long for a congestion "
+                                 "control name (auto, system, or a name such as reno or cubic)",
+                                 cc);
+                goto out_fini;
+            }
+            strcpy(ctx->cc, cc);
+        }
+    }
 
     COLL_CHECK_GOTO(
         coll__socket_pick_addr(comm, comm->cfg.socket_ifname, &ss, &sl, ifname, sizeof(ifname)), st,
