@@ -1469,6 +1469,96 @@ TEST(message_counts_of_the_other_patterns)
     }
 }
 
+/* Rounds of a run: message hops on its longest chain, through local dependencies and from
+ * each send to the receive that matches it (the k-th message of a way). A send made to wait
+ * for a receive it need not (serialising an exchange) lengthens the chain. */
+static uint32_t sched_rounds(const struct coll_schedule *s, int32_t n)
+{
+    uint32_t *val[64], *match[64], rounds = 0;
+    bool changed = true;
+
+    for (int32_t r = 0; r < n; r++) {
+        val[r] = calloc(s[r].nsteps + 1, sizeof(uint32_t));
+        match[r] = calloc(s[r].nsteps + 1, sizeof(uint32_t));
+        ASSERT(val[r] && match[r]);
+    }
+    /* match[b][i] for b's i-th step, a receive from a: the index of a's matching send */
+    for (int32_t b = 0; b < n; b++)
+        for (uint32_t i = 0, k; i < s[b].nsteps; i++) {
+            const struct coll_step *rv = &s[b].steps[i];
+            uint32_t seen = 0;
+            if (rv->kind != COLL_STEP_RECV)
+                continue;
+            for (uint32_t j = 0; j < i; j++)
+                seen += s[b].steps[j].kind == COLL_STEP_RECV && s[b].steps[j].peer == rv->peer;
+            for (k = 0; k < s[rv->peer].nsteps; k++) {
+                const struct coll_step *sd = &s[rv->peer].steps[k];
+                if (sd->kind == COLL_STEP_SEND && sd->peer == b && seen-- == 0)
+                    break;
+            }
+            ASSERT(k < s[rv->peer].nsteps);
+            match[b][i] = k;
+        }
+    while (changed) {
+        changed = false;
+        for (int32_t r = 0; r < n; r++)
+            for (uint32_t i = 0; i < s[r].nsteps; i++) {
+                const struct coll_step *st = &s[r].steps[i];
+                uint32_t v = 0;
+                for (uint32_t d = 0; d < st->ndeps; d++)
+                    v = COLL_MAX(v, val[r][st->deps[d]]);
+                if (st->kind == COLL_STEP_RECV)
+                    v = COLL_MAX(v, val[st->peer][match[r][i]] + 1);
+                if (v != val[r][i]) {
+                    ASSERT(v < 1000); /* a cycle would grow forever */
+                    val[r][i] = v;
+                    changed = true;
+                }
+                rounds = COLL_MAX(rounds, v);
+            }
+    }
+    for (int32_t r = 0; r < n; r++) {
+        free(val[r]);
+        free(match[r]);
+    }
+    return rounds;
+}
+
+/* Unchunked schedules take the classic number of rounds: at 2 ranks one exchange (ring, rd
+ * and bruck all-gather alike), no send waiting for a receive. */
+TEST(rounds_match_the_patterns)
+{
+    static const struct {
+        const char *name;
+        enum coll_coll coll;
+        int rounds; /* 0: n-1, 1: 2(n-1), 2: ceil(log2 n) (powers of two only if pow2) */
+        bool pow2;
+    } pats[] = {
+        {"ring", COLL_COLL_ALLGATHER, 0, false},      {"ring", COLL_COLL_REDUCE_SCATTER, 0, false},
+        {"ring", COLL_COLL_ALLREDUCE, 1, false},      {"bruck", COLL_COLL_ALLGATHER, 2, false},
+        {"rd", COLL_COLL_ALLGATHER, 2, true},         {"rd", COLL_COLL_REDUCE_SCATTER, 2, true},
+        {"rd", COLL_COLL_ALLREDUCE, 2, true},         {"bruck", COLL_COLL_ALLTOALL, 2, false},
+    };
+    uint32_t sends[64], recvs[64];
+
+    for (size_t k = 0; k < COLL_ARRAY_SIZE(pats); k++)
+        for (int32_t n = 2; n <= 16; n++) {
+            const uint32_t want = pats[k].rounds == 0   ? (uint32_t)n - 1
+                                  : pats[k].rounds == 1 ? 2 * (uint32_t)n - 2
+                                                        : ceil_log2(n);
+            struct coll_schedule *s;
+            uint32_t got;
+
+            if (pats[k].pow2 && (n & (n - 1)) != 0)
+                continue;
+            s = build_msgs(pats[k].name, pats[k].coll, n, 0, 3 * (size_t)n, sends, recvs);
+            got = sched_rounds(s, n);
+            ASSERT_MSG(got == want, "%s %s n=%d: %u rounds, not %u", pats[k].name,
+                       coll__coll_name(pats[k].coll), n, got, want);
+            free_scheds(s, n);
+        }
+}
+
 /* A barrier: no rank's schedule can finish before every other rank has started: some step
  * of every rank depends (through messages) on some step of every other rank. */
 static void check_barrier(const char *name, int32_t n, void (*mutate)(struct coll_schedule *),
