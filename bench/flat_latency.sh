@@ -9,8 +9,8 @@
 #   MODES="general sliced" SIZES="16K 64K 256K 1M" bench/flat_latency.sh 2 4 8
 #
 # COMPILE=0 runs the build's binaries as they are (no meson compile first).
-# BIND (default 1): with NP <= cores, each coll rank runs on a core of its own (taskset), as
-# Open MPI's mpirun binds its ranks by default there (collrun does not bind); on a machine
+# BIND (default 1): with NP <= cores, each coll rank runs on a core of its own (collrun
+# --bind-to core), as Open MPI's mpirun binds its ranks by default there; on a machine
 # busy with other work an unbound pair of ranks often shares one core. BIND=0: unbound.
 #
 # MODES (default "ompi general flat"): ompi, general, flat (the default configuration) and
@@ -51,13 +51,17 @@ time_us() {
                 "$BUILD_DIR/mpi_coll.openmpi" -c allreduce -b "$b" -e "$b" -f 2 -T "$BUDGET" 2>/dev/null) ;;
         general|flat|sliced)
             local bench=("$build/collbench" allreduce -b "$b" -e "$b" -c 1 -z 1 -a 3
-                         --time-budget "$BUDGET")
+                         --time-budget "$BUDGET") bind=()
+            # collrun's binding, not taskset around each rank: collrun also tells the ranks
+            # how many CPUs they share, and a rank that saw only its own would think itself
+            # oversubscribed and yield in every wait
             if [ "${BIND:-1}" = 1 ] && [ "$np" -le "$(nproc)" ]; then
-                bench=(sh -c 'exec taskset -c "$COLL_LOCAL_RANK" "$@"' _ "${bench[@]}")
+                bind=(--bind-to core)
             fi
             out=$(COLL_SHM_FLAT=$([ "$lib" = general ] && echo 0 || echo 1) \
                 COLL_SHM_SLICED_BYTES=$([ "$lib" = sliced ] && echo 16M || echo 0) \
-                timeout -k 5 120 "$build/collrun" -n "$np" "${bench[@]}" 2>/dev/null) ;;
+                timeout -k 5 120 "$build/collrun" -n "$np" "${bind[@]}" "${bench[@]}" \
+                2>/dev/null) ;;
     esac
     awk -v b="$b" '$1 == b && $1 ~ /^[0-9]+$/ { print $6; exit }' <<<"$out"
 }
