@@ -77,7 +77,12 @@ static int run_rank(int rank, const coll_unique_id_t *id, const char *mode)
         inject(1);
     }
     st = coll_allreduce(send, recv, COUNT, COLL_FLOAT32, COLL_SUM, comm);
-    if (st != COLL_REMOTE_ERROR)
+    /* A rank still connecting to peers that failed and left has no queue pair to see the
+     * failure on: verbs drops datagrams to a gone process silently, so (as on hardware) the
+     * deadline is what tells it. That is an error too, only a later one. */
+    bool late = st == COLL_TIMEOUT && !strcmp(mode, "badrkey") && rank != 0 &&
+                strstr(coll_last_error(comm), "waiting for a connection");
+    if (st != COLL_REMOTE_ERROR && !late)
         return fail(rank, "expected COLL_REMOTE_ERROR from the faulty all-reduce", st, comm);
     for (size_t i = 0; i < GUARD; i++)
         if (recv[COUNT * sizeof(float) + i] != 0xcd) {
