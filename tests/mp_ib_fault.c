@@ -81,7 +81,7 @@ static int run_rank(int rank, const coll_unique_id_t *id, const char *mode)
      * failure on: verbs drops datagrams to a gone process silently, so (as on hardware) the
      * deadline is what tells it. That is an error too, only a later one. */
     bool late = st == COLL_TIMEOUT && !strcmp(mode, "badrkey") && rank != 0 &&
-                strstr(coll_last_error(comm), "waiting for a connection");
+                coll_last_error(comm) && strstr(coll_last_error(comm), "waiting for a connection");
     if (st != COLL_REMOTE_ERROR && !late)
         return fail(rank, "expected COLL_REMOTE_ERROR from the faulty all-reduce", st, comm);
     for (size_t i = 0; i < GUARD; i++)
