@@ -1706,52 +1706,48 @@ FC_API int cudaStreamQuery(void *stream)
     return fc_err(rc);
 }
 
-FC_API int cudaStreamGetFlags(void *stream, unsigned int *flags)
+/* What a stream was made with, into whichever of the outputs is not NULL. */
+static int fc_stream_attrs(void *stream, unsigned *flags, int *priority, int *device)
 {
     struct fc_stream *s;
     int rc;
 
+    pthread_mutex_lock(&fc.mu);
+    rc = fc_stream_get(stream, &s);
+    if (rc == cudaSuccess) {
+        if (flags)
+            *flags = s->flags;
+        if (priority)
+            *priority = s->priority;
+        if (device)
+            *device = s->device;
+    }
+    pthread_mutex_unlock(&fc.mu);
+    return rc;
+}
+
+FC_API int cudaStreamGetFlags(void *stream, unsigned int *flags)
+{
     FC_ENTER(FC_NEED_DEVICE);
     if (!flags)
         return fc_err(cudaErrorInvalidValue);
-    pthread_mutex_lock(&fc.mu);
-    rc = fc_stream_get(stream, &s);
-    if (rc == cudaSuccess)
-        *flags = s->flags;
-    pthread_mutex_unlock(&fc.mu);
-    return fc_err(rc);
+    return fc_err(fc_stream_attrs(stream, flags, NULL, NULL));
 }
 
 FC_API int cudaStreamGetPriority(void *stream, int *priority)
 {
-    struct fc_stream *s;
-    int rc;
-
     FC_ENTER(FC_NEED_DEVICE);
     if (!priority)
         return fc_err(cudaErrorInvalidValue);
-    pthread_mutex_lock(&fc.mu);
-    rc = fc_stream_get(stream, &s);
-    if (rc == cudaSuccess)
-        *priority = s->priority;
-    pthread_mutex_unlock(&fc.mu);
-    return fc_err(rc);
+    return fc_err(fc_stream_attrs(stream, NULL, priority, NULL));
 }
 
 FC_API int cudaStreamGetDevice(void *stream, int *device)
 {
-    struct fc_stream *s;
-    int rc;
-
     FC_ENTER(FC_NEED_DEVICE);
     if (!device)
         return fc_err(cudaErrorInvalidValue);
-    pthread_mutex_lock(&fc.mu);
-    rc = fc_stream_get(stream, &s);
-    if (rc == cudaSuccess)
-        *device = s->device;
-    pthread_mutex_unlock(&fc.mu);
-    return fc_err(rc);
+    return fc_err(fc_stream_attrs(stream, NULL, NULL, device));
 }
 
 FC_API int cudaLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
