@@ -16,25 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, nranks;
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "rank %d: FAIL: ", rank);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
-
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        coll_status_t st_ = (call);                                                     \
-        if (st_ != COLL_SUCCESS)                                                        \
-            die("%s -> %s: %s", #call, coll_status_string(st_), coll_last_error(NULL)); \
-    } while (0)
+#include "mp_util.h"
 
 static coll_comm_t *new_comm(coll_comm_t *world, const char *algo)
 {

@@ -34,26 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int rank, nranks;
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "rank %d: FAIL: ", rank);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        coll_status_t st_ = (call);                                                          \
-        if (st_ != COLL_SUCCESS)                                                             \
-            die("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #call, coll_status_string(st_),   \
-                coll_last_error(NULL));                                                      \
-    } while (0)
+#include "mp_util.h"
 
 static bool contains(const char *hay, const char *needle)
 {

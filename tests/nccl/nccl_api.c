@@ -23,27 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int rank, nranks;
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "rank %d: FAIL: ", rank);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        ncclResult_t st_ = (call);                                                           \
-        if (st_ != ncclSuccess)                                                              \
-            die("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #call, ncclGetErrorString(st_),   \
-                ncclGetLastError(NULL));                                                     \
-    } while (0)
+#define MP_UTIL_NCCL
+#include "../mp_util.h"
 
 /* call must fail with want, and ncclGetLastError must mention word. */
 #define EXPECT(call, want, word)                                                             \
