@@ -44,30 +44,11 @@ __attribute__((weak)) void coll__engine_wake(struct coll_comm *comm)
 
 /* ---- ranks and their drivers --------------------------------------------------------- */
 
-#define MAX_RANKS 4
+#define TP_UNDER_TEST (&coll__tcp_transport)
+#define TP_COMM_ID 0x5eedc0117e57ull
+#include "tp_ranks.h"
+
 static int test_nsocks = 1; /* cfg.nsocks of the ranks a case creates (fork keeps it) */
-static const struct coll_transport *tp = &coll__tcp_transport;
-#define TCP_SLOT coll__transport_index(&coll__tcp_transport)
-static const uint8_t test_secret[COLL_SECRET_BYTES] = "0123456789abcdef";
-static const uint64_t test_comm_id = 0x5eedc0117e57ull;
-
-struct rank {
-    struct coll_comm comm;
-    pthread_t driver;
-    atomic_bool stop;
-    bool driving;
-};
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t now_ms(void)
-{
-    return coll__now_ns() / 1000000ull;
-}
 
 /* The listener exists (and comm.self.addr is known) after this. */
 static void rank_init(struct rank *r, int rank, int nranks, int64_t timeout_ms, int64_t sockbuf,
@@ -75,172 +56,13 @@ static void rank_init(struct rank *r, int rank, int nranks, int64_t timeout_ms, 
 {
     struct coll_comm *c = &r->comm;
 
-    memset(r, 0, sizeof(*r));
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_init(&c->errlock, NULL);
-    pthread_cond_init(&c->cond, NULL);
-    c->wakefd = -1;
-    c->rank = rank;
-    c->nranks = nranks;
+    rank_base(r, rank, nranks);
     c->cfg.timeout_ms = timeout_ms;
     c->cfg.sockbuf_bytes = sockbuf;
     c->cfg.nsocks = test_nsocks;
     snprintf(c->cfg.socket_ifname, sizeof(c->cfg.socket_ifname), "%s", ifname ? ifname : "");
-    c->epfd = epoll_create1(EPOLL_CLOEXEC);
-    ASSERT(c->epfd >= 0);
-    c->self.rank = rank;
-    coll__host_identity(&c->self);
-    ASSERT_EQ(tp->init(c, &c->tp_ctx[TCP_SLOT]), COLL_SUCCESS);
+    ASSERT_EQ(tp->init(c, &c->tp_ctx[TP_SLOT]), COLL_SUCCESS);
     ASSERT(c->self.addr_len > 0);
-    c->chans = calloc((size_t)nranks, sizeof(*c->chans));
-    ASSERT(c->chans);
-}
-
-/* What the bootstrap would do: everyone learns everyone's record, comm id and secret. */
-static void rank_set_table(struct rank *r, const struct coll_peer_info *table, int n)
-{
-    r->comm.peers = malloc((size_t)n * sizeof(*table));
-    ASSERT(r->comm.peers);
-    memcpy(r->comm.peers, table, (size_t)n * sizeof(*table));
-    r->comm.comm_id = test_comm_id;
-    memcpy(r->comm.secret, test_secret, COLL_SECRET_BYTES);
-}
-
-static void publish(struct rank *rs, int n)
-{
-    struct coll_peer_info table[MAX_RANKS];
-    for (int i = 0; i < n; i++)
-        table[i] = rs[i].comm.self;
-    for (int i = 0; i < n; i++)
-        rank_set_table(&rs[i], table, n);
-}
-
-/* The engine's loop, reduced: sleep in epoll_wait, run callbacks under the lock. */
-static void *driver_main(void *arg)
-{
-    struct rank *r = arg;
-
-    while (!atomic_load(&r->stop)) {
-        struct epoll_event evs[16];
-        int n = epoll_wait(r->comm.epfd, evs, 16, 20);
-        pthread_mutex_lock(&r->comm.lock);
-        for (int i = 0; i < n; i++) {
-            struct coll_pollent *pe = evs[i].data.ptr;
-            pe->cb(pe, evs[i].events);
-        }
-        pthread_mutex_unlock(&r->comm.lock);
-    }
-    return NULL;
-}
-
-static void rank_start(struct rank *r)
-{
-    atomic_store(&r->stop, false);
-    ASSERT_EQ(pthread_create(&r->driver, NULL, driver_main, r), 0);
-    r->driving = true;
-}
-
-static void rank_stop(struct rank *r)
-{
-    if (!r->driving)
-        return;
-    atomic_store(&r->stop, true);
-    pthread_join(r->driver, NULL);
-    r->driving = false;
-}
-
-static void rank_fini(struct rank *r)
-{
-    rank_stop(r);
-    tp->fini(r->comm.tp_ctx[TCP_SLOT]);
-    r->comm.tp_ctx[TCP_SLOT] = NULL;
-    close(r->comm.epfd);
-    free(r->comm.peers);
-    free(r->comm.chans);
-}
-
-/* As the executor: ask for the channel until it is up (or fails). */
-static coll_status_t rank_connect(struct rank *r, int peer, int timeout_ms)
-{
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-
-    for (;;) {
-        coll_status_t st;
-        pthread_mutex_lock(&r->comm.lock);
-        st = r->comm.chans[peer] ? COLL_SUCCESS
-                                 : tp->connect(r->comm.tp_ctx[TCP_SLOT], peer, &r->comm.chans[peer]);
-        pthread_mutex_unlock(&r->comm.lock);
-        if (st != COLL_SUCCESS || r->comm.chans[peer])
-            return st;
-        if (now_ms() > deadline)
-            return COLL_TIMEOUT;
-        sleep_ms(1);
-    }
-}
-
-static void connect_all(struct rank *rs, int n)
-{
-    /* both sides ask, in any order, as executors would */
-    for (int i = n - 1; i >= 0; i--)
-        for (int k = 0; k < n; k++)
-            if (k != i) {
-                pthread_mutex_lock(&rs[i].comm.lock);
-                tp->connect(rs[i].comm.tp_ctx[TCP_SLOT], k, &rs[i].comm.chans[k]);
-                pthread_mutex_unlock(&rs[i].comm.lock);
-            }
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < n; k++)
-            if (k != i)
-                ASSERT_MSG(rank_connect(&rs[i], k, 10000) == COLL_SUCCESS, "%d -> %d: %s", i, k,
-                           rs[i].comm.errmsg);
-}
-
-static coll_status_t post(struct rank *r, bool send, int peer, struct coll_xfer *x, void *buf,
-                          size_t len, uint64_t seq, uint32_t tag)
-{
-    coll_status_t st;
-
-    memset(x, 0, sizeof(*x));
-    x->buf = buf;
-    x->len = len;
-    x->peer = peer;
-    x->seq = seq;
-    x->tag = tag;
-    atomic_store(&x->status, COLL_IN_PROGRESS);
-    pthread_mutex_lock(&r->comm.lock);
-    st = send ? tp->post_send(r->comm.chans[peer], x) : tp->post_recv(r->comm.chans[peer], x);
-    pthread_mutex_unlock(&r->comm.lock);
-    return st;
-}
-
-/* Status once the transfer is done (COLL_IN_PROGRESS if it is not within timeout_ms). */
-static int wait_xfer(struct coll_xfer *x, int timeout_ms)
-{
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    int st;
-
-    while ((st = atomic_load(&x->status)) == COLL_IN_PROGRESS && now_ms() < deadline)
-        usleep(200);
-    return st;
-}
-
-static uint8_t pattern(size_t i, int src, int dst, uint32_t k)
-{
-    return (uint8_t)(i * 131u + (size_t)src * 17u + (size_t)dst * 7u + k * 13u + (i >> 9));
-}
-
-static void fill(uint8_t *p, size_t len, int src, int dst, uint32_t k)
-{
-    for (size_t i = 0; i < len; i++)
-        p[i] = pattern(i, src, dst, k);
-}
-
-static bool check(const uint8_t *p, size_t len, int src, int dst, uint32_t k)
-{
-    for (size_t i = 0; i < len; i++)
-        if (p[i] != pattern(i, src, dst, k))
-            return false;
-    return true;
 }
 
 static void setup(struct rank *rs, int n, int64_t timeout_ms, int64_t sockbuf)
@@ -259,28 +81,6 @@ static void teardown(struct rank *rs, int n)
         rank_stop(&rs[i]);
     for (int i = 0; i < n; i++)
         rank_fini(&rs[i]);
-}
-
-/* Send one message each way between ranks a and b and check both. */
-static void exchange(struct rank *rs, int a, int b, size_t len, uint64_t seq, uint32_t tag)
-{
-    uint8_t *sa = malloc(len + 1), *sb = malloc(len + 1), *ra = malloc(len + 1),
-            *rb = malloc(len + 1);
-    struct coll_xfer xs[4];
-
-    ASSERT(sa && sb && ra && rb);
-    fill(sa, len, a, b, tag);
-    fill(sb, len, b, a, tag);
-    ASSERT_EQ(post(&rs[b], false, a, &xs[0], rb, len, seq, tag), COLL_SUCCESS);
-    ASSERT_EQ(post(&rs[a], true, b, &xs[1], sa, len, seq, tag), COLL_SUCCESS);
-    ASSERT_EQ(post(&rs[b], true, a, &xs[2], sb, len, seq, tag), COLL_SUCCESS);
-    ASSERT_EQ(post(&rs[a], false, b, &xs[3], ra, len, seq, tag), COLL_SUCCESS);
-    for (int i = 0; i < 4; i++)
-        ASSERT_MSG(wait_xfer(&xs[i], 20000) == COLL_SUCCESS, "len %zu xfer %d: status %d (%s)", len,
-                   i, atomic_load(&xs[i].status), i % 2 ? rs[a].comm.errmsg : rs[b].comm.errmsg);
-    ASSERT_MSG(check(rb, len, a, b, tag), "%d -> %d: %zu bytes corrupted", a, b, len);
-    ASSERT_MSG(check(ra, len, b, a, tag), "%d -> %d: %zu bytes corrupted", b, a, len);
-    free(sa), free(sb), free(ra), free(rb);
 }
 
 static const size_t sizes[] = {
@@ -535,7 +335,7 @@ static void striped_exchange(int nsocks)
     coll__sys.sendmsg = counting_sendmsg;
     setup(rs, 2, 10000, 0);
     for (int side = 0; side < 2; side++) {
-        n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TCP_SLOT], 1 - side, fds, 16);
+        n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TP_SLOT], 1 - side, fds, 16);
         ASSERT_EQ(n, nsocks);
         for (int i = 0; i < n; i++)
             ASSERT(fds[i] >= 0 && fds[i] < MAX_FD);
@@ -545,7 +345,7 @@ static void striped_exchange(int nsocks)
             exchange(rs, rep, 1 - rep, odd[i], i, (uint32_t)(i + 100 * rep));
     /* 8 MiB in nsocks pieces, twice per direction: each socket wrote at least its share */
     for (int side = 0; side < 2; side++) {
-        n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TCP_SLOT], 1 - side, fds, 16);
+        n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TP_SLOT], 1 - side, fds, 16);
         for (int i = 0; i < n; i++)
             ASSERT_MSG(atomic_load(&sent_by_fd[fds[i]]) >= 2ull * (8 << 20) / (unsigned)nsocks,
                        "rank %d socket %d wrote only %llu bytes", side, i,
@@ -596,7 +396,7 @@ TEST(socket_count_follows_the_connecting_rank)
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
             if (a != b)
-                ASSERT_MSG(coll__tcp_link_fds(rs[a].comm.tp_ctx[TCP_SLOT], b, fds, 8) == want[a][b],
+                ASSERT_MSG(coll__tcp_link_fds(rs[a].comm.tp_ctx[TP_SLOT], b, fds, 8) == want[a][b],
                            "rank %d to %d", a, b);
     for (int a = 0; a < 3; a++)
         for (int b = a + 1; b < 3; b++) {
@@ -619,7 +419,7 @@ TEST(one_socket_of_a_stripe_set_dying_fails_the_link)
     setup(rs, 2, 10000, 0);
     exchange(rs, 0, 1, 1 << 20, 1, 0);
     ASSERT_EQ(post(&rs[1], false, 0, &r, rb, sizeof(rb), 2, 0), COLL_SUCCESS);
-    ASSERT_EQ(coll__tcp_link_fds(rs[0].comm.tp_ctx[TCP_SLOT], 1, fds, 4), 4);
+    ASSERT_EQ(coll__tcp_link_fds(rs[0].comm.tp_ctx[TP_SLOT], 1, fds, 4), 4);
     pthread_mutex_lock(&rs[0].comm.lock);
     shutdown(fds[2], SHUT_RDWR); /* rank 0's end of socket 2: rank 1 reads its end */
     pthread_mutex_unlock(&rs[0].comm.lock);
@@ -647,7 +447,7 @@ TEST(send_failure_on_one_socket_of_a_stripe_set)
     test_nsocks = 4;
     setup(rs, 2, 10000, 4096); /* small buffers: the send cannot finish before the receive */
     ASSERT_EQ(post(&rs[0], true, 1, &s, sb, sizeof(sb), 1, 0), COLL_SUCCESS);
-    ASSERT_EQ(coll__tcp_link_fds(rs[1].comm.tp_ctx[TCP_SLOT], 0, fds, 4), 4);
+    ASSERT_EQ(coll__tcp_link_fds(rs[1].comm.tp_ctx[TP_SLOT], 0, fds, 4), 4);
     pthread_mutex_lock(&rs[1].comm.lock);
     shutdown(fds[1], SHUT_RDWR);
     pthread_mutex_unlock(&rs[1].comm.lock);
@@ -763,8 +563,8 @@ TEST(peer_closed_while_idle_fails_only_when_used)
     ASSERT_EQ(post(&rs[1], true, 0, &s, sb, sizeof(sb), 1, 1), COLL_SUCCESS);
     ASSERT_EQ(wait_xfer(&s, 10000), COLL_SUCCESS);
     rank_stop(&rs[1]);
-    tp->fini(rs[1].comm.tp_ctx[TCP_SLOT]); /* rank 1 is gone (its comm destroyed) */
-    rs[1].comm.tp_ctx[TCP_SLOT] = NULL;
+    tp->fini(rs[1].comm.tp_ctx[TP_SLOT]); /* rank 1 is gone (its comm destroyed) */
+    rs[1].comm.tp_ctx[TP_SLOT] = NULL;
     sleep_ms(200); /* rank 0 sees the end of stream meanwhile */
     ASSERT_EQ(atomic_load(&rs[0].comm.failed), COLL_SUCCESS);
 
@@ -793,8 +593,8 @@ TEST(send_to_a_closed_peer_fails)
 
     setup(rs, 2, 10000, 0);
     rank_stop(&rs[1]);
-    tp->fini(rs[1].comm.tp_ctx[TCP_SLOT]);
-    rs[1].comm.tp_ctx[TCP_SLOT] = NULL;
+    tp->fini(rs[1].comm.tp_ctx[TP_SLOT]);
+    rs[1].comm.tp_ctx[TP_SLOT] = NULL;
     sleep_ms(100);
     post(&rs[0], true, 1, &s, sb, sizeof(sb), 1, 0);
     ASSERT_EQ(wait_xfer(&s, 10000), COLL_REMOTE_ERROR);
@@ -826,7 +626,7 @@ TEST(shutdown_fails_pending_transfers_everywhere)
     {
         struct coll_chan *ch = NULL;
         pthread_mutex_lock(&rs[1].comm.lock);
-        ASSERT_EQ(tp->connect(rs[1].comm.tp_ctx[TCP_SLOT], 2, &ch), COLL_TIMEOUT);
+        ASSERT_EQ(tp->connect(rs[1].comm.tp_ctx[TP_SLOT], 2, &ch), COLL_TIMEOUT);
         pthread_mutex_unlock(&rs[1].comm.lock);
     }
     teardown(rs, 3);
@@ -925,8 +725,8 @@ TEST(connect_to_a_dead_listener_is_a_remote_error)
     table[0] = rs[0].comm.self;
     table[1] = rs[1].comm.self;
     rank_set_table(&rs[0], table, 2);
-    tp->fini(rs[1].comm.tp_ctx[TCP_SLOT]); /* rank 1's listener is gone: connection refused */
-    rs[1].comm.tp_ctx[TCP_SLOT] = NULL;
+    tp->fini(rs[1].comm.tp_ctx[TP_SLOT]); /* rank 1's listener is gone: connection refused */
+    rs[1].comm.tp_ctx[TP_SLOT] = NULL;
     rank_start(&rs[0]);
     ASSERT_EQ(rank_connect(&rs[0], 1, 10000), COLL_REMOTE_ERROR);
     ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "connect to rank 1 (");
@@ -1040,9 +840,9 @@ TEST(strangers_on_the_data_listener_are_dropped)
         exchange(rs, 1, 2, sizes[i], i, 1);
     }
     pthread_mutex_lock(&rs[2].comm.lock);
-    ASSERT_EQ(coll__tcp_rejected(rs[2].comm.tp_ctx[TCP_SLOT]), (uint64_t)nf + 2);
+    ASSERT_EQ(coll__tcp_rejected(rs[2].comm.tp_ctx[TP_SLOT]), (uint64_t)nf + 2);
     pthread_mutex_unlock(&rs[2].comm.lock);
-    ASSERT_EQ(coll__tcp_rejected(rs[0].comm.tp_ctx[TCP_SLOT]), 0);
+    ASSERT_EQ(coll__tcp_rejected(rs[0].comm.tp_ctx[TP_SLOT]), 0);
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(atomic_load(&rs[i].comm.failed), COLL_SUCCESS);
     for (int i = 0; i < nf; i++)
@@ -1275,7 +1075,7 @@ static void expect_congestion(struct rank *rs, const char *want)
     if (!want)
         want = sys_cc; /* "" where /proc does not say: any name will do */
     for (int side = 0; side < 2; side++) {
-        int fds[8], n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TCP_SLOT], 1 - side, fds, 8);
+        int fds[8], n = coll__tcp_link_fds(rs[side].comm.tp_ctx[TP_SLOT], 1 - side, fds, 8);
         ASSERT_EQ(n, test_nsocks);
         for (int i = 0; i < n; i++) {
             char got[32] = "";
