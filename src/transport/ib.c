@@ -608,16 +608,12 @@ int coll__ib_cached_regs(const void *ctx)
 
 static const char *peer_host(const struct ib_ctx *ctx, int peer)
 {
-    const struct coll_comm *comm = ctx->comm;
-    if (comm->peers && peer >= 0 && peer < comm->nranks)
-        return comm->peers[peer].hostname;
-    return "?";
+    return coll__peer_hostname(ctx->comm, peer);
 }
 
 static coll_status_t failed_status(const struct ib_ctx *ctx)
 {
-    int st = atomic_load(&ctx->comm->failed);
-    return st != COLL_SUCCESS ? (coll_status_t)st : COLL_REMOTE_ERROR;
+    return coll__comm_failed_status(ctx->comm);
 }
 
 static const char *wc_status_str(enum ibv_wc_status s)
@@ -665,18 +661,11 @@ static void link_fail_all(struct ib_link *l, coll_status_t st)
 COLL_PRINTF(3, 4)
 static coll_status_t ib_fail(struct ib_ctx *ctx, coll_status_t st, const char *fmt, ...)
 {
-    struct coll_comm *comm = ctx->comm;
-    char msg[512];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    st = coll__transport_failv(ctx->comm, st, fmt, ap);
     va_end(ap);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS)
-        coll__error(comm, st, "%s", msg);
-    else
-        st = (coll_status_t)atomic_load(&comm->failed);
-    coll__comm_fail(comm, st);
     return st;
 }
 

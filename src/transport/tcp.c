@@ -252,16 +252,12 @@ static bool tcp_probe(struct coll_comm *comm, int peer)
 
 static const char *peer_host(const struct tcp_ctx *ctx, int peer)
 {
-    const struct coll_comm *comm = ctx->comm;
-    if (comm->peers && peer >= 0 && peer < comm->nranks)
-        return comm->peers[peer].hostname;
-    return "?";
+    return coll__peer_hostname(ctx->comm, peer);
 }
 
 static coll_status_t failed_status(const struct tcp_ctx *ctx)
 {
-    int st = atomic_load(&ctx->comm->failed);
-    return st != COLL_SUCCESS ? (coll_status_t)st : COLL_REMOTE_ERROR;
+    return coll__comm_failed_status(ctx->comm);
 }
 
 /* Register s in epfd with exactly these events (RDHUP is always wanted). */
@@ -420,19 +416,11 @@ static void link_kill(struct tcp_link *l, coll_status_t st)
 COLL_PRINTF(3, 4)
 static coll_status_t conn_fail(struct tcp_sock *s, coll_status_t st, const char *fmt, ...)
 {
-    struct coll_comm *comm = s->ctx->comm;
-    char msg[512];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    st = coll__transport_failv(s->ctx->comm, st, fmt, ap);
     va_end(ap);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS)
-        coll__error(comm, st, "%s", msg);
-    else
-        st = (coll_status_t)atomic_load(&comm->failed);
-    /* the comm is failed before any transfer completes with the error */
-    coll__comm_fail(comm, st);
     if (!s->link->dead)
         link_kill(s->link, st);
     return st;

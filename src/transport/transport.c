@@ -5,6 +5,8 @@
 #include "coll_config.h"
 #include "transport.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const struct coll_transport *const coll__transports[] = {
@@ -32,4 +34,42 @@ int coll__transport_index(const struct coll_transport *tp)
         if (coll__transports[i] == tp)
             return i;
     return -1;
+}
+
+const char *coll__peer_hostname(const struct coll_comm *comm, int peer)
+{
+    if (comm->peers && peer >= 0 && peer < comm->nranks)
+        return comm->peers[peer].hostname;
+    return "?";
+}
+
+coll_status_t coll__comm_failed_status(const struct coll_comm *comm)
+{
+    int st = atomic_load(&comm->failed);
+    return st != COLL_SUCCESS ? (coll_status_t)st : COLL_REMOTE_ERROR;
+}
+
+coll_status_t coll__transport_failv(struct coll_comm *comm, coll_status_t st, const char *fmt,
+                                    va_list ap)
+{
+    char msg[512];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (atomic_load(&comm->failed) == COLL_SUCCESS)
+        coll__error(comm, st, "%s", msg);
+    else
+        st = (coll_status_t)atomic_load(&comm->failed);
+    /* the comm is failed before any transfer completes with the error */
+    coll__comm_fail(comm, st);
+    return st;
+}
+
+coll_status_t coll__transport_fail(struct coll_comm *comm, coll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    st = coll__transport_failv(comm, st, fmt, ap);
+    va_end(ap);
+    return st;
 }

@@ -18,6 +18,8 @@
 
 #include "../core/internal.h"
 
+#include <stdarg.h>
+
 /* One message. The executor owns the memory of the xfer and of buf until status leaves
  * COLL_IN_PROGRESS. The receiver checks (seq, tag, len) of each arriving message against the
  * head of its posted receives from that peer: a mismatch is COLL_REMOTE_ERROR ("ranks
@@ -83,5 +85,21 @@ COLL_INTERNAL extern const struct coll_transport *const coll__transports[];
 COLL_INTERNAL const struct coll_transport *coll__transport_find(const char *name);
 /* Position of tp in the registry: the slot of its context in comm->tp_ctx[]. */
 COLL_INTERNAL int coll__transport_index(const struct coll_transport *tp);
+
+/* ---- what every transport does the same way when a link fails ------------------------- */
+
+/* The peer's host name for messages ("?" before the peer table is known). */
+COLL_INTERNAL const char *coll__peer_hostname(const struct coll_comm *comm, int peer);
+/* The status a failed comm reports to a new transfer: its first failure's, or
+ * COLL_REMOTE_ERROR if it has not failed (yet): the caller saw a link break. */
+COLL_INTERNAL coll_status_t coll__comm_failed_status(const struct coll_comm *comm);
+/* A link failed: record the message as the comm's error if it is the first failure, fail
+ * the comm (which shuts every transport's links down), and return the status now in force,
+ * which is the first failure's. */
+COLL_INTERNAL coll_status_t coll__transport_fail(struct coll_comm *comm, coll_status_t st,
+                                                 const char *fmt, ...) COLL_PRINTF(3, 4);
+COLL_INTERNAL coll_status_t coll__transport_failv(struct coll_comm *comm, coll_status_t st,
+                                                  const char *fmt, va_list ap)
+    COLL_PRINTF(3, 0);
 
 #endif /* COLL_TRANSPORT_H */
