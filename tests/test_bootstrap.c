@@ -301,6 +301,21 @@ TEST(id_with_valid_checksum_but_bad_fields_is_rejected)
     in.addr_len = sizeof(struct sockaddr_in); /* an IPv6 family with an IPv4 length */
     coll__id_encode(&in, &id);
     ASSERT_EQ(coll__id_decode(&id, &out), COLL_INVALID_ARGUMENT);
+
+    /* A byte past an IPv4 address's 16, checksum made good again: accepting it would give
+     * the id two encodings (what fuzz_unique_id caught). Offsets as bootstrap.c lays out. */
+    sample_info(&in, false);
+    coll__id_encode(&in, &id);
+    id.internal[32 + sizeof(struct sockaddr_in) + 3] = 0x5a;
+    {
+        uint8_t *p = (uint8_t *)id.internal;
+        uint64_t h = coll__hash64(p, 120, 0x636f6c6c2d696431ull);
+
+        for (int i = 0; i < 8; i++)
+            p[120 + i] = (uint8_t)(h >> (8 * i));
+    }
+    ASSERT_EQ(coll__id_decode(&id, &out), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "after the 16-byte root address");
 }
 
 /* ---- host identity and addresses ----------------------------------------------------- */

@@ -164,6 +164,13 @@ coll_status_t coll__id_decode(const coll_unique_id_t *id, struct coll_id_info *i
         return coll__error(NULL, COLL_INVALID_ARGUMENT,
                            "unique id: holds no usable root address (length %u)",
                            (unsigned)info.addr_len);
+    /* the address field's tail past addr_len is padding too */
+    for (int i = ID_OFF_ADDR + info.addr_len; i < ID_OFF_PAD; i++)
+        if (p[i] != 0)
+            return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                               "unique id: nonzero bytes after the %u-byte root address at "
+                               "byte %d",
+                               (unsigned)info.addr_len, i);
     memcpy(info.addr, p + ID_OFF_ADDR, info.addr_len);
     if (info.comm_id == 0)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "unique id: communicator id is 0");
