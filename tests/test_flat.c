@@ -1,11 +1,13 @@
 /*
  * test_flat.c - the shared-memory fast path for small blocking collectives, between real
  * processes: every collective it runs at n = 1..8 (all-reduce in every dtype and op, bit
- * for bit what the general path gives, the same bits on every rank), slots reused over many
- * calls, fast calls mixed with non-blocking general ones, mismatched calls, a peer killed or
- * stopped while the others wait in it, a hostile peer's garbage in the segment (run under
- * ASan in CI), an abort from another thread, the knobs that turn it off or force it, and
- * its COLL_TRACE records.
+ * for bit what the general path gives, the same bits on every rank), large all-reduce,
+ * reduce and broadcast in pieces of one slot (every dtype and op, sizes around each
+ * threshold, n = 1..8, a peer killed in the middle), slots reused over many calls, fast
+ * calls mixed with non-blocking general ones, mismatched calls, a peer killed or stopped
+ * while the others wait in it, a hostile peer's garbage in the segment before a small or a
+ * large call (run under ASan in CI), an abort from another thread, the knobs that turn it
+ * off or force it, and its COLL_TRACE records.
  *
  * Each case forks its ranks; a process of its own holds the bootstrap root.
  */
@@ -335,6 +337,141 @@ TEST(sliced_np8)
     sliced_case(8);
 }
 
+/* ---- large calls: all-reduce, broadcast and reduce in pieces of one slot ------------- */
+
+/* With COLL_SHM_SLICED_BYTES=16K (slots of 16 KiB): sizes just above COLL_SHM_FLAT_BYTES,
+ * around one slot, and several slots with a last piece that is small enough for the line. */
+static const size_t large_sizes[] = {4097, 16383, 16384, 16385, 16384 + 4096, 3 * 16384 + 77,
+                                     5 * 16384 + 4100};
+#define LARGE_MAX (6 * 16384)
+
+static void rank_large(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    uint8_t *in = malloc(LARGE_MAX), *fast = malloc(LARGE_MAX), *slow = malloc(LARGE_MAX);
+    uint8_t *red = malloc(LARGE_MAX);
+    coll_comm_t *gen = general_comm(comm, rank);
+    uint64_t sum = 1, *sums = calloc((size_t)n, sizeof(*sums));
+    (void)arg;
+
+    RCHECK(in && fast && slow && red && sums);
+    for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
+        size_t esz = coll__dtype_size((coll_dtype_t)dt);
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            for (size_t k = 0; k < COLL_ARRAY_SIZE(large_sizes); k++) {
+                size_t count = large_sizes[k] / esz, bytes = count * esz;
+                int root = (int)(k + (size_t)op) % n;
+                /* one rank: the general path runs every call above COLL_SHM_FLAT_BYTES */
+                const uint64_t per_call = n > 1 || bytes <= 4096;
+                uint64_t before = coll__flat_calls(comm);
+                for (size_t i = 0; i < count; i++)
+                    put_value((coll_dtype_t)dt, in, i, small_value((coll_op_t)op, rank, i));
+                memset(fast, 0x5a, bytes);
+                RCALL(coll_allreduce(in, fast, count, (coll_dtype_t)dt, (coll_op_t)op, comm));
+                RCHECK(coll__flat_calls(comm) == before + per_call);
+                RCALL(coll_allreduce(in, slow, count, (coll_dtype_t)dt, (coll_op_t)op, gen));
+                if (memcmp(fast, slow, bytes) != 0)
+                    fprintf(stderr, "# rank %d: %s %s %zu bytes differs from the general path\n",
+                            rank, coll__dtype_name((coll_dtype_t)dt),
+                            coll__op_name((coll_op_t)op), bytes);
+                RCHECK(memcmp(fast, slow, bytes) == 0);
+                /* reduce to a root: out of place, then in place at the root */
+                memset(red, 0xa5, bytes);
+                RCALL(coll_reduce(in, red, count, (coll_dtype_t)dt, (coll_op_t)op, root, comm));
+                RCHECK(rank != root || memcmp(red, slow, bytes) == 0);
+                RCHECK(rank == root || red[0] == 0xa5); /* nothing written off the root */
+                memcpy(red, in, bytes);
+                RCALL(coll_reduce(red, red, count, (coll_dtype_t)dt, (coll_op_t)op, root, comm));
+                RCHECK(rank != root || memcmp(red, slow, bytes) == 0);
+                /* broadcast of the root's result, out of place and in place */
+                memset(red, rank == root ? 0 : 0x33, bytes);
+                if (rank == root)
+                    memcpy(red, slow, bytes);
+                RCALL(coll_broadcast(rank == root ? slow : NULL, red, count,
+                                     (coll_dtype_t)dt, root, comm));
+                RCHECK(memcmp(red, slow, bytes) == 0);
+                if (rank != root)
+                    memset(red, 0x33, bytes);
+                RCALL(coll_broadcast(red, red, count, (coll_dtype_t)dt, root, comm));
+                RCHECK(memcmp(red, slow, bytes) == 0);
+                /* in place all-reduce */
+                RCALL(coll_allreduce(in, in, count, (coll_dtype_t)dt, (coll_op_t)op, comm));
+                RCHECK(memcmp(in, slow, bytes) == 0);
+                RCHECK(coll__flat_calls(comm) == before + 6 * per_call);
+                sum = coll__hash64(fast, bytes, sum);
+            }
+        }
+    }
+    RCHECK(coll__flat_calls(gen) == 0);
+    RCALL(coll_allgather(&sum, sums, 1, COLL_UINT64, gen));
+    for (int r = 0; r < n; r++)
+        RCHECK(sums[r] == sum);
+    RCALL(coll_comm_destroy(gen));
+    free(in);
+    free(fast);
+    free(slow);
+    free(red);
+    free(sums);
+}
+
+#define LARGE_CASE(n)                                                                   \
+    TEST(large_np##n)                                                                   \
+    {                                                                                   \
+        setenv("COLL_SHM_SLICED_BYTES", "16K", 1);                                      \
+        ASSERT_EQ(run_ranks(n, rank_large, NULL, -1), n);                               \
+        unsetenv("COLL_SHM_SLICED_BYTES");                                              \
+    }
+LARGE_CASE(1)
+LARGE_CASE(2)
+LARGE_CASE(3)
+LARGE_CASE(5)
+LARGE_CASE(8)
+
+/* A rank killed at a random moment while all run large all-reduces, broadcasts and reduces
+ * (many pieces each): every survivor fails with COLL_REMOTE_ERROR, long before the timeout. */
+static void *killer(void *arg)
+{
+    struct timespec ts = {0, (long)(intptr_t)arg * 1000000L};
+    nanosleep(&ts, NULL);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static void rank_large_killed(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    const size_t count = 256 << 10; /* 1 MiB of float: 64 pieces of 16 KiB */
+    float *x = calloc(count, sizeof(*x));
+    coll_status_t st = COLL_SUCCESS;
+    pthread_t t;
+    (void)arg;
+
+    RCHECK(x);
+    RCALL(coll_allreduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm));
+    if (rank == n - 1)
+        RCHECK(pthread_create(&t, NULL, killer, (void *)(intptr_t)(50 + 37 * rank)) == 0);
+    for (int i = 0; st == COLL_SUCCESS; i++) {
+        switch (i % 3) {
+        case 0: st = coll_allreduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm); break;
+        case 1: st = coll_broadcast(x, x, count, COLL_FLOAT32, i % n, comm); break;
+        default: st = coll_reduce(x, x, count, COLL_FLOAT32, COLL_MAX, i % n, comm); break;
+        }
+    }
+    if (st != COLL_REMOTE_ERROR)
+        fprintf(stderr, "# rank %d: got %s: %s\n", rank, coll_status_string(st),
+                coll_last_error(comm));
+    RCHECK(st == COLL_REMOTE_ERROR);
+    RCHECK(coll_allreduce(x, x, count, COLL_FLOAT32, COLL_SUM, comm) == st);
+    free(x);
+}
+
+TEST(large_peer_killed_np4)
+{
+    setenv("COLL_SHM_SLICED_BYTES", "16K", 1);
+    setenv("COLL_TIMEOUT_MS", "60000", 1); /* a dead peer is seen by its pidfd, not this */
+    ASSERT_EQ(run_ranks(4, rank_large_killed, NULL, 3), 3);
+    unsetenv("COLL_TIMEOUT_MS");
+    unsetenv("COLL_SHM_SLICED_BYTES");
+}
+
 /* ---- slots reused over many calls; non-blocking general calls in between ---------- */
 
 static void rank_reuse(coll_comm_t *comm, int rank, int n, void *arg)
@@ -520,30 +657,40 @@ TEST(peer_stopped_past_timeout_np3)
     ASSERT_EQ(run_ranks(3, rank_fault, &sig, 2), 2);
 }
 
+#define HOSTILE_LARGE 0x100
+
 static void rank_hostile(coll_comm_t *comm, int rank, int n, void *arg)
 {
-    const int how = *(const int *)arg;
-    int64_t v[100] = {0};
+    const int how = *(const int *)arg & 0xff;
+    /* large: the call after the corruption is one of many pieces (COLL_SHM_SLICED_BYTES) */
+    const size_t count = *(const int *)arg & HOSTILE_LARGE ? 40000 : 100;
+    int64_t *v = calloc(count, sizeof(*v));
     coll_status_t st;
 
+    RCHECK(v);
     for (int i = 0; i < 3; i++)
-        RCALL(coll_allreduce(v, v, 100, COLL_INT64, COLL_SUM, comm));
+        RCALL(coll_allreduce(v, v, count, COLL_INT64, COLL_SUM, comm));
     if (rank == n - 1) {
         coll__flat_test_corrupt(comm, how);
         for (;;)
             pause(); /* killed by the parent */
     }
-    st = coll_allreduce(v, v, 100, COLL_INT64, COLL_SUM, comm);
+    st = coll_allreduce(v, v, count, COLL_INT64, COLL_SUM, comm);
     if (st != COLL_REMOTE_ERROR)
         fprintf(stderr, "# rank %d: got %s: %s\n", rank, coll_status_string(st),
                 coll_last_error(comm));
     RCHECK(st == COLL_REMOTE_ERROR);
+    free(v);
 }
 
 static void hostile_case(int how)
 {
     setenv("COLL_TIMEOUT_MS", "60000", 1);
     ASSERT_EQ(run_ranks(3, rank_hostile, &how, 2), 2);
+    setenv("COLL_SHM_SLICED_BYTES", "16K", 1);
+    how |= HOSTILE_LARGE;
+    ASSERT_EQ(run_ranks(3, rank_hostile, &how, 2), 2);
+    unsetenv("COLL_SHM_SLICED_BYTES");
 }
 
 TEST(hostile_junk_in_segment)
@@ -626,8 +773,9 @@ static void rank_knobs(coll_comm_t *comm, int rank, int n, void *arg)
         RCHECK(strstr(coll_last_error(comm), "'flat'") != NULL);
         break;
     default: {
-        /* above COLL_SHM_SLICED_BYTES (1M) nothing of the fast path can run it */
-        size_t big = ((size_t)1 << 20) / sizeof(int32_t) + 1;
+        /* with COLL_SHM_SLICED_BYTES=0 nothing of the fast path runs more than
+         * COLL_SHM_FLAT_BYTES (4K) */
+        size_t big = 4096 / sizeof(int32_t) + 1;
         int32_t *w = calloc(big, sizeof(*w));
         RCHECK(w);
         RCALL(coll_allreduce(v, v, 10, COLL_INT32, COLL_SUM, comm));
@@ -659,7 +807,9 @@ TEST(knobs_off_ring_forced)
     ASSERT_EQ(run_ranks(2, rank_knobs, &how, -1), 2);
     unsetenv("COLL_TRANSPORT");
     how = KNOB_FORCED_BIG;
+    setenv("COLL_SHM_SLICED_BYTES", "0", 1);
     ASSERT_EQ(run_ranks(2, rank_knobs, &how, -1), 2);
+    unsetenv("COLL_SHM_SLICED_BYTES");
     unsetenv("COLL_ALGO");
 }
 

@@ -336,9 +336,10 @@ coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *a,
         if (explicit_ && !strcmp(name, "flat"))
             return coll__error(comm, COLL_INVALID_ARGUMENT,
                                "COLL_ALGO forces 'flat' for %s, which runs only blocking calls "
-                               "outside groups of at most COLL_SHM_FLAT_BYTES (%lld) per rank, "
-                               "on comms whose ranks all share one host over shm "
-                               "(COLL_SHM_FLAT=1)",
+                               "outside groups of at most COLL_SHM_FLAT_BYTES (%lld) per rank "
+                               "(all-reduce, broadcast and reduce: larger too, on 2 to 16 ranks "
+                               "with COLL_SHM_SLICED_BYTES > COLL_SHM_FLAT_BYTES), on comms "
+                               "whose ranks all share one host over shm (COLL_SHM_FLAT=1)",
                                coll__coll_name(a->coll), (long long)comm->cfg.shm_flat_bytes);
         if (explicit_)
             return coll__error(comm, COLL_INVALID_ARGUMENT,

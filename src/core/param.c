@@ -124,12 +124,12 @@ const struct coll_param coll__params[] = {
      "part); each rank's share of the segment is twice this; every rank must set the same",
      COLL_PARAM_SIZE, CFG(shm_flat_bytes), 0, (int64_t)1 << 20},
     {"COLL_SHM_SLICED_BYTES", "1M",
-     "with the shared-memory fast path on: blocking all-reduces above COLL_SHM_FLAT_BYTES and "
-     "up to this many bytes (comms of 2 to 16 ranks) copy their input into the segment, each "
-     "rank reduces one slice of all inputs, and all read the result; the segment grows to "
-     "twice this per rank; 0 = off. Unless set, only where the host has at most twice as many "
-     "ranks as cores (measured faster than the general path there, slower beyond: "
-     "docs/performance.md)",
+     "with the shared-memory fast path on (comms of 2 to 16 ranks): blocking all-reduce, "
+     "reduce and broadcast above COLL_SHM_FLAT_BYTES go through the segment in pieces of this "
+     "many bytes: every rank copies its piece in, each reduces one slice of all of them, and "
+     "all (reduce: the root) copy the result out; a broadcast piece is written once by the "
+     "root and copied out by the others. The segment grows to twice this per rank; every rank "
+     "must set the same; 0 = off (the general path runs them)",
      COLL_PARAM_SIZE, CFG(shm_sliced_bytes), 0, (int64_t)16 << 20},
     {"COLL_SHM_FLAT_SPIN_US", "1000",
      "the longest a wait on the shared-memory fast path polls (yielding the core when ranks "

@@ -29,6 +29,14 @@
  * Every rank reduces all inputs itself, in rank order 0..n-1 with coll__reduce_n, so every
  * rank gets the same bits.
  *
+ * Above COLL_SHM_FLAT_BYTES (where COLL_SHM_SLICED_BYTES makes the slots larger) all-reduce,
+ * broadcast and reduce run in pieces of one slot, each piece a call of its own, so piece
+ * k + 1 fills the other slot while slower ranks still read piece k. A reduction piece is
+ * "sliced": every rank copies its piece in, rank r reduces slice r of all n pieces, and every
+ * rank (all-reduce) or the root (reduce) copies the n slices out; the reduction is spread
+ * over all ranks and each byte is reduced once. A broadcast piece is written once by the
+ * root and copied out by every other rank.
+ *
  * Waiting spins (yielding the core when the host has more ranks than cores), then sleeps on
  * a futex on the awaited word. The segment is shared memory, so the futex is a shared one
  * (no FUTEX_PRIVATE_FLAG). A sleeper raises the owner's sleepers count before its last look,
@@ -74,6 +82,9 @@
 #define FLAT_SEGMENT_MAX ((size_t)256 << 20)
 #define FLAT_SLEEP_MS 10 /* longest sleep between looks at peers' health */
 #define FLAT_PAUSE_NS 20000 /* a wait polls this long before it starts yielding its core */
+/* The collectives that run above COLL_SHM_FLAT_BYTES (sliced, in pieces of one slot). */
+#define FLAT_LARGE_COLLS                                                                   \
+    ((1u << COLL_COLL_ALLREDUCE) | (1u << COLL_COLL_BROADCAST) | (1u << COLL_COLL_REDUCE))
 
 struct flat_line {
     _Atomic uint32_t seq; /* the call this line holds */
@@ -100,7 +111,7 @@ struct flat_rank {
     struct flat_line line[2];
     _Alignas(FLAT_CL) _Atomic uint32_t done;
     _Atomic uint32_t closed;
-    _Alignas(FLAT_CL) _Atomic uint32_t reduced; /* sliced all-reduce: my slice of call c */
+    _Alignas(FLAT_CL) _Atomic uint32_t reduced; /* sliced call c: my slice is reduced */
     _Alignas(FLAT_CL) _Atomic uint32_t sleepers;
     _Alignas(FLAT_CL) char reason[256];
     _Alignas(FLAT_CL) uint8_t slot[]; /* 2 x slot_bytes */
@@ -509,22 +520,19 @@ static coll_status_t segment_map(struct coll_flat *f, int fd)
     return COLL_SUCCESS;
 }
 
-/* The sliced all-reduce needs one rank per slice and a single pass of coll__reduce_n. By
- * default it runs only where it measured faster than the general path (docs/performance.md):
- * up to twice as many ranks as cores; at four times, each rank's slice waits for cores. */
+/* The sliced path needs one rank per slice and a single pass of coll__reduce_n (2 to 16
+ * ranks). Once it ran large calls in pieces it measured faster than the general path at
+ * every size from 16 KiB to 64 MiB at NP 2, 4 and 8 on 2 cores (docs/performance.md), so it
+ * is on wherever it fits, oversubscribed or not. */
 static bool sliced_on(const struct coll_comm *comm)
 {
-    const char *env = getenv("COLL_SHM_SLICED_BYTES");
-    /* the host's count, not this process's affinity: every rank must decide alike */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-
     if (comm->cfg.shm_sliced_bytes <= comm->cfg.shm_flat_bytes || comm->nranks < 2 ||
         comm->nranks > COLL_REDUCE_MAX_INPUTS)
         return false;
     /* a segment too large for it keeps the small path, rather than losing both */
     if ((size_t)comm->nranks * 2 * (size_t)comm->cfg.shm_sliced_bytes > FLAT_SEGMENT_MAX / 2)
         return false;
-    return (env && *env) || comm->nranks <= 2 * COLL_MAX(cores, 1L);
+    return true;
 }
 
 /* The first call that wants the fast path: rank 0 makes the segment, the others map it.
@@ -722,15 +730,18 @@ static coll_status_t read_all(struct coll_flat *f, uint32_t c, const struct flat
 
 /* Above COLL_SHM_FLAT_BYTES: every input is in its rank's slot; rank r reduces slice r of
  * all of them into its own slot (in place over its own input there, which no other rank
- * reads), says so, and every rank copies every slice out. Each slice is reduced once, so
- * every rank gets the same bits; n <= COLL_REDUCE_MAX_INPUTS (one fold). */
+ * reads), says so, and every rank (all-reduce) or the root (reduce, root >= 0) copies every
+ * slice out. Each slice is reduced once, so every rank gets the same bits; n <=
+ * COLL_REDUCE_MAX_INPUTS (one fold). The root of a reduce reduces its own slice straight
+ * into recvbuf: nobody reads it from the segment. */
 static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size_t count,
-                            coll_dtype_t dt, coll_op_t op)
+                            coll_dtype_t dt, coll_op_t op, int root)
 {
     const size_t esz = coll__dtype_size(dt), n = (size_t)f->n, r = (size_t)f->rank;
     const size_t lo = count * r / n, hi = count * (r + 1) / n;
     struct flat_rank *me = rank_at(f, f->rank);
-    uint8_t *mine = slot_of(f, me, c) + lo * esz;
+    uint8_t *mine = root == f->rank ? (uint8_t *)recvbuf + lo * esz
+                                    : slot_of(f, me, c) + lo * esz;
 
     for (int p = 0; p < f->n; p++)
         f->src[p] = slot_of(f, rank_at(f, p), c) + lo * esz;
@@ -740,9 +751,13 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
             coll__reduce_div(mine, hi - lo, dt, (uint64_t)f->n);
     }
     publish(me, &me->reduced, c);
+    if (root >= 0 && root != f->rank)
+        return COLL_SUCCESS;
     for (int p = 0; p < f->n; p++) {
         struct flat_rank *pr = rank_at(f, p);
         size_t plo = count * (size_t)p / n, phi = count * ((size_t)p + 1) / n;
+        if (p == f->rank && root == f->rank)
+            continue;
         if (p != f->rank) {
             coll_status_t st = flat_wait(f, p, &pr->reduced, c, "reduce its slice");
             if (st != COLL_SUCCESS)
@@ -764,6 +779,8 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     struct flat_rank *me = rank_at(f, f->rank);
     struct flat_line *ml = &me->line[c & 1];
     const bool writes = coll != COLL_COLL_BARRIER && (coll != COLL_COLL_BROADCAST || f->rank == root);
+    /* a piece of a large call: the sliced protocol (reduce) */
+    const bool big = bytes > (size_t)f->comm->cfg.shm_flat_bytes;
     coll_status_t st = COLL_SUCCESS;
 
     /* once any rank failed, no call of any rank starts (a peer's published input could
@@ -799,9 +816,15 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
         if (bytes <= (size_t)f->comm->cfg.shm_flat_bytes)
             reduce_all(f, recvbuf, c, count, dt, op);
         else
-            st = sliced(f, recvbuf, c, count, dt, op);
+            st = sliced(f, recvbuf, c, count, dt, op, -1);
         break;
     case COLL_COLL_REDUCE:
+        if (big) { /* every rank reduces a slice, the root gathers them */
+            st = read_all(f, c, ml);
+            if (st == COLL_SUCCESS)
+                st = sliced(f, recvbuf, c, count, dt, op, root);
+            break;
+        }
         if (f->rank != root)
             break;
         st = read_all(f, c, ml);
@@ -839,7 +862,7 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
      * c - 1, its reads of our line and slot of c - 1 included. The next call's wait for the
      * done words is then already answered, without fetching a peer's cache line. */
     if (coll == COLL_COLL_ALLREDUCE || coll == COLL_COLL_ALLGATHER ||
-        coll == COLL_COLL_BARRIER || (coll == COLL_COLL_REDUCE && f->rank == root))
+        coll == COLL_COLL_BARRIER || (coll == COLL_COLL_REDUCE && (big || f->rank == root)))
         f->done_ok = c - 1;
     publish(me, &me->done, c);
     return COLL_SUCCESS;
@@ -884,7 +907,8 @@ static void flat_decide(struct coll_comm *comm)
     else
         COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path on: all %d ranks on one host over shm; "
                   "blocking all-reduce, broadcast, reduce, all-gather and barrier of at most "
-                  "%lld bytes per rank, sliced all-reduce up to %lld bytes%s",
+                  "%lld bytes per rank; larger all-reduce, broadcast and reduce in pieces of "
+                  "%lld bytes%s",
                   comm->rank, comm->nranks, (long long)comm->cfg.shm_flat_bytes,
                   comm->flat_sliced ? (long long)comm->cfg.shm_sliced_bytes : 0ll,
                   comm->flat_forced ? " (forced by COLL_ALGO)" : "");
@@ -929,7 +953,7 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
 {
     struct coll_flat *f;
     uint64_t t0 = 0;
-    size_t bytes;
+    size_t bytes, esz, chunk;
     coll_status_t st;
 
     if (comm->flat_state == 0)
@@ -937,10 +961,10 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
     if (comm->flat_state < 0 || !(comm->flat_colls & (1u << coll)))
         return false;
     /* the API checked that count * size (* nranks) fits a size_t */
-    bytes = count * coll__dtype_size(dtype);
+    esz = coll__dtype_size(dtype);
+    bytes = count * esz;
     if (bytes > (size_t)comm->cfg.shm_flat_bytes &&
-        (coll != COLL_COLL_ALLREDUCE || bytes > (size_t)comm->cfg.shm_sliced_bytes ||
-         !comm->flat_sliced))
+        (!(FLAT_LARGE_COLLS & (1u << coll)) || !comm->flat_sliced))
         return false;
     if (comm->flat_cuda && (!host_memory(comm, sendbuf) || !host_memory(comm, recvbuf)))
         return false;
@@ -967,7 +991,18 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
             return true;
         }
     }
-    st = flat_call(f, coll, sendbuf, recvbuf, count, dtype, op, root);
+    /* A large call goes through the slots in pieces of one slot, each a call of its own
+     * (so pieces k and k + 1 use different slots, and a rank fills piece k + 1 while slower
+     * ones still read piece k). Every rank cuts alike: the slot size is checked equal on
+     * every rank when the segment is mapped. */
+    chunk = bytes > (size_t)comm->cfg.shm_flat_bytes ? f->slot_bytes / esz : count;
+    for (size_t off = 0;; off += chunk) {
+        size_t m = COLL_MIN(chunk, count - off);
+        st = flat_call(f, coll, sendbuf ? (const uint8_t *)sendbuf + off * esz : NULL,
+                       recvbuf ? (uint8_t *)recvbuf + off * esz : NULL, m, dtype, op, root);
+        if (st != COLL_SUCCESS || count - off <= chunk)
+            break;
+    }
     f->ncalls++;
     if (comm->tracer) {
         pthread_mutex_lock(&comm->lock);
