@@ -281,12 +281,22 @@ def restat(run_, stat):
         run_["meas"][key] = {v: {s: f(t) for s, t in m.items()} for v, m in samples.items()}
 
 
-def calib_file(run_, override, d):
-    if override:
+def calib_file(run_, override, d, sets=(), name="calib.txt"):
+    """The calibration to price run_ with: its own (or override), then the KEY=VALUE pairs
+    of sets, which win (a calibration file's later line for a key replaces an earlier)."""
+    if override and not sets:
         return override
-    path = os.path.join(d, "calib.txt")
+    if override:
+        with open(override) as f:
+            text = f.read()
+    else:
+        text = run_["calib"]
+    path = os.path.join(d, name)
     with open(path, "w") as f:
-        f.write(run_["calib"])
+        f.write(text.rstrip("\n") + "\n")
+        for kv in sets:
+            k, _, v = kv.partition("=")
+            f.write("%s %s\n" % (k, v))
     return path
 
 
@@ -353,6 +363,17 @@ What the model prices (src/algo/cost.c, parameters from `collbench --calibrate`)
   sets of 1-256 MiB gives the ratio of its out-of-cache to in-cache cost (mem) and the size
   that best explains the curve (cache_bytes); a call whose buffers on one host exceed it
   pays the share 1 - cache_bytes / W of its bytes at mem times those costs.
+- **lat** per link class: the part of alpha that is latency. A message holds its ports for
+  alpha - lat + m beta and arrives lat later, so the n - 1 small messages a rank sends at
+  once (linear and pairwise all-to-all, a flat gather) overlap their latencies, while log n
+  dependent rounds (Bruck) pay the whole alpha each (LogP's L against its o and g). A TCP
+  message keeps its receiver's core through the latency too (the wake-up needs it).
+  `--calibrate` times a burst of 16 grouped 8-byte sends against a lone one: what each
+  further send costs the sender is the occupancy; lat is alpha minus it.
+- **step**: the executor's time per schedule step (send, receive, reduce, copy), on the
+  rank's CPU, one step at a time with its reductions and copies: a schedule of many small
+  steps (Bruck's packing copies, a tree's chunked forwards) pays for their number.
+  `--calibrate` sets it to the shm burst's per-send time.
 - **chunk sizes**: the selector prices 32 KiB, 128 KiB, 512 KiB and 4 MiB chunks; 4 MiB is
   one copy per block up to there (the `:4M` variants here).
 
@@ -379,14 +400,17 @@ def write_report(a, runs, preds, base_preds):
       "`collbench --calibrate` at the start of the run; its predictions are `collbench "
       "--explain` over the comm's own links at the same chunk settings, and the pick at a "
       "size is the variant the model prices lowest among those measured. Run 1's "
-      "calibration: [results/%s](results/%s). Raw data: "
-      "[results/algos%s.json](results/algos%s.json)%s.\n"
+      "calibration: [results/%s](results/%s)%s. Raw data: "
+      "[results/%s](results/%s)%s.\n"
       % (a.transport, " ".join(map(str, first["np"])), " ".join(first["colls"]), first["max"],
          " (then `--runs` over its records)" if a.runs else "",
          "shared memory" if a.transport == "shm" else "TCP loopback",
          "best" if a.stat == "min" else "median",
          first.get("rounds", 1) * first.get("cycles", 1), first.get("rounds", 1),
-         first.get("cycles", 1), a.calib_name, a.calib_name, tag, tag,
+         first.get("cycles", 1), a.calib_name, a.calib_name,
+         ", with %s" % ", ".join("`%s`" % kv for kv in a.set) if a.set else "",
+         os.path.basename(a.runs[0]) if a.runs else "algos%s.json" % tag,
+         os.path.basename(a.runs[0]) if a.runs else "algos%s.json" % tag,
          "".join(", [results/%s](results/%s)" % (os.path.basename(p), os.path.basename(p))
                  for p in (a.runs or [])[1:])))
     w("## Does the selector pick a fast algorithm?\n")
@@ -535,8 +559,16 @@ def main():
                     help="a point from its samples: the best (default) or the median")
     ap.add_argument("--calib", default=None,
                     help="with --runs: price with this file, not the runs' own calibration")
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="calibration keys to override wherever a run is priced")
+    ap.add_argument("--base-set", nargs="+", default=None, metavar="KEY=VALUE",
+                    help="without --base-build: price the 'before' rows with this build and "
+                         "these keys overridden too (e.g. a new term turned off)")
     a = ap.parse_args()
     parse_size(a.max)
+    for kv in a.set + (a.base_set or []):
+        if "=" not in kv:
+            sys.exit("--set/--base-set: '%s' is not KEY=VALUE" % kv)
     a.build = os.path.abspath(a.build)
     a.tag = "" if a.transport == "shm" else "-" + a.transport
     if a.out is None:
@@ -565,12 +597,17 @@ def main():
     preds, base_preds = [], []
     if a.base_build and not a.base_name:
         a.base_name = os.path.basename(os.path.normpath(a.base_build))
+    if a.base_set is not None and not a.base_build:
+        a.base_build = a.build
+        if not a.base_name:
+            a.base_name = "this build with %s" % ", ".join("`%s`" % kv for kv in a.base_set)
     with tempfile.TemporaryDirectory() as d:
         for i, run_ in enumerate(runs):
-            cf = calib_file(run_, a.calib, d)
+            cf = calib_file(run_, a.calib, d, a.set)
             preds.append(predict_run(a.build, run_, cf))
             if a.base_build:
-                base_preds.append(predict_run(os.path.abspath(a.base_build), run_, cf,
+                bf = calib_file(run_, a.calib, d, a.set + (a.base_set or []), "base.txt")
+                base_preds.append(predict_run(os.path.abspath(a.base_build), run_, bf,
                                               whole=not a.base_no_4m))
     write_report(a, runs, preds, base_preds)
 

@@ -9,7 +9,8 @@
  * calibration file, 6 errors.
  *
  * Exact cases use dyadic parameters (alpha 2^-16 s, beta 2^-31 s/B, gamma 2^-32 s/B, copy
- * 2^-34 s/B) and power-of-two byte counts, so every sum the simulation forms is exact in
+ * 2^-34 s/B; no latency share, no executor time per step unless a case sets them to powers
+ * of two) and power-of-two byte counts, so every sum the simulation forms is exact in
  * double precision and may be compared with ==.
  *
  * Build: gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Iinclude -Isrc
@@ -54,9 +55,12 @@ static struct coll_cost_params dyadic(void)
     for (int d = 0; d < COLL_NUM_DTYPES; d++)
         p.gamma[d] = G;
     p.copy = CP;
-    for (int l = 0; l < COLL_NUM_LINKS; l++)
+    for (int l = 0; l < COLL_NUM_LINKS; l++) {
         p.link[l].rdv = 0;
+        p.link[l].lat = 0;
+    }
     p.mem = 1;
+    p.step = 0;
     return p;
 }
 
@@ -150,14 +154,25 @@ TEST(one_message_costs_alpha_plus_m_beta)
     send_(&s[0], 1, count, 0, NULL);
     recv_(&s[1], 0, count, 0, NULL);
     t = simulate(&p, NULL, s, 2, finish);
-    ASSERT_DEQ(t, p.link[COLL_LINK_TCP].alpha + 4000.0 * p.link[COLL_LINK_TCP].beta);
+    /* both ends' executors issue their step at once, then the message: a latency share
+     * (none on TCP by default) moves where its time is spent, not how much a lone one costs */
+    ASSERT_DEQ(t, p.step + (p.link[COLL_LINK_TCP].alpha - p.link[COLL_LINK_TCP].lat +
+                            4000.0 * p.link[COLL_LINK_TCP].beta) +
+                      p.link[COLL_LINK_TCP].lat);
     /* rendezvous: the send completes with its receive */
     ASSERT_DEQ(finish[0], t);
     ASSERT_DEQ(finish[1], t);
-    /* a single class other than TCP */
+    /* a single class other than TCP: shm has a latency share, so the send completes that
+     * much before its receive */
     struct coll_cost_links shm = coll__cost_links_all(COLL_LINK_SHM);
-    t = simulate(&p, &shm, s, 2, NULL);
-    ASSERT_DEQ(t, p.link[COLL_LINK_SHM].alpha + 4000.0 * p.link[COLL_LINK_SHM].beta);
+    const double lat = COLL_MIN(p.link[COLL_LINK_SHM].lat, p.link[COLL_LINK_SHM].alpha);
+    ASSERT(lat > 0);
+    t = simulate(&p, &shm, s, 2, finish);
+    ASSERT_DEQ(t, p.step + (p.link[COLL_LINK_SHM].alpha - lat +
+                            4000.0 * p.link[COLL_LINK_SHM].beta) + lat);
+    ASSERT_DEQ(finish[0], p.step + (p.link[COLL_LINK_SHM].alpha - lat +
+                                    4000.0 * p.link[COLL_LINK_SHM].beta));
+    ASSERT_DEQ(finish[1], t);
     scheds_free(s, 2);
 }
 
@@ -211,6 +226,8 @@ TEST(ports_of_different_link_classes_run_at_once)
     double tcp, shm;
 
     coll__cost_params_default(&p);
+    p.step = 0; /* the ports alone */
+    p.link[COLL_LINK_SHM].lat = 0;
     tcp = p.link[COLL_LINK_TCP].alpha + bytes * p.link[COLL_LINK_TCP].beta;
     shm = p.link[COLL_LINK_SHM].alpha + bytes * p.link[COLL_LINK_SHM].beta;
     scheds_init(s, 3);
@@ -419,6 +436,111 @@ TEST(one_rank_and_empty_calls)
     ASSERT_DEQ(predict(&p, "ring", COLL_COLL_ALLREDUCE, 1, 1000, 1000), 4000 * CP);
     ASSERT_DEQ(predict(&p, "ring", COLL_COLL_ALLREDUCE, 4, 0, 1), 0);
     ASSERT_DEQ(predict(&p, "tree", COLL_COLL_BROADCAST, 5, 0, 1), 0);
+}
+
+TEST(latency_overlaps_but_occupancy_does_not)
+{
+    /* lat = alpha / 2: a message holds its ports for alpha / 2 + m beta and arrives alpha / 2
+     * after it lets them go. Four messages on one channel: the ports serialize their
+     * occupancies, the latencies overlap, and the last one arrives one latency after the
+     * fourth release; the sender is done at that release. */
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+    double finish[2];
+    const double occ = A / 2 + 1024 * B;
+
+    for (int l = 0; l < COLL_NUM_LINKS; l++)
+        p.link[l].lat = A / 2;
+    scheds_init(s, 2);
+    for (int i = 0; i < 4; i++) {
+        send_(&s[0], 1, 256, 0, NULL);
+        recv_(&s[1], 0, 256, 0, NULL);
+    }
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, finish), 4 * occ + A / 2);
+    ASSERT_DEQ(finish[0], 4 * occ);
+    ASSERT_DEQ(finish[1], 4 * occ + A / 2);
+    scheds_free(s, 2);
+
+    /* a dependent round trip pays the whole alpha each way: latency only overlaps what is
+     * in flight together */
+    scheds_init(s, 2);
+    {
+        uint32_t r0 = recv_(&s[1], 0, 256, 0, NULL);
+        send_(&s[0], 1, 256, 0, NULL);
+        recv_(&s[0], 1, 256, 0, NULL);
+        send_(&s[1], 0, 256, 1, &r0);
+    }
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, NULL), 2 * (A + 1024 * B));
+    scheds_free(s, 2);
+
+    /* lat above alpha is alpha: nothing arrives before it is sent */
+    for (int l = 0; l < COLL_NUM_LINKS; l++)
+        p.link[l].lat = 4 * A;
+    scheds_init(s, 2);
+    send_(&s[0], 1, 256, 0, NULL);
+    recv_(&s[1], 0, 256, 0, NULL);
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, finish), A + 1024 * B);
+    ASSERT_DEQ(finish[0], 1024 * B);
+    scheds_free(s, 2);
+}
+
+TEST(tcp_latency_holds_the_receivers_core)
+{
+    /* two ranks on one core exchange a TCP message each: a TCP message keeps its
+     * receiver's core from its start until it is in, latency included (the kernel's
+     * copies, the wake-up), so the two run one after the other; with a core each they
+     * overlap completely */
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[2];
+
+    for (int l = 0; l < COLL_NUM_LINKS; l++)
+        p.link[l].lat = A / 2;
+    scheds_init(s, 2);
+    for (int32_t r = 0; r < 2; r++) {
+        send_(&s[r], 1 - r, 256, 0, NULL);
+        recv_(&s[r], 1 - r, 256, 0, NULL);
+    }
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, NULL), A + 1024 * B);
+    p.cores = 1;
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, NULL), 2 * (A / 2 + 1024 * B) + A);
+    scheds_free(s, 2);
+}
+
+TEST(every_step_costs_the_executor_its_time)
+{
+    /* step S: rank 0 copies (S + 32 CP on its CPU), then issues its send (S on its CPU),
+     * then the message (A + 32 B); rank 1 issued its receive at S, long before. */
+    const double S = 1.0 / 1048576;
+    struct coll_cost_params p = dyadic();
+    struct coll_schedule s[3];
+    double finish[3];
+    uint32_t c;
+
+    p.step = S;
+    scheds_init(s, 2);
+    c = copy_(&s[0], 8);
+    send_(&s[0], 1, 8, 1, &c);
+    recv_(&s[1], 0, 8, 0, NULL);
+    ASSERT_DEQ(simulate(&p, NULL, s, 2, finish), S + 32 * CP + S + A + 32 * B);
+    ASSERT_DEQ(finish[0], finish[1]);
+    scheds_free(s, 2);
+
+    /* one executor issues one step at a time: rank 0's two sends to different ranks are
+     * issued S apart; with alpha shorter than S the port is free again by then, so the
+     * second ends S after the first. */
+    p.link[COLL_LINK_TCP].alpha = S / 4;
+    scheds_init(s, 3);
+    send_(&s[0], 1, 8, 0, NULL);
+    send_(&s[0], 2, 8, 0, NULL);
+    recv_(&s[1], 0, 8, 0, NULL);
+    recv_(&s[2], 0, 8, 0, NULL);
+    ASSERT_DEQ(simulate(&p, NULL, s, 3, finish), 2 * S + S / 4 + 32 * B);
+    ASSERT_DEQ(finish[1], S + S / 4 + 32 * B);
+    ASSERT_DEQ(finish[2], 2 * S + S / 4 + 32 * B);
+    scheds_free(s, 3);
+
+    /* a schedule without steps costs nothing, whatever a step costs */
+    ASSERT_DEQ(predict(&p, "ring", COLL_COLL_ALLREDUCE, 4, 0, 1), 0);
 }
 
 /* ---- 3 shape under the defaults ------------------------------------------------------ */
@@ -671,6 +793,35 @@ TEST(rank_algos_small_and_large)
         ASSERT(res[i].algo->colls & (1u << COLL_COLL_BROADCAST));
 }
 
+TEST(small_alltoall_sends_concurrently)
+{
+    /* n - 1 small messages in flight at once overlap their latencies and pay only their
+     * occupancy and the executor's steps; Bruck's log n rounds depend on each other (and
+     * on its pack and unpack copies), so each pays the whole alpha. Measured over shm here,
+     * linear and pairwise beat Bruck at 4 and 8 ranks up to 8 KiB (docs/algorithms.md);
+     * the machine without a latency share and step time ranks them the other way round. */
+    struct coll_cost_params p;
+    struct coll_cost_result res[8];
+    struct coll_cost_links shm = coll__cost_links_all(COLL_LINK_SHM);
+    struct coll_cost_query q = {.coll = COLL_COLL_ALLTOALL, .dtype = COLL_FLOAT32};
+    size_t nres;
+
+    for (int32_t n = 4; n <= 8; n += 4) {
+        q.nranks = n;
+        q.count = 8; /* 32 B to each rank */
+        coll__cost_params_default(&p);
+        ASSERT_OK(coll__cost_rank_algos(&p, &shm, &q, res, 8, &nres));
+        ASSERT_MSG(rank_of(res, nres, "bruck") > rank_of(res, nres, "linear") &&
+                       rank_of(res, nres, "bruck") > rank_of(res, nres, "pairwise"),
+                   "n=%d: bruck ranked %zu of %zu", n, rank_of(res, nres, "bruck"), nres);
+        p.link[COLL_LINK_SHM].lat = 0;
+        p.step = 0;
+        ASSERT_OK(coll__cost_rank_algos(&p, &shm, &q, res, 8, &nres));
+        ASSERT_MSG(!strcmp(res[0].algo->name, "bruck"), "n=%d: %s first without lat and step",
+                   n, res[0].algo->name);
+    }
+}
+
 TEST(selector_prices_one_copy_per_block)
 {
     static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
@@ -687,8 +838,10 @@ TEST(selector_prices_one_copy_per_block)
 
     /* two ranks: a pipeline has one hop, so chunks buy only the overlap of the root's
      * copy into its own receive buffer with the message; where a hand-over costs more than
-     * that copy, the selector's sizes must include the one that sends the block whole */
+     * that copy, the selector's sizes must include the one that sends the block whole
+     * (priced without the executor's steps, which this case is not about) */
     coll__cost_params_default(&p);
+    p.step = 0;
     p.link[COLL_LINK_SHM].rdv = 1e-4;
     ASSERT_OK(coll__cost_rank_algos(&p, &shm, &q, res, 16, &nres));
     i = rank_of(res, nres, "chain");
@@ -724,12 +877,14 @@ static bool params_equal(const struct coll_cost_params *a, const struct coll_cos
 {
     for (int l = 0; l < COLL_NUM_LINKS; l++)
         if (a->link[l].alpha != b->link[l].alpha || a->link[l].beta != b->link[l].beta ||
-            a->link[l].rdv != b->link[l].rdv || a->link[l].rdv_bytes != b->link[l].rdv_bytes)
+            a->link[l].rdv != b->link[l].rdv || a->link[l].rdv_bytes != b->link[l].rdv_bytes ||
+            a->link[l].lat != b->link[l].lat)
             return false;
     for (int d = 0; d < COLL_NUM_DTYPES; d++)
         if (a->gamma[d] != b->gamma[d])
             return false;
-    return a->copy == b->copy && a->mem == b->mem && a->cache_bytes == b->cache_bytes;
+    return a->copy == b->copy && a->mem == b->mem && a->cache_bytes == b->cache_bytes &&
+           a->step == b->step;
 }
 
 TEST(calibration_file_round_trip)
@@ -749,6 +904,8 @@ TEST(calibration_file_round_trip)
     p.link[COLL_LINK_SHM].rdv_bytes = 16384;
     p.mem = 4.87;
     p.cache_bytes = 14145536;
+    p.link[COLL_LINK_TCP].lat = 4.25e-5;
+    p.step = 3.3e-7;
     ASSERT_OK(coll__cost_params_save(&p, path));
     memset(&q, 0, sizeof(q));
     ASSERT_OK(coll__cost_params_load(&q, path));
@@ -766,6 +923,8 @@ TEST(calibration_file_round_trip)
     ASSERT_STR_CONTAINS(text, "\nshm.rdv_bytes 16384\n");
     ASSERT_STR_CONTAINS(text, "\nmem 4.87\n");
     ASSERT_STR_CONTAINS(text, "\ncache_bytes 14145536\n");
+    ASSERT_STR_CONTAINS(text, "\ntcp.lat 4.25e-05\n");
+    ASSERT_STR_CONTAINS(text, "\nstep 3.3e-07\n");
     unlink(path);
 }
 

@@ -10,24 +10,28 @@
  *
  *   readiness  A step is ready when every step it depends on has completed. Nothing else
  *              orders a rank's steps (the executor also runs whatever is ready).
- *   REDUCE     runs on the rank's CPU for gamma[dtype] x the bytes of its output;
- *   COPY       for copy x its bytes (priced even where an in-place executor skips it).
- *              The CPU runs one local step at a time, to completion; among ready ones it
+ *   executor   Every step first costs its rank's CPU p->step seconds (the executor's time
+ *              to issue it); a SEND or RECV takes part in its message only after that.
+ *   REDUCE     runs on the rank's CPU for step + gamma[dtype] x the bytes of its output;
+ *   COPY       for step + copy x its bytes (priced even where an in-place executor skips
+ *              it). The CPU runs one step at a time, to completion; among ready ones it
  *              takes the one with the lowest step index.
  *   messages   The k-th SEND from a to b and the k-th RECV from a on b are message k of the
  *              channel a->b, over link class l = link_of(a, b). The message starts once
- *                - the SEND and the RECV are both ready (the receiver has posted its buffer:
- *                  rendezvous, as the simulator's rendezvous mode; a receive held back by a
- *                  busy scratch slot holds the message back),
- *                - message k-1 of the channel has completed (links are FIFO),
+ *                - the SEND and the RECV are both ready and issued (the receiver has posted
+ *                  its buffer: rendezvous, as the simulator's rendezvous mode; a receive
+ *                  held back by a busy scratch slot holds the message back),
+ *                - message k-1 of the channel has let its ports go (links are FIFO),
  *                - a's send port of class l and b's receive port of class l are free;
- *              it holds both ports for alpha_l + bytes x beta_l (+ rdv_l when bytes >=
- *              rdv_bytes_l: a rendezvous hand-over), and the SEND and the RECV both
- *              complete at its end. So a RECV completes at
- *                max(send ready, recv posted, ports free) + alpha_l + bytes beta_l
- *              and the messages a rank sends over one class run one after another, alpha
- *              included (alpha is per-message overhead at both ends, not wire latency that
- *              could overlap). Ports of different classes are independent: a rank may send
+ *              it holds both ports for alpha_l - lat_l + bytes x beta_l (+ rdv_l when
+ *              bytes >= rdv_bytes_l: a rendezvous hand-over), where lat_l = min(lat_l,
+ *              alpha_l); the SEND completes when it lets them go and the RECV lat_l later.
+ *              So a lone RECV completes at
+ *                max(send issued, recv issued, ports free) + alpha_l + bytes beta_l
+ *              but of n messages a rank sends at once over one class only the occupancies
+ *              (alpha - lat + bytes beta) run one after another: their latencies overlap,
+ *              as LogP's L does, while a chain of dependent messages pays the whole alpha
+ *              at every hop. Ports of different classes are independent: a rank may send
  *              over shm and tcp at once. Messages do not use the CPU.
  *   ties       At one instant, every completion is applied first; then each CPU that is free
  *              takes its ready step; then each free receive port takes, among the messages
@@ -40,7 +44,8 @@
  * Oversubscription (p->cores > 0 and a host with more ranks than cores, hosts as the
  * arguments' hosts, NULL: one host): a local step also holds one of its host's cores for its
  * duration, and a TCP message holds one of the receiving host's cores for its whole
- * duration (the kernel's copies, the receiver's wake-up), so that at most `cores` such
+ * duration, latency included (the kernel's copies, the receiver's wake-up), so that at
+ * most `cores` such
  * things run at once per host. A shared-memory message does only when its copy outweighs
  * its per-message cost: a waiting rank polls its rings, and measured here the recursive-
  * doubling exchange of small messages stays the fastest small all-reduce at 4 and 8 ranks,
@@ -110,6 +115,11 @@ void coll__cost_params_default(struct coll_cost_params *p)
     p->link[COLL_LINK_SHM].beta = 1 / 8e9;
     /* SHM_RDV_MIN of src/transport/shm.c; what a rendezvous costs is measured (--calibrate) */
     p->link[COLL_LINK_SHM].rdv_bytes = 16384;
+    /* a burst of small shm messages costs the sender about 0.4 us each, whatever the
+     * ping-pong says: almost all of alpha is latency that messages in flight overlap, and
+     * the rest is the executor's time per step (fitted and judged in docs/algorithms.md) */
+    p->link[COLL_LINK_SHM].lat = 1e-6;
+    p->step = 3e-7;
     /* placeholders until collbench --calibrate measures them: 100 Gb/s verbs, NVLink-class
      * peer copies behind an event synchronisation */
     p->link[COLL_LINK_IB].alpha = 2e-6;
@@ -142,6 +152,8 @@ static double *param_of(struct coll_cost_params *p, const char *key)
         return &p->mem;
     if (!strcmp(key, "cache_bytes"))
         return &p->cache_bytes;
+    if (!strcmp(key, "step"))
+        return &p->step;
     if (!dot)
         return NULL;
     if (plen == 5 && !strncmp(key, "gamma", 5)) {
@@ -161,6 +173,8 @@ static double *param_of(struct coll_cost_params *p, const char *key)
             return &p->link[l].rdv;
         if (!strcmp(dot + 1, "rdv_bytes"))
             return &p->link[l].rdv_bytes;
+        if (!strcmp(dot + 1, "lat"))
+            return &p->link[l].lat;
         return NULL;
     }
     return NULL;
@@ -341,7 +355,10 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
                       "# gamma.<dtype>: seconds per byte of reduction output; copy: seconds "
                       "per byte copied;\n"
                       "# mem: per-byte costs out of cache over in cache, for calls whose "
-                      "buffers exceed cache_bytes\n") < 0;
+                      "buffers exceed cache_bytes;\n"
+                      "# <link>.lat: seconds of alpha that are latency (messages in flight "
+                      "overlap it);\n"
+                      "# step: seconds of the executor's time per schedule step\n") < 0;
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
         format_exact(num, sizeof(num), p->link[l].alpha);
         bad |= fprintf(f, "%s.alpha %s\n", link_names[l], num) < 0;
@@ -351,6 +368,8 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
         bad |= fprintf(f, "%s.rdv %s\n", link_names[l], num) < 0;
         format_exact(num, sizeof(num), p->link[l].rdv_bytes);
         bad |= fprintf(f, "%s.rdv_bytes %s\n", link_names[l], num) < 0;
+        format_exact(num, sizeof(num), p->link[l].lat);
+        bad |= fprintf(f, "%s.lat %s\n", link_names[l], num) < 0;
     }
     for (int d = 0; d < COLL_NUM_DTYPES; d++) {
         format_exact(num, sizeof(num), p->gamma[d]);
@@ -362,6 +381,8 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
     bad |= fprintf(f, "mem %s\n", num) < 0;
     format_exact(num, sizeof(num), p->cache_bytes);
     bad |= fprintf(f, "cache_bytes %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->step);
+    bad |= fprintf(f, "step %s\n", num) < 0;
     return bad;
 }
 
@@ -424,6 +445,7 @@ struct sim_step {
     int32_t rank;
     uint8_t kind;
     uint8_t pending; /* dependencies not yet complete; PENDING_DONE once complete itself */
+    bool issued;     /* SEND, RECV: the executor has run it (p->step); its message may go */
 };
 
 /* A SEND or RECV while the schedules are taken in, before matching. */
@@ -439,7 +461,8 @@ struct sim_msg {
     int32_t src, dst;
     uint32_t chan;
     uint8_t link, state;
-    double dur;
+    double dur; /* holding the ports */
+    double lat; /* from the ports' release to the RECV's completion */
 };
 
 struct sim_chan {
@@ -454,11 +477,17 @@ struct u32vec {
     uint32_t n, cap;
 };
 
+enum sim_ev {
+    EV_CPU,    /* a step leaves its rank's CPU */
+    EV_PORTS,  /* a message releases its ports: its SEND completes */
+    EV_ARRIVE, /* a message reaches its receiver: its RECV completes */
+};
+
 struct sim_event {
     double t;
     uint64_t seq; /* equal times complete in the order they were started */
-    uint32_t id;  /* a step (local) or a message */
-    bool is_msg;
+    uint32_t id;  /* a step (EV_CPU) or a message */
+    uint8_t kind;
 };
 
 struct sim {
@@ -586,9 +615,9 @@ static bool event_before(const struct sim_event *a, const struct sim_event *b)
     return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-static bool event_push(struct sim *sm, double t, uint32_t id, bool is_msg)
+static bool event_push(struct sim *sm, double t, uint32_t id, enum sim_ev kind)
 {
-    struct sim_event ev = {t, sm->seq++, id, is_msg};
+    struct sim_event ev = {t, sm->seq++, id, (uint8_t)kind};
     uint32_t i;
 
     if (!grow((void **)&sm->heap, &sm->cap_heap, (uint64_t)sm->nheap + 1, sizeof(*sm->heap)))
@@ -848,10 +877,11 @@ static coll_status_t sim_take(struct sim *sm, const struct coll_schedule *s)
         q->rank = r;
         q->kind = p->kind;
         q->pending = (uint8_t)p->ndeps;
+        q->issued = false;
         if (p->kind == COLL_STEP_REDUCE) {
-            q->u.dur = sm->p->gamma[s->dtype] * step_bytes(s, &p->dst);
+            q->u.dur = sm->p->gamma[s->dtype] * step_bytes(s, &p->dst) + sm->p->step;
         } else if (p->kind == COLL_STEP_COPY) {
-            q->u.dur = sm->p->copy * step_bytes(s, &p->dst);
+            q->u.dur = sm->p->copy * step_bytes(s, &p->dst) + sm->p->step;
         } else {
             const struct coll_slice *sl = p->kind == COLL_STEP_SEND ? &p->src : &p->dst;
             struct sim_end *e = &sm->ends[sm->nends++];
@@ -898,7 +928,7 @@ static void sim_memory(struct sim *sm, const int32_t *hosts, int32_t nhosts)
     sm->mem_f = 1 + (p->mem - 1) * (1 - p->cache_bytes / most);
     for (uint32_t i = 0; i < sm->nsteps; i++)
         if (sm->steps[i].kind == COLL_STEP_REDUCE || sm->steps[i].kind == COLL_STEP_COPY)
-            sm->steps[i].u.dur *= sm->mem_f;
+            sm->steps[i].u.dur = (sm->steps[i].u.dur - p->step) * sm->mem_f + p->step;
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -1021,7 +1051,8 @@ static coll_status_t sim_match(struct sim *sm)
             msg->chan = c;
             msg->link = sm->chans[c].link;
             msg->state = 0;
-            msg->dur = lc->alpha + x->bytes * lc->beta * sm->mem_f;
+            msg->lat = COLL_MIN(lc->lat, lc->alpha);
+            msg->dur = lc->alpha - msg->lat + x->bytes * lc->beta * sm->mem_f;
             if (lc->rdv_bytes > 0 && x->bytes >= lc->rdv_bytes)
                 msg->dur += lc->rdv;
             count[id] = x->count;
@@ -1102,7 +1133,7 @@ static size_t port_of(int32_t rank, uint8_t link)
 static bool msg_uses_core(const struct sim *sm, const struct sim_msg *m)
 {
     if (m->link == COLL_LINK_SHM)
-        return m->dur > 2 * sm->p->link[COLL_LINK_SHM].alpha;
+        return m->dur + m->lat > 2 * sm->p->link[COLL_LINK_SHM].alpha;
     return true;
 }
 
@@ -1139,7 +1170,8 @@ static coll_status_t step_ready(struct sim *sm, uint32_t s)
     const struct sim_step *p = &sm->steps[s];
     struct sim_msg *m;
 
-    if (p->kind == COLL_STEP_REDUCE || p->kind == COLL_STEP_COPY) {
+    if (p->kind == COLL_STEP_REDUCE || p->kind == COLL_STEP_COPY ||
+        (!p->issued && sm->p->step > 0)) {
         if (!minheap_push(&sm->cpu_ready[p->rank], s))
             return no_memory("the ready steps");
         mark_dirty(sm, p->rank);
@@ -1177,13 +1209,19 @@ static coll_status_t msg_done(struct sim *sm, uint32_t id)
 
     sm->out_busy[src_port(sm, m)] = false;
     sm->in_busy[dst_port(sm, m)] = false;
-    if (msg_uses_core(sm, m))
+    /* the receiving host's core stays taken until the message is in (a wake-up) */
+    if (msg_uses_core(sm, m) && !(m->lat > 0))
         core_give(sm, m->dst);
     mark_dirty(sm, m->src);
     mark_dirty(sm, m->dst);
-    if ((st = step_done(sm, m->send)) != COLL_SUCCESS ||
-        (st = step_done(sm, m->recv)) != COLL_SUCCESS)
+    if ((st = step_done(sm, m->send)) != COLL_SUCCESS)
         return st;
+    if (m->lat > 0) {
+        if (!event_push(sm, sm->now + m->lat, id, EV_ARRIVE))
+            return no_memory("the events");
+    } else if ((st = step_done(sm, m->recv)) != COLL_SUCCESS) {
+        return st;
+    }
     /* the next message of the channel may have been ready while this one ran */
     if (++c->head < c->n) {
         const struct sim_msg *next = &sm->msgs[c->off + c->head];
@@ -1202,7 +1240,7 @@ static coll_status_t msg_start(struct sim *sm, uint32_t id)
     sm->in_busy[dst_port(sm, m)] = true;
     if (msg_uses_core(sm, m))
         core_take(sm, m->dst);
-    if (!event_push(sm, sm->now + m->dur, id, true))
+    if (!event_push(sm, sm->now + m->dur, id, EV_PORTS))
         return no_memory("the events");
     return COLL_SUCCESS;
 }
@@ -1245,9 +1283,12 @@ static coll_status_t dispatch(struct sim *sm)
 
         if (!sm->cpu_busy[r] && ready->n && core_free(sm, r)) {
             uint32_t s = minheap_pop(ready);
+            const struct sim_step *q = &sm->steps[s];
+            bool local = q->kind == COLL_STEP_REDUCE || q->kind == COLL_STEP_COPY;
+
             sm->cpu_busy[r] = true;
             core_take(sm, r);
-            if (!event_push(sm, sm->now + sm->steps[s].u.dur, s, false))
+            if (!event_push(sm, sm->now + (local ? q->u.dur : sm->p->step), s, EV_CPU))
                 return no_memory("the events");
         }
     }
@@ -1332,13 +1373,25 @@ static coll_status_t sim_run(struct sim *sm, double *time_p, double *finish_p)
         while (sm->nheap && sm->heap[0].t == sm->now) {
             struct sim_event ev = event_pop(sm);
 
-            if (ev.is_msg) {
+            struct sim_step *q = ev.kind == EV_CPU ? &sm->steps[ev.id] : NULL;
+
+            if (ev.kind == EV_PORTS) {
                 st = msg_done(sm, ev.id);
+            } else if (ev.kind == EV_ARRIVE) {
+                if (msg_uses_core(sm, &sm->msgs[ev.id]))
+                    core_give(sm, sm->msgs[ev.id].dst);
+                mark_dirty(sm, sm->msgs[ev.id].dst);
+                st = step_done(sm, sm->msgs[ev.id].recv);
             } else {
-                sm->cpu_busy[sm->steps[ev.id].rank] = false;
-                core_give(sm, sm->steps[ev.id].rank);
-                mark_dirty(sm, sm->steps[ev.id].rank);
-                st = step_done(sm, ev.id);
+                sm->cpu_busy[q->rank] = false;
+                core_give(sm, q->rank);
+                mark_dirty(sm, q->rank);
+                if (q->kind == COLL_STEP_SEND || q->kind == COLL_STEP_RECV) {
+                    q->issued = true; /* now its message end is ready */
+                    st = step_ready(sm, ev.id);
+                } else {
+                    st = step_done(sm, ev.id);
+                }
             }
             if (st != COLL_SUCCESS)
                 return st;

@@ -17,8 +17,8 @@
  *   gamma.float 2.0e-10     # dtype names as coll__dtype_name writes them
  *   copy 1e-10
  *
- * Keys: <link>.alpha, <link>.beta, <link>.rdv, <link>.rdv_bytes (link: tcp, shm, ib, cuda),
- * gamma.<dtype>, copy, mem, cache_bytes. Keys not
+ * Keys: <link>.alpha, <link>.beta, <link>.rdv, <link>.rdv_bytes, <link>.lat (link: tcp, shm,
+ * ib, cuda), gamma.<dtype>, copy, mem, cache_bytes, step. Keys not
  * in the file keep their defaults; unknown keys are ignored with an INFO note; anything else
  * that is not `key value` (value a finite number >= 0) rejects the file, naming the line.
  *
@@ -54,6 +54,11 @@ struct coll_link_cost {
      * process_vm_readv, a completion back) instead of copying them through its ring. */
     double rdv;
     double rdv_bytes;
+    /* The part of alpha that is latency (seconds, at most alpha): a message holds its
+     * ports for alpha - lat + bytes beta (+ rdv), and reaches its receiver lat later, so
+     * messages in flight overlap their latencies while each still pays its occupancy. 0:
+     * the whole alpha occupies the ports. */
+    double lat;
 };
 
 struct coll_cost_params {
@@ -67,6 +72,10 @@ struct coll_cost_params {
      * cache_bytes 0: every byte priced as cached. */
     double mem;
     double cache_bytes;
+    /* Seconds of the executor's time per schedule step (send, receive, reduce, copy): the
+     * rank's CPU runs it before the step takes effect, one at a time with its local steps,
+     * so a schedule of many small steps pays for their number. */
+    double step;
     /* Cores of each host, 0: as many as its ranks. When a host has more ranks than cores,
      * its ranks' local steps and the messages they receive share that many cores (time-
      * slicing: each message also costs the receiving side CPU for its whole duration). The
@@ -75,8 +84,9 @@ struct coll_cost_params {
 };
 
 /* The built-in defaults: rough figures for one x86 host (TCP loopback alpha 10 us, 2.5 GB/s;
- * shm 1 us, 8 GB/s, rendezvous from 16 KiB as src/transport/shm.c; fp32 reduction 5 GB/s of
- * output); IB and CUDA are placeholders until calibrated; no memory term (mem 1). */
+ * shm 1 us, all of it latency, 8 GB/s, rendezvous from 16 KiB as src/transport/shm.c; fp32
+ * reduction 5 GB/s of output; 0.3 us of the executor per step); IB and CUDA are
+ * placeholders until calibrated; no memory term (mem 1). */
 COLL_INTERNAL void coll__cost_params_default(struct coll_cost_params *p);
 
 /* Read a calibration file over the defaults into *p. Outputs only on success: a missing or
