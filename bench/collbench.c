@@ -1,7 +1,8 @@
 /*
  * collbench - a benchmark of coll's collectives in the manner of nccl-tests: the same
- * programs, flags, table and bandwidth arithmetic, on host memory; plus JSON/CSV records,
- * plots, comparisons and its own local launch.
+ * programs, flags, table and bandwidth arithmetic, on host memory or (--memtype cuda) on
+ * CUDA device memory through the stream-ordered calls; plus JSON/CSV records, plots,
+ * comparisons and its own local launch.
  *
  *   collrun -n 4 collbench allreduce -b 8 -e 128M -f 2 -c 1
  *   collbench allreduce --np 4 -b 8 -e 128M -f 2 --json run.json --plot run.png
@@ -37,11 +38,18 @@
  * buffers start as the bitwise complement of what is expected, so an element nobody wrote
  * is wrong.
  *
- * Exit status: 0 right; 1 wrong results or a failed call; 2 bad arguments; 124 -T fired.
+ * --memtype cuda: buffers from cudaMalloc on the rank's device (--device, else the local
+ * rank modulo the devices), calls queued on one stream; a timed batch is the host clock
+ * around the calls and the cudaStreamSynchronize that follows, as nccl-tests times them.
+ * Check patterns are made and checked in host images copied with cudaMemcpy.
+ *
+ * Exit status: 0 right; 1 wrong results, a failed call, or (--memtype cuda) no usable CUDA
+ * runtime or device; 2 bad arguments; 124 -T fired.
  *
  * Divisions: collectives, dtypes and ops; options; check patterns; watchdog (-T); records;
- * running calls; one row; progress, records and JSON; sweeps; header; modes without a
- * communicator (--help-env, --compare, --plot, --np); --explain and --calibrate; main.
+ * device memory; running calls; one row; progress, records and JSON; sweeps; header; modes
+ * without a communicator (--help-env, --compare, --plot, --np); --explain and --calibrate;
+ * main.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* environ, mkstemp; consistent with the tree */
@@ -68,6 +76,7 @@
 #include "core/internal.h"
 #include "core/launcher.h"
 #include "core/topo.h"
+#include "cuda/cuda.h"
 #include "reduce/reduce.h"
 #include "transport/transport.h"
 #define CI(x) (x) /* an internal enum value */
@@ -221,6 +230,12 @@ static const char *const op_names[COLL_NUM_OPS] = {
     [COLL_MIN] = "min", [COLL_AVG] = "avg",
 };
 
+/* Device buffers go through the stream-ordered calls (coll.h), which exist for these. */
+static bool has_stream_call(enum bench_coll c)
+{
+    return c != B_GATHER && c != B_SCATTER && c != B_BARRIER;
+}
+
 static const char *const average_names[4] = {"rank 0", "mean", "min", "max"};
 
 /* --------------------------------------------------------------------------------------
@@ -253,6 +268,7 @@ struct opts {
     const char *bind; /* --bind-to core|none for collrun; NULL = not given */
     int per_host; /* --per-host: --explain --np N as hosts of this many ranks; 0 = one host */
     bool memtype_cuda;
+    int device; /* --device: the CUDA device of every rank; -1 = local rank % devices */
     bool explain, calibrate;
     int nfiles; /* --compare: the files are argv[files[i]] */
     int *files;
@@ -306,7 +322,10 @@ static void usage(FILE *f, const char *prog)
             "  --time-budget SEC      timed seconds per size: picks the iterations (%d..%d)\n"
             "  --algo NAME            COLL_ALGO for this run (ring, tree, allreduce=ring,...)\n"
             "  --transport NAME       COLL_TRANSPORT for this run\n"
-            "  --memtype host|cuda    buffer memory (default host)\n"
+            "  --memtype host|cuda    buffer memory (default host); cuda: cudaMalloc'ed buffers\n"
+            "                         and the stream-ordered calls (not gather, scatter, barrier)\n"
+            "  --device N             with --memtype cuda: CUDA device N on every rank (default:\n"
+            "                         the local rank modulo the number of devices)\n"
             "  --inplace-only, --outofplace-only\n"
             "  --json FILE, --csv FILE   every size and the run's metadata\n"
             "  --plot FILE.png        busbw and time vs size (python3 + matplotlib or gnuplot)\n"
@@ -460,6 +479,7 @@ enum opt_id {
     O_ALGO,
     O_TRANSPORT,
     O_MEMTYPE,
+    O_DEVICE,
     O_IPONLY,
     O_OOPONLY,
     O_JSON,
@@ -508,6 +528,7 @@ static const struct opt_def opt_defs[] = {
     {0, "algo", true, O_ALGO},
     {0, "transport", true, O_TRANSPORT},
     {0, "memtype", true, O_MEMTYPE},
+    {0, "device", true, O_DEVICE},
     {0, "inplace-only", false, O_IPONLY},
     {0, "outofplace-only", false, O_OOPONLY},
     {0, "json", true, O_JSON},
@@ -698,6 +719,10 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
         else
             return usage_error("unknown memory type '%s' (host or cuda)", v);
         break;
+    case O_DEVICE:
+        if (!parse_int(v, 0, 1023, &o->device))
+            return usage_error("bad CUDA device '%s' for --device (0..1023)", v);
+        break;
     case O_IPONLY:
         o->run_oop = false;
         if (!o->run_ip)
@@ -754,6 +779,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         .check = 1,
         .average = 1,
         .blocking = false,
+        .device = -1,
         .root = 0,
         .ndtypes = 1,
         .dtype_list = {COLL_FLOAT32},
@@ -861,6 +887,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         o->ndtypes = 1;
         o->dtype_list[0] = COLL_UINT8;
     }
+    if (o->memtype_cuda && !has_stream_call(o->coll))
+        return usage_error("--memtype cuda: coll has no stream-ordered %s (device buffers go "
+                           "through the coll_*_stream calls: allreduce, broadcast, reduce, "
+                           "allgather, reducescatter, alltoall, sendrecv)",
+                           colls[o->coll].name);
+    if (o->memtype_cuda && o->calibrate)
+        return usage_error("%s", "--calibrate measures host memory: drop --memtype cuda");
+    if (o->device >= 0 && !o->memtype_cuda)
+        return usage_error("--device %d needs --memtype cuda", o->device);
     return -1;
 }
 
@@ -1232,8 +1267,16 @@ struct bench {
     char **argv;
     coll_comm_t *comm;
     int rank, nranks;
-    void *sendbuf, *recvbuf;
+    void *sendbuf, *recvbuf; /* what the calls get: host, or device memory with --memtype cuda */
     size_t bufsize;
+    /* --memtype cuda: the stream every call is queued on, the rank's device, and host
+     * images of the device buffers in which check patterns are made and checked */
+    bool cuda;
+    void *stream;
+    int device;
+    void *hsend, *hrecv;
+    int *devices;       /* [nranks]: every rank's device, for the header and the records */
+    char cuda_msg[320]; /* a failure of collbench's own CUDA calls, for lib_error */
     void *pat;     /* one period */
     double *times; /* [nranks]: one column's time per rank */
     uint64_t wrong_total;
@@ -1264,8 +1307,230 @@ struct bench {
 static int lib_error(struct bench *b, const char *what, coll_status_t st)
 {
     fprintf(stderr, "collbench: rank %d: %s failed: %s: %s\n", b->rank, what,
-            coll_status_string(st), coll_last_error(b->comm));
+            coll_status_string(st), b->cuda_msg[0] ? b->cuda_msg : coll_last_error(b->comm));
     return atomic_load(&b->wd.fired) ? EXIT_TIMEOUT : 1;
+}
+
+/* --------------------------------------------------------------------------------------
+ * Device memory (--memtype cuda). The CUDA runtime is the one coll itself loaded (dlopen,
+ * COLL_CUDA_LIBRARY honoured; src/cuda/cuda.c), never linked: collbench uses coll's table
+ * of entry points, so the benchmark and the library agree on which runtime and which
+ * device. Buffers come from cudaMalloc; check patterns are made in host images and moved
+ * with cudaMemcpy; every call is queued on one non-blocking stream of collbench's, and a
+ * batch of calls ends with cudaStreamSynchronize.
+ */
+
+#define CUDA_MEMCPY_H2D 1 /* cudaMemcpyKind */
+#define CUDA_MEMCPY_D2H 2
+#define CUDA_STREAM_NON_BLOCKING 1
+
+static bool launched(void);
+
+#if COLLBENCH_INTERNAL
+/* The rank's local index, for the default device: the launcher's word, else the rank. */
+static int local_rank(void)
+{
+    struct coll_launch l;
+
+    if (!launched() || coll__launcher_detect(&l) != COLL_SUCCESS)
+        return 0;
+    return l.local_rank >= 0 ? l.local_rank : l.rank;
+}
+
+/* Before the comm exists: a usable runtime and a device, made current so that the comm
+ * takes it (coll.h: the device current at coll_comm_init). 0, or the exit status with the
+ * reason in msg (cuda_agree says it once the comm exists). */
+static int cuda_pick_device(const struct opts *o, int *dev_p, char *msg, size_t size)
+{
+    const struct coll_cudart *rt;
+    const char *why = NULL;
+    char text[200];
+    int n = 0, dev, err;
+
+    if (coll__cuda_state(&why) != COLL_CUDA_READY) {
+        snprintf(msg, size, "%s: --memtype cuda: no usable CUDA runtime or device: %s", prog_name,
+                 why ? why : "unknown reason");
+        return 1;
+    }
+    rt = coll__cudart();
+    err = rt->GetDeviceCount(&n);
+    if (err != 0 || n < 1) {
+        coll__cuda_error_text(err, text, sizeof(text));
+        snprintf(msg, size, "%s: --memtype cuda: no CUDA device: cudaGetDeviceCount: %s",
+                 prog_name, err ? text : "0 devices");
+        return 1;
+    }
+    if (o->device >= n) {
+        snprintf(msg, size, "%s: --device %d: this process sees %d CUDA device%s (0..%d)",
+                 prog_name, o->device, n, n == 1 ? "" : "s", n - 1);
+        return EXIT_USAGE;
+    }
+    dev = o->device >= 0 ? o->device : local_rank() % n;
+    err = rt->SetDevice(dev);
+    if (err != 0) {
+        coll__cuda_error_text(err, text, sizeof(text));
+        snprintf(msg, size, "%s: --memtype cuda: cudaSetDevice(%d): %s", prog_name, dev, text);
+        return 1;
+    }
+    *dev_p = dev;
+    return 0;
+}
+
+/* A failed CUDA call of collbench's: its text for lib_error, COLL_CUDA_ERROR. */
+static coll_status_t cuda_fail(struct bench *b, const char *what, int err)
+{
+    char text[200];
+
+    coll__cuda_error_text(err, text, sizeof(text));
+    snprintf(b->cuda_msg, sizeof(b->cuda_msg), "%s: %s", what, text);
+    return COLL_CUDA_ERROR;
+}
+
+/* The device buffers, their host images and the stream; false after a message. */
+static bool cuda_alloc(struct bench *b)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    coll_status_t st = COLL_SUCCESS;
+    int err;
+
+    if ((err = rt->Malloc(&b->sendbuf, b->bufsize)) != 0 ||
+        (err = rt->Malloc(&b->recvbuf, b->bufsize)) != 0)
+        st = cuda_fail(b, "cudaMalloc", err);
+    else if ((err = rt->Memset(b->sendbuf, 0, b->bufsize)) != 0 ||
+             (err = rt->Memset(b->recvbuf, 0, b->bufsize)) != 0)
+        st = cuda_fail(b, "cudaMemset", err);
+    else if ((err = rt->StreamCreateWithFlags(&b->stream, CUDA_STREAM_NON_BLOCKING)) != 0)
+        st = cuda_fail(b, "cudaStreamCreateWithFlags", err);
+    if (st != COLL_SUCCESS) {
+        fprintf(stderr, "collbench: rank %d: device %d, 2 x %zu bytes: %s\n", b->rank, b->device,
+                b->bufsize, b->cuda_msg);
+        b->cuda_msg[0] = '\0';
+        return false;
+    }
+    b->hsend = malloc(b->bufsize);
+    b->hrecv = malloc(b->bufsize);
+    if (!b->hsend || !b->hrecv) {
+        fprintf(stderr, "collbench: rank %d: cannot allocate 2 x %zu bytes of host images\n",
+                b->rank, b->bufsize);
+        return false;
+    }
+    return true;
+}
+
+static void cuda_free(struct bench *b)
+{
+    const struct coll_cudart *rt = coll__cudart();
+
+    if (!rt)
+        return;
+    if (b->stream) {
+        (void)rt->StreamSynchronize(b->stream);
+        (void)rt->StreamDestroy(b->stream);
+    }
+    if (b->sendbuf)
+        (void)rt->Free(b->sendbuf);
+    if (b->recvbuf)
+        (void)rt->Free(b->recvbuf);
+    b->stream = b->sendbuf = b->recvbuf = NULL;
+}
+
+/* Wait for everything queued on the stream. A collective that failed after it was queued
+ * fails the comm (coll.h): that failure is the answer then, with the comm's message. */
+static coll_status_t cuda_sync(struct bench *b)
+{
+    coll_status_t st, ast = COLL_SUCCESS;
+    int err = coll__cudart()->StreamSynchronize(b->stream);
+
+    if (err != 0)
+        return cuda_fail(b, "cudaStreamSynchronize", err);
+    st = coll_comm_get_async_error(b->comm, &ast);
+    return st != COLL_SUCCESS ? st : ast;
+}
+
+/* bytes between a host image and its device buffer (kind: CUDA_MEMCPY_H2D or _D2H). */
+static coll_status_t cuda_copy(struct bench *b, void *dst, const void *src, size_t bytes, int kind)
+{
+    int err;
+
+    if (bytes == 0)
+        return COLL_SUCCESS;
+    err = coll__cudart()->Memcpy(dst, src, bytes, kind);
+    if (err != 0)
+        return cuda_fail(
+            b, kind == CUDA_MEMCPY_H2D ? "cudaMemcpy to the device" : "cudaMemcpy from the device",
+            err);
+    return COLL_SUCCESS;
+}
+#else
+/* Built against the public library alone: coll's CUDA loader is out of reach. */
+static int cuda_pick_device(const struct opts *o, int *dev_p, char *msg, size_t size)
+{
+    (void)o;
+    (void)dev_p;
+    snprintf(msg, size, "%s: --memtype cuda: built without coll_internal (coll's CUDA loader)",
+             prog_name);
+    return EXIT_USAGE;
+}
+static bool cuda_alloc(struct bench *b)
+{
+    (void)b;
+    return false;
+}
+static void cuda_free(struct bench *b)
+{
+    (void)b;
+}
+static coll_status_t cuda_sync(struct bench *b)
+{
+    (void)b;
+    return COLL_INVALID_USAGE;
+}
+static coll_status_t cuda_copy(struct bench *b, void *dst, const void *src, size_t bytes, int kind)
+{
+    (void)b, (void)dst, (void)src, (void)bytes, (void)kind;
+    return COLL_INVALID_USAGE;
+}
+#endif
+
+/* Every rank learns whether all could take their device (rc: this rank's cuda_pick_device).
+ * Rank 0 says why it could not; another rank speaks only when rank 0 could, and nobody
+ * leaves before all have spoken (a launcher kills the others when the first one exits).
+ * 0 when all can go on, else the exit status. */
+static int cuda_agree(struct bench *b, int rc)
+{
+    int v[2] = {rc, b->rank == 0 ? rc : 0}, w[2], one = 1;
+    char msg[sizeof(b->cuda_msg)];
+    coll_status_t st;
+
+    memcpy(msg, b->cuda_msg, sizeof(msg));
+    b->cuda_msg[0] = '\0'; /* lib_error: the comm's message from here on */
+    st = coll_allreduce(v, w, 2, COLL_INT32, COLL_MAX, b->comm);
+    if (st != COLL_SUCCESS) {
+        if (rc)
+            fprintf(stderr, "%s\n", msg);
+        return lib_error(b, "allreduce of the CUDA checks", st);
+    }
+    if (!w[0])
+        return 0;
+    if (rc && b->rank == 0)
+        fprintf(stderr, "%s\n", msg);
+    else if (rc && !w[1])
+        fprintf(stderr, "rank %d: %s\n", b->rank, msg);
+    fflush(stderr);
+    (void)coll_allreduce(&one, &v[0], 1, COLL_INT32, COLL_SUM, b->comm);
+    return w[0];
+}
+
+/* The host image of a pointer into a device buffer (itself for host memory). */
+static void *host_image(const struct bench *b, const void *p)
+{
+    uintptr_t u = (uintptr_t)p, s = (uintptr_t)b->sendbuf;
+
+    if (!b->cuda)
+        return (void *)(uintptr_t)p;
+    if (u >= s && u < s + b->bufsize)
+        return (char *)b->hsend + (u - s);
+    return (char *)b->hrecv + (u - (uintptr_t)b->recvbuf);
 }
 
 /* The sizes of one call (elements): param is the count passed, the others what each
@@ -1328,6 +1593,44 @@ static void call_ptrs(const struct bench *b, bool in_place, const struct layout 
     }
 }
 
+/* One call queued on the stream (--memtype cuda). */
+static coll_status_t post_stream(struct bench *b, const void *s, void *r, size_t count,
+                                 coll_dtype_t dt, coll_op_t op, int root)
+{
+    coll_comm_t *c = b->comm;
+    void *q = b->stream;
+
+    switch (b->o.coll) {
+    case B_ALLREDUCE:
+        return coll_allreduce_stream(s, r, count, dt, op, c, q);
+    case B_BROADCAST:
+        return coll_broadcast_stream(s, r, count, dt, root, c, q);
+    case B_REDUCE:
+        return coll_reduce_stream(s, r, count, dt, op, root, c, q);
+    case B_ALLGATHER:
+        return coll_allgather_stream(s, r, count, dt, c, q);
+    case B_REDUCESCATTER:
+        return coll_reduce_scatter_stream(s, r, count, dt, op, c, q);
+    case B_ALLTOALL:
+        return coll_alltoall_stream(s, r, count, dt, c, q);
+    case B_SENDRECV: {
+        coll_status_t st, st2;
+        int n = b->nranks;
+        st = coll_group_start();
+        if (st != COLL_SUCCESS)
+            return st;
+        st = coll_send_stream(s, count, dt, (b->rank + 1) % n, c, q);
+        if (st == COLL_SUCCESS)
+            st = coll_recv_stream(r, count, dt, (b->rank + n - 1) % n, c, q);
+        st2 = coll_group_end();
+        return st != COLL_SUCCESS ? st : st2;
+    }
+    default: /* refused by parse_opts: no stream-ordered call */
+        break;
+    }
+    return COLL_INTERNAL_ERROR;
+}
+
 /* One call, blocking (req_p NULL) or not. Send/recv is always a group of both: a receive
  * issued alone before its send would wait for it. */
 static coll_status_t post(struct bench *b, const void *s, void *r, size_t count, coll_dtype_t dt,
@@ -1335,6 +1638,8 @@ static coll_status_t post(struct bench *b, const void *s, void *r, size_t count,
 {
     coll_comm_t *c = b->comm;
 
+    if (b->cuda)
+        return post_stream(b, s, r, count, dt, op, root);
     switch (b->o.coll) {
     case B_ALLREDUCE:
         return req_p ? coll_iallreduce(s, r, count, dt, op, c, req_p)
@@ -1394,6 +1699,26 @@ static coll_status_t post_group(struct bench *b, const void *s, void *r, size_t 
     return st != COLL_SUCCESS ? st : st2;
 }
 
+/* --memtype cuda: iters iterations queued on the stream (each a group of agg calls with
+ * -m), then one cudaStreamSynchronize, as nccl-tests times a batch; -z 1 synchronizes after
+ * every iteration instead. The stream is always drained, even after a failed call: the host
+ * calls that follow must not run while stream-ordered ones are pending (coll.h). */
+static coll_status_t run_calls_stream(struct bench *b, const void *s, void *r, size_t count,
+                                      coll_dtype_t dt, coll_op_t op, int root, int64_t iters,
+                                      int agg)
+{
+    coll_status_t first = COLL_SUCCESS, st;
+
+    for (int64_t it = 0; it < iters && first == COLL_SUCCESS; it++) {
+        first = agg > 1 ? post_group(b, s, r, count, dt, op, root)
+                        : post_stream(b, s, r, count, dt, op, root);
+        if (first == COLL_SUCCESS && b->o.blocking)
+            first = cuda_sync(b);
+    }
+    st = cuda_sync(b);
+    return first != COLL_SUCCESS ? first : st;
+}
+
 /* iters iterations: blocking, grouped (-m), or with up to WINDOW non-blocking calls in
  * flight. Every request is waited for, even after a failure: coll owns them until then. */
 static coll_status_t run_calls(struct bench *b, const void *s, void *r, size_t count,
@@ -1403,6 +1728,9 @@ static coll_status_t run_calls(struct bench *b, const void *s, void *r, size_t c
     coll_status_t first = COLL_SUCCESS, st;
     int head = 0, inflight = 0;
     bool blocking = b->o.blocking || b->o.coll == B_SENDRECV;
+
+    if (b->cuda)
+        return run_calls_stream(b, s, r, count, dt, op, root, iters, agg);
 
     for (int64_t it = 0; it < iters && first == COLL_SUCCESS; it++) {
         if (agg > 1) {
@@ -1592,45 +1920,56 @@ static void fault_before(struct bench *b)
 }
 #endif
 
-/* Round `round`: fill, one call, count this rank's wrong elements. */
+/* Round `round`: fill, one call, count this rank's wrong elements. With --memtype cuda the
+ * patterns are made in the host images, copied to the device buffers (both, whole, so that
+ * an element nobody writes keeps its complement there too), and read back after the call. */
 static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, unsigned round,
                       uint64_t *wrong_p)
 {
     const struct layout *l = &rs->l;
     size_t es = dtypes[rs->dt].size, off = (size_t)b->rank * l->param * es;
-    void *s, *r;
+    size_t sbytes = (size_t)l->nsend * l->param * es, rbytes = (size_t)l->nrecv * l->param * es;
+    void *s, *r, *hr;
+    void *sendimg = b->cuda ? b->hsend : b->sendbuf, *recvimg = b->cuda ? b->hrecv : b->recvbuf;
     coll_status_t st;
     uint64_t wrong = 0;
     bool recv_checked = checks_recv(b, in_place, rs->root);
 
     call_ptrs(b, in_place, l, es, &s, &r);
     if (!in_place) {
-        fill_blocks(b, b->sendbuf, l->nsend, rs, round, false, false);
-        fill_blocks(b, b->recvbuf, l->nrecv, rs, round, true, true);
+        fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
+        fill_blocks(b, recvimg, l->nrecv, rs, round, true, true);
     } else {
         switch (b->o.coll) {
         case B_ALLGATHER:
         case B_GATHER:
             /* the others' blocks as nobody would leave them; ours where it is sent from */
-            fill_blocks(b, b->recvbuf, l->nrecv, rs, round, true, true);
+            fill_blocks(b, recvimg, l->nrecv, rs, round, true, true);
             make_period(b->pat, send_pat(b, 0), rs->dt, rs->op, b->nranks, round);
-            fill_periodic((char *)b->recvbuf + off, b->pat, l->param, es);
+            fill_periodic((char *)recvimg + off, b->pat, l->param, es);
             break;
         case B_REDUCESCATTER:
         case B_SCATTER:
-            fill_blocks(b, b->sendbuf, l->nsend, rs, round, false, false);
+            fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
             if (b->o.coll == B_SCATTER && b->rank != rs->root) {
                 /* a rank's own block is what it must receive: start from its complement */
                 make_period(b->pat, recv_pat(b, rs->root, 0), rs->dt, rs->op, b->nranks, round);
                 for (size_t k = 0; k < PERIOD * es; k++)
                     ((unsigned char *)b->pat)[k] ^= 0xff;
-                fill_periodic((char *)b->sendbuf + off, b->pat, l->param, es);
+                fill_periodic((char *)sendimg + off, b->pat, l->param, es);
             }
             break;
         default:
-            fill_blocks(b, b->sendbuf, l->nsend, rs, round, false, false);
+            fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
             break;
         }
+    }
+    if (b->cuda) {
+        st = cuda_copy(b, b->sendbuf, b->hsend, sbytes, CUDA_MEMCPY_H2D);
+        if (st == COLL_SUCCESS)
+            st = cuda_copy(b, b->recvbuf, b->hrecv, rbytes, CUDA_MEMCPY_H2D);
+        if (st != COLL_SUCCESS)
+            return lib_error(b, "filling the device buffers", st);
     }
 #ifdef COLLBENCH_TEST_HOOKS
     fault_before(b);
@@ -1638,19 +1977,27 @@ static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, 
     st = run_calls(b, s, r, l->param, rs->dt, rs->op, rs->root, 1, 1);
     if (st != COLL_SUCCESS)
         return lib_error(b, colls[b->o.coll].name, st);
+    if (b->cuda) {
+        st = cuda_copy(b, b->hsend, b->sendbuf, sbytes, CUDA_MEMCPY_D2H);
+        if (st == COLL_SUCCESS)
+            st = cuda_copy(b, b->hrecv, b->recvbuf, rbytes, CUDA_MEMCPY_D2H);
+        if (st != COLL_SUCCESS)
+            return lib_error(b, "reading the device buffers back", st);
+    }
+    hr = host_image(b, r);
 #ifdef COLLBENCH_TEST_HOOKS
     if (recv_checked)
-        fault_after(b, r, rs);
+        fault_after(b, hr, rs);
 #endif
     if (recv_checked) {
         int nblk = l->nrecv;
         if (in_place && (b->o.coll == B_REDUCESCATTER || b->o.coll == B_SCATTER))
             nblk = 1; /* r points at this rank's block of the send buffer */
-        wrong += check_blocks(b, r, nblk, rs, round, true);
+        wrong += check_blocks(b, hr, nblk, rs, round, true);
     }
     /* An out-of-place call must leave the send buffer alone, on every rank. */
     if (!in_place)
-        wrong += check_blocks(b, b->sendbuf, l->nsend, rs, round, false);
+        wrong += check_blocks(b, sendimg, l->nsend, rs, round, false);
     *wrong_p = wrong;
     return 0;
 }
@@ -2092,7 +2439,10 @@ static void write_json(struct bench *b, const char *status)
     for (int i = 0; i < b->nranks; i++) {
         fprintf(f, "%s{\"rank\": %d, \"host\": ", i ? ", " : "", i);
         json_str(f, b->hosts[i]);
-        fprintf(f, ", \"pid\": %" PRId64 "}", b->pids[i]);
+        fprintf(f, ", \"pid\": %" PRId64, b->pids[i]);
+        if (b->cuda)
+            fprintf(f, ", \"cuda_device\": %d", b->devices[i]);
+        fputc('}', f);
     }
     fprintf(f,
             "],\n  \"options\": {\"minbytes\": %" PRIu64 ", \"maxbytes\": %" PRIu64
@@ -2103,8 +2453,8 @@ static void write_json(struct bench *b, const char *status)
             o->min_bytes, o->max_bytes, o->step_factor, o->step_bytes, o->iters, o->warmup,
             o->agg_iters, o->cycles, o->check, o->blocking, o->average, o->timeout_s);
     json_num(f, o->budget_s);
-    fprintf(f, ", \"memtype\": \"host\", \"out_of_place\": %s, \"in_place\": %s},\n",
-            o->run_oop ? "true" : "false", o->run_ip ? "true" : "false");
+    fprintf(f, ", \"memtype\": \"%s\", \"out_of_place\": %s, \"in_place\": %s},\n",
+            b->cuda ? "cuda" : "host", o->run_oop ? "true" : "false", o->run_ip ? "true" : "false");
     fputs("  \"env\": {", f);
     first = true;
     for (char **e = environ; *e; e++) {
@@ -2322,11 +2672,15 @@ static coll_status_t exchange_ranks(struct bench *b)
 
     memset(b->hosts, 0, n * HOST_MAX);
     memset(b->pids, 0, n * sizeof(*b->pids));
+    memset(b->devices, 0, n * sizeof(*b->devices));
     memcpy(b->hosts[b->rank], b->hostname, HOST_MAX);
     b->pids[b->rank] = (int64_t)getpid();
+    b->devices[b->rank] = b->cuda ? b->device : -1;
     st = coll_allreduce(b->hosts, b->hosts, n * HOST_MAX, COLL_UINT8, COLL_MAX, b->comm);
     if (st == COLL_SUCCESS)
         st = coll_allreduce(b->pids, b->pids, n, COLL_INT64, COLL_SUM, b->comm);
+    if (st == COLL_SUCCESS)
+        st = coll_allreduce(b->devices, b->devices, n, COLL_INT32, COLL_SUM, b->comm);
     for (size_t i = 0; i < n; i++)
         b->hosts[i][HOST_MAX - 1] = '\0';
     return st;
@@ -2355,19 +2709,26 @@ static void print_header(const struct bench *b)
            " average: %d (%s) cycles: %ld timeout: %d\n",
            o->warmup, iters, o->agg_iters, o->check, o->blocking, o->average,
            average_names[o->average], o->cycles, o->timeout_s);
+    printf("#\n# Using %s memory, coll %s, transport %s, ", b->cuda ? "CUDA device" : "host", ver,
+           transport_name(b));
     if (algo && *algo)
-        printf("#\n# Using host memory, coll %s, transport %s, algorithm COLL_ALGO=%s\n", ver,
-               transport_name(b), algo);
+        printf("algorithm COLL_ALGO=%s\n", algo);
     else
-        printf("#\n# Using host memory, coll %s, transport %s, algorithm chosen per size "
-               "(COLL_SELECT=%s; --json records each)\n",
-               ver, transport_name(b), select_name(b));
+        printf("algorithm chosen per size (COLL_SELECT=%s; --json records each)\n",
+               select_name(b));
+    if (b->cuda)
+        printf("# Stream-ordered calls on one stream per rank; time = host clock around a batch "
+               "of calls and cudaStreamSynchronize\n");
     for (int i = 0; i < b->nranks; i++) {
         if (i == MAX_RANKS_SHOWN && b->nranks > MAX_RANKS_SHOWN + 1) {
             printf("#  ... ranks %d to %d not shown\n", i, b->nranks - 2);
             i = b->nranks - 1;
         }
-        printf("#  Rank %2d Pid %6" PRId64 " on %s\n", i, b->pids[i], b->hosts[i]);
+        if (b->cuda)
+            printf("#  Rank %2d Pid %6" PRId64 " on %s device %2d\n", i, b->pids[i], b->hosts[i],
+                   b->devices[i]);
+        else
+            printf("#  Rank %2d Pid %6" PRId64 " on %s\n", i, b->pids[i], b->hosts[i]);
     }
     printf("#\n");
     printf("#                                                              out-of-place"
@@ -2878,6 +3239,43 @@ static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
     return 0;
 }
 
+/* Seconds per message that a sender spends on a burst of small messages: rank 0 issues
+ * BURST_MSGS 8-byte sends to peer in one group, then one; the difference of the best times
+ * of their coll_group_end over BURST_MSGS - 1. Sends this small complete once the transport
+ * holds them, so this is the part of a message's alpha that holds the sender (the
+ * executor's step and the transport's hand-over), not the latency to the receiver that
+ * messages in flight share. peer answers each burst, so every one starts on drained
+ * links. Every rank calls it. */
+#define BURST_MSGS 16
+static int burst(struct bench *b, int peer, double *per_msg_p)
+{
+    double best[2] = {INFINITY, INFINITY};
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    for (int trial = 0; trial < 40 && in && st == COLL_SUCCESS; trial++) {
+        int k = trial & 1, nmsg = k ? BURST_MSGS : 1;
+        double t0 = now_s(), t;
+
+        st = coll_group_start();
+        for (int i = 0; i < nmsg && st == COLL_SUCCESS; i++)
+            st = b->rank == 0 ? coll_send((char *)b->sendbuf + 8 * i, 8, COLL_UINT8, peer, b->comm)
+                              : coll_recv((char *)b->recvbuf + 8 * i, 8, COLL_UINT8, 0, b->comm);
+        if (st == COLL_SUCCESS)
+            st = coll_group_end();
+        t = now_s() - t0;
+        if (st == COLL_SUCCESS)
+            st = b->rank == 0 ? coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm)
+                              : coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+        if (trial >= 2) /* the first two warm up */
+            best[k] = fmin(best[k], t);
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "grouped send/recv (--calibrate)", st);
+    *per_msg_p = in ? fmax((best[1] - best[0]) / (BURST_MSGS - 1), 0) : 0;
+    return 0;
+}
+
 /* Seconds per byte of output of a host reduction of dt (sum), and of a copy: the best of a
  * few runs over 1 MiB, about what a chunk of a schedule touches. */
 static double time_reduce(struct bench *b, coll_dtype_t dt)
@@ -3080,6 +3478,7 @@ static int calibrate(struct bench *b)
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
     double oneway[COLL_NUM_LINKS][ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
+    double per_msg[COLL_NUM_LINKS] = {0};
     int probe_link = -1;
     int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
@@ -3112,6 +3511,12 @@ static int calibrate(struct bench *b)
         for (size_t i = 0; peer_of[l] >= 0 && i < ARRAY_SIZE(sizes); i++) {
             watchdog_arm(&b->wd, "a ping-pong of --calibrate");
             rc = pingpong(b, sizes[i], peer_of[l], &oneway[l][i]);
+            if (rc)
+                return rc;
+        }
+        if (peer_of[l] >= 0) {
+            watchdog_arm(&b->wd, "a burst of --calibrate");
+            rc = burst(b, peer_of[l], &per_msg[l]);
             if (rc)
                 return rc;
         }
@@ -3162,6 +3567,11 @@ static int calibrate(struct bench *b)
                     }
             p.link[link].alpha = (alphas[1] + alphas[2]) / 2;
             p.link[link].beta = beta;
+            /* a burst's messages follow each other per_msg apart: that much of alpha holds
+             * the link (and the executor: step), the rest is latency they overlap */
+            p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
+            if (l == COLL_LINK_SHM && per_msg[l] > 0) /* 0: lost in the noise, keep it */
+                p.step = fmin(per_msg[l], p.link[link].alpha);
             if (rdv_oneway[l][1] > 0) /* replaced by the probe's where there is one */
                 p.link[link].rdv = fmax(rdv_oneway[l][1] - rdv_oneway[l][0] - 64 * beta, 0);
             printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
@@ -3173,6 +3583,10 @@ static int calibrate(struct bench *b)
             printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
                    coll__link_name(link), p.link[link].alpha, coll__link_name(link),
                    p.link[link].beta, p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
+            printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
+                   BURST_MSGS,
+                   per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
+                   l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
             if (rdv_oneway[l][1] > 0)
                 printf("# ping-pong: %s.rdv %.3g s more per message from %.0f B (one-way "
                        "%.2f us at %.0f B, %.2f us at %.0f B)\n",
@@ -3239,43 +3653,6 @@ static int explain(struct bench *b)
 }
 
 static int calibrate(struct bench *b)
-/* Seconds per message that a sender spends on a burst of small messages: rank 0 issues
- * BURST_MSGS 8-byte sends to peer in one group, then one; the difference of the best times
- * of their coll_group_end over BURST_MSGS - 1. Sends this small complete once the transport
- * holds them, so this is the part of a message's alpha that holds the sender (the
- * executor's step and the transport's hand-over), not the latency to the receiver that
- * messages in flight share. peer answers each burst, so every one starts on drained
- * links. Every rank calls it. */
-#define BURST_MSGS 16
-static int burst(struct bench *b, int peer, double *per_msg_p)
-{
-    double best[2] = {INFINITY, INFINITY};
-    coll_status_t st = COLL_SUCCESS;
-    bool in = b->rank == 0 || b->rank == peer;
-
-    for (int trial = 0; trial < 40 && in && st == COLL_SUCCESS; trial++) {
-        int k = trial & 1, nmsg = k ? BURST_MSGS : 1;
-        double t0 = now_s(), t;
-
-        st = coll_group_start();
-        for (int i = 0; i < nmsg && st == COLL_SUCCESS; i++)
-            st = b->rank == 0 ? coll_send((char *)b->sendbuf + 8 * i, 8, COLL_UINT8, peer, b->comm)
-                              : coll_recv((char *)b->recvbuf + 8 * i, 8, COLL_UINT8, 0, b->comm);
-        if (st == COLL_SUCCESS)
-            st = coll_group_end();
-        t = now_s() - t0;
-        if (st == COLL_SUCCESS)
-            st = b->rank == 0 ? coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm)
-                              : coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
-        if (trial >= 2) /* the first two warm up */
-            best[k] = fmin(best[k], t);
-    }
-    if (st != COLL_SUCCESS)
-        return lib_error(b, "grouped send/recv (--calibrate)", st);
-    *per_msg_p = in ? fmax((best[1] - best[0]) / (BURST_MSGS - 1), 0) : 0;
-    return 0;
-}
-
 {
     if (b->rank == 0)
         fprintf(stderr, "%s: --calibrate: built without coll_internal (no cost model)\n",
@@ -3320,8 +3697,9 @@ static bool open_outputs(struct bench *b)
         }
         version_string(ver, sizeof(ver));
         utc_now(date, sizeof(date));
-        fprintf(b->csv, "# collbench %s, coll %s, %s, host %s, nranks %d, transport %s\n",
-                colls[o->coll].name, ver, date, b->hostname, b->nranks, transport_name(b));
+        fprintf(b->csv, "# collbench %s, coll %s, %s, host %s, nranks %d, transport %s%s\n",
+                colls[o->coll].name, ver, date, b->hostname, b->nranks, transport_name(b),
+                b->cuda ? ", memtype cuda" : "");
         for (char **e = environ; *e; e++)
             if (strncmp(*e, "COLL_", 5) == 0 && strncmp(*e, "COLL_UNIQUE_ID=", 15) != 0)
                 fprintf(b->csv, "# env %s\n", *e);
@@ -3367,7 +3745,7 @@ int main(int argc, char **argv)
     struct bench b = {.comm = NULL, .argc = argc, .argv = argv};
     char plot_json[64] = "";
     coll_status_t st;
-    int rc, ok, all_ok;
+    int rc, ok, all_ok, cuda_rc = 0;
     bool have_ranks = false;
 
     prog_name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
@@ -3393,16 +3771,6 @@ int main(int argc, char **argv)
         goto out_opts;
     case MODE_RUN:
         break;
-    }
-    if (b.o.memtype_cuda) {
-        if (!quiet_rank())
-            fprintf(stderr,
-                    "%s: --memtype cuda: built without CUDA device support (host memory "
-                    "only%s)\n",
-                    prog_name,
-                    COLL_HAVE_CUDA ? "; nvcc was found, but coll has no device path yet" : "");
-        rc = EXIT_USAGE;
-        goto out_opts;
     }
     if (b.o.bind && (!b.o.np || b.o.explain || launched())) {
         rc = usage_error("%s", "--bind-to is collrun's: it needs --np N outside a launcher "
@@ -3446,10 +3814,17 @@ int main(int argc, char **argv)
         snprintf(b.hostname, sizeof(b.hostname), "unknown");
     b.hostname[sizeof(b.hostname) - 1] = '\0';
 
+    /* The device is current before the comm exists: the comm takes it (coll.h). */
+    if (b.o.memtype_cuda && !b.o.explain) {
+        cuda_rc = cuda_pick_device(&b.o, &b.device, b.cuda_msg, sizeof(b.cuda_msg));
+        b.cuda = cuda_rc == 0;
+    }
     st = comm_open(&b.comm);
     if (st != COLL_SUCCESS) {
         fprintf(stderr, "collbench: cannot join the communicator: %s: %s\n", coll_status_string(st),
                 coll_last_error(NULL));
+        if (cuda_rc)
+            fprintf(stderr, "%s\n", b.cuda_msg);
         rc = st == COLL_INVALID_ARGUMENT ? EXIT_USAGE : 1;
         goto out_opts;
     }
@@ -3458,6 +3833,12 @@ int main(int argc, char **argv)
         (st = coll_comm_size(b.comm, &b.nranks)) != COLL_SUCCESS) {
         lib_error(&b, "coll_comm_rank/size", st);
         goto out_destroy;
+    }
+    if (b.o.memtype_cuda && !b.o.explain) {
+        rc = cuda_agree(&b, cuda_rc);
+        if (rc)
+            goto out_destroy;
+        rc = 1;
     }
 #ifdef COLLBENCH_TEST_HOOKS
     b.fault_rank = b.nranks - 1;
@@ -3478,7 +3859,6 @@ int main(int argc, char **argv)
             rc = EXIT_USAGE;
             goto out_destroy;
         }
-    double per_msg[COLL_NUM_LINKS] = {0};
     }
     if (b.o.explain) {
         rc = explain(&b);
@@ -3508,21 +3888,25 @@ int main(int argc, char **argv)
     /* Every rank must get its buffers and rank 0 its files, or none goes on: one rank
      * missing from the first collective would hold the others until the timeout. */
     b.bufsize = (size_t)b.o.max_bytes + 64; /* never 0; a little slack against overruns */
-    b.sendbuf = malloc(b.bufsize);
-    b.recvbuf = malloc(b.bufsize);
+    if (b.cuda) {
+        ok = cuda_alloc(&b);
+    } else {
+        b.sendbuf = malloc(b.bufsize);
+        b.recvbuf = malloc(b.bufsize);
+        ok = b.sendbuf && b.recvbuf;
+        if (!ok)
+            fprintf(stderr, "collbench: rank %d: cannot allocate 2 x %zu bytes\n", b.rank,
+                    b.bufsize);
+    }
     b.pat = malloc(PERIOD * sizeof(uint64_t));
     b.times = malloc((size_t)b.nranks * sizeof(*b.times));
     b.hosts = malloc((size_t)b.nranks * HOST_MAX);
     b.pids = malloc((size_t)b.nranks * sizeof(*b.pids));
-        if (peer_of[l] >= 0) {
-            watchdog_arm(&b->wd, "a burst of --calibrate");
-            rc = burst(b, peer_of[l], &per_msg[l]);
-            if (rc)
-                return rc;
-        }
-    ok = b.sendbuf && b.recvbuf && b.pat && b.times && b.hosts && b.pids;
-    if (!ok)
-        fprintf(stderr, "collbench: rank %d: cannot allocate 2 x %zu bytes\n", b.rank, b.bufsize);
+    b.devices = malloc((size_t)b.nranks * sizeof(*b.devices));
+    if (ok && !(b.pat && b.times && b.hosts && b.pids && b.devices)) {
+        fprintf(stderr, "collbench: rank %d: out of memory\n", b.rank);
+        ok = 0;
+    }
     if (ok && b.rank == 0 && !open_outputs(&b))
         ok = 0;
     if (ok && watchdog_start(&b.wd, b.comm, b.rank, b.o.timeout_s))
@@ -3534,9 +3918,12 @@ int main(int argc, char **argv)
     }
     if (!all_ok)
         goto out_free;
-    /* Untouched pages would make the first size pay for page faults. */
-    memset(b.sendbuf, 0, b.bufsize);
-    memset(b.recvbuf, 0, b.bufsize);
+    /* Untouched pages would make the first size pay for page faults (cuda_alloc sets the
+     * device buffers). */
+    if (!b.cuda) {
+        memset(b.sendbuf, 0, b.bufsize);
+        memset(b.recvbuf, 0, b.bufsize);
+    }
     watchdog_arm(&b.wd, "the exchange of host names");
     st = exchange_ranks(&b);
     watchdog_arm(&b.wd, NULL);
@@ -3567,11 +3954,6 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
         rc = b.wrong_total ? 1 : 0;
-            /* a burst's messages follow each other per_msg apart: that much of alpha holds
-             * the link (and the executor: step), the rest is latency they overlap */
-            p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
-            if (l == COLL_LINK_SHM && per_msg[l] > 0) /* 0: lost in the noise, keep it */
-                p.step = fmin(per_msg[l], p.link[link].alpha);
     }
 
 out_free:
@@ -3583,10 +3965,6 @@ out_free:
     if (b.rank == 0 && b.o.plot_path && have_ranks && b.o.json_path) {
         int prc = run_plot(b.o.json_path, b.o.plot_path);
         if (prc && rc == 0)
-            printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
-                   BURST_MSGS,
-                   per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
-                   l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
             rc = prc;
     }
     if (have_ranks) {
@@ -3596,8 +3974,15 @@ out_free:
         int one = 1;
         (void)coll_allreduce(&one, &all_ok, 1, COLL_INT32, COLL_SUM, b.comm);
     }
-    free(b.sendbuf);
-    free(b.recvbuf);
+    if (b.cuda) {
+        cuda_free(&b);
+        free(b.hsend);
+        free(b.hrecv);
+    } else {
+        free(b.sendbuf);
+        free(b.recvbuf);
+    }
+    free(b.devices);
     free(b.pat);
     free(b.times);
     free(b.hosts);

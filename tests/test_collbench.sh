@@ -448,9 +448,10 @@ help_env_ok() {
         grep -q '^COLL_ALGO$' "$TMP/out" && grep -q '^COLL_CHUNK_BYTES$' "$TMP/out"
 }
 check "--help-env lists every COLL_* knob with its default" help_env_ok
-bench allreduce --memtype cuda
-check "--memtype cuda: exit 2, 'built without CUDA device support'" \
-    eval '[ "$rc" = 2 ] && grep -q "built without CUDA device support" "$TMP/err"'
+# (device runs: tests/test_collbench_cuda.sh, against the emulated runtime)
+COLL_CUDA_LIBRARY=/nonexistent/libcudart.so bench allreduce --memtype cuda -b 8 -e 8
+check "--memtype cuda without a CUDA runtime: exit 1, 'no usable CUDA runtime'" \
+    eval '[ "$rc" = 1 ] && grep -q "no usable CUDA runtime" "$TMP/err"'
 
 # Bad input: a message on stderr and exit 2; never a crash (status >= 128).
 bad() {

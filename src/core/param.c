@@ -92,6 +92,13 @@ const struct coll_param coll__params[] = {
      "buffers pass (coll_allreduce_stream, ...): messages move in pieces of an eighth of it, up "
      "to four in flight; every rank must set the same value",
      COLL_PARAM_SIZE, CFG(cuda_staging_bytes), 4096, (int64_t)1 << 40},
+    {"COLL_CUDA_IPC", "auto",
+     "stream-ordered all-reduce, reduce-scatter, all-gather, broadcast and reduce on device "
+     "buffers of a comm whose ranks share one host move device to device through CUDA IPC "
+     "(scratch of COLL_CUDA_STAGING_BYTES device memory per rank), reduced by kernels reading "
+     "the peers' memory: auto = when every rank can, 0 = never (staging), 1 = required (the "
+     "first such call fails when IPC cannot be used)",
+     COLL_PARAM_STRING, CFG(cuda_ipc), 0, 0},
     {"COLL_REDUCE_ISA", "",
      "instruction set of the host reduction kernels: scalar, sse2, avx2 or avx512; empty = the "
      "best this CPU runs; read once per process",

@@ -171,7 +171,8 @@ void coll__cuda_error_text(int err, char *buf, size_t size)
     X(MemcpyAsync)                                                                                 \
     X(MemsetAsync) X(HostAlloc) X(StreamQuery) X(StreamWaitEvent) X(StreamGetDevice)               \
         X(EventCreateWithFlags) X(EventRecord) X(EventQuery) X(EventSynchronize) X(EventDestroy)   \
-            X(LaunchHostFunc) X(DeviceSynchronize)
+            X(LaunchHostFunc) X(DeviceSynchronize) X(IpcGetMemHandle) X(IpcOpenMemHandle)          \
+                X(IpcCloseMemHandle)
 
 /* Resolve every symbol; false (with why set) at the first one missing: a libcudart older
  * than 12.0 lacks the cudaLibrary* calls, and we would rather not use it at all. */

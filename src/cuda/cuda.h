@@ -124,6 +124,10 @@ COLL_INTERNAL bool coll__cuda_have_kernels(void);
 struct coll_cuda_dim3 {
     unsigned int x, y, z;
 };
+/* cudaIpcMemHandle_t: 64 opaque bytes */
+struct coll_cuda_ipc_handle {
+    char reserved[64];
+};
 struct coll_cudart {
     const char *(*GetErrorName)(int err);
     const char *(*GetErrorString)(int err);
@@ -169,6 +173,10 @@ struct coll_cudart {
     int (*EventDestroy)(void *event);
     int (*LaunchHostFunc)(void *stream, void (*fn)(void *arg), void *arg);
     int (*DeviceSynchronize)(void);
+    /* Optional, for the IPC path of stream.c (ipc.c); cudaIpcMemHandle_t goes by value. */
+    int (*IpcGetMemHandle)(struct coll_cuda_ipc_handle *handle, void *ptr);
+    int (*IpcOpenMemHandle)(void **ptr, struct coll_cuda_ipc_handle handle, unsigned int flags);
+    int (*IpcCloseMemHandle)(void *ptr);
 };
 /* cudaMemcpyKind cudaMemcpyDefault: direction from the pointers (unified addressing). */
 #define COLL_CUDA_MEMCPY_DEFAULT 4

@@ -6,7 +6,8 @@
  * and waits.
  *
  * Divisions: 1 pieces and stream order (pure), 2 the comm's stream state: staging, events,
- * worker, 3 the worker, 4 issuing an op onto its streams, 5 checks and the public calls.
+ * worker, 3 the worker (with the CUDA IPC path's part), 4 issuing an op onto its streams,
+ * 5 checks and the public calls.
  *
  * How one call moves (a group's calls move together, piece by piece):
  *
@@ -35,6 +36,13 @@
  * on the user's buffers once the event is reached. So host buffers with a stream are
  * ordered with the stream's other work as device buffers are.
  *
+ * Between the ranks of one host, single calls of all-reduce, reduce-scatter, all-gather,
+ * broadcast and reduce skip the staging: the CUDA IPC path (ipc.c, where the protocol is),
+ * which the same worker runs (run_op_ipc). The comm decides on it at its first such call,
+ * on the worker; a call issued before the decision is known runs in worker mode: its
+ * stream gets only a start event and one WAIT, and the worker moves the data whichever
+ * way was decided (run_op_ipc, or run_op_staged_worker with the same pieces as staging).
+ *
  * Rules that keep this safe:
  *   - host functions make no CUDA call (CUDA forbids it) and never wait longer than twice
  *     COLL_TIMEOUT_MS; the worker waits for events by polling cudaEventQuery, spinning
@@ -49,6 +57,8 @@
  *     nranks and COLL_CUDA_STAGING_BYTES, never on what else is in a group.
  */
 #include "stream.h"
+
+#include "ipc.h"
 
 #include "../core/qallreduce.h"
 #include "../core/topo.h"
@@ -189,6 +199,11 @@ struct scall {
     int root; /* root, or peer for send/recv */
     void *stream;
     bool staged; /* a buffer is device memory: pieces through staging */
+    bool send_dev; /* sendbuf is device memory */
+    bool ipc;      /* through the comm's CUDA IPC scratch (ipc.c), not staging */
+    bool wcopy;    /* ipc, with a host sendbuf: the worker copies it in, not the stream */
+    bool worker;   /* issued before the comm decided on IPC: the stream only marks the
+                    * call's start and end, and the worker decides, then moves the data */
     /* set when the op is laid out */
     size_t esize, piece, npieces;
     size_t region_off; /* of this call in a slot of its comm's staging */
@@ -247,6 +262,14 @@ struct coll_stream_ctx {
     int ntails;
     void **evpool; /* idle events, reused for pieces */
     size_t nev, evcap;
+    /* CUDA IPC (ipc.c): decided by the worker at the first call that could use it;
+     * written by the worker only, read under mu */
+    _Atomic int ipc_state;  /* 0 undecided, 1 on, -1 off */
+    struct coll_ipc *ipc;
+    struct coll_ipc *ipc_unused; /* what a decision against IPC left, freed at fini */
+    /* the worker's own copies (calls issued before the decision, staged): a
+     * non-blocking stream and an event on it, made when first needed */
+    void *wstream, *wevent;
 };
 
 static void sop_unref(struct sop *op)
@@ -301,6 +324,9 @@ static void piece_done(struct sop *op, size_t j)
 }
 
 static void *worker_main(void *arg);
+static coll_status_t enqueue_copies(const struct scall *c, struct coll_stream_ctx *ctx,
+                                    size_t nslots, size_t slot_bytes, size_t j, bool out,
+                                    void *stream);
 
 /* dev's PCI address in sysfs's spelling ("0000:41:00.0"); "" when CUDA does not say. */
 static void gpu_busid(int dev, char *buf, size_t n)
@@ -480,7 +506,7 @@ static void sleep_us(long us)
 /* Wait until the stream has reached ev: poll, spinning COLL_SPIN_US, then sleeping in
  * growing steps; give up when the comm fails (an abort) or the stream does not get there
  * within COLL_TIMEOUT_MS. */
-static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
+static coll_status_t wait_event_for(struct coll_stream_ctx *ctx, void *ev, const char *what)
 {
     const struct coll_cudart *rt = coll__cudart();
     struct coll_comm *comm = ctx->comm;
@@ -494,14 +520,12 @@ static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
         if (rc == CUDA_SUCCESS)
             return COLL_SUCCESS;
         if (rc != CUDA_ERROR_NOT_READY)
-            return cuda_fail(comm, rc, "cudaEventQuery of a piece's copy to staging");
+            return cuda_fail(comm, rc, "cudaEventQuery of a stream op's piece");
         failed = atomic_load(&comm->failed);
         if (failed != COLL_SUCCESS)
             return (coll_status_t)failed;
         if (limit_ns && coll__now_ns() - t0 > limit_ns)
-            return coll__error(comm, COLL_TIMEOUT,
-                               "the stream did not reach a queued collective within "
-                               "COLL_TIMEOUT_MS (%lld ms)",
+            return coll__error(comm, COLL_TIMEOUT, "%s within COLL_TIMEOUT_MS (%lld ms)", what,
                                (long long)comm->cfg.timeout_ms);
         if (coll__now_ns() - t0 < spin_ns) {
             sched_yield();
@@ -511,6 +535,11 @@ static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
         if (nap < 1000)
             nap *= 2;
     }
+}
+
+static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
+{
+    return wait_event_for(ctx, ev, "the stream did not reach a queued collective");
 }
 
 /* The host call of piece j of c, on the slot (or the user's buffers); req_p NULL: blocking
@@ -567,7 +596,8 @@ static size_t slot_bytes_of(const struct sop *op, const struct coll_comm *comm)
     size_t b = 0;
 
     for (int k = 0; k < op->ncalls; k++)
-        if (op->calls[k].comm == comm && op->calls[k].staged)
+        if (op->calls[k].comm == comm && op->calls[k].staged && !op->calls[k].ipc &&
+            !op->calls[k].worker)
             b += op->calls[k].piece * coll__stream_mult(op->calls[k].kind, comm->nranks) *
                  op->calls[k].esize;
     return b;
@@ -603,6 +633,231 @@ static coll_status_t run_piece(struct sop *op, size_t j, coll_request_t **req_p)
     return st != COLL_SUCCESS ? st : st2;
 }
 
+/* ---- the CUDA IPC path: ipc.c has the protocol and why its slots are safe to reuse ---- */
+
+/* The copies of piece j of an IPC call: in, into this rank's slot (on the user's stream
+ * when issued, or on the comm's IPC stream for a host sendbuf), or out, from the ranks'
+ * "out" regions into recvbuf (on the IPC stream, by the worker). */
+static coll_status_t ipc_copies(const struct scall *c, struct coll_ipc *ipc, size_t j, bool out,
+                                void *stream)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct coll_comm *comm = c->comm;
+    struct coll_ipc_row *rows, one[1];
+    size_t slot = (j % COLL_IPC_SLOTS) * ipc->slot_bytes;
+    coll_status_t st = COLL_SUCCESS;
+    int n, rc;
+
+    rows = comm->nranks > 1 ? malloc((size_t)comm->nranks * sizeof(*rows)) : one;
+    if (!rows)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory queueing copies");
+    n = coll__ipc_rows(c->kind, comm->rank, comm->nranks, c->root, c->count, c->esize, c->piece,
+                       j, out, rows);
+    for (int i = 0; i < n && st == COLL_SUCCESS; i++) {
+        if (out)
+            rc = rt->MemcpyAsync((uint8_t *)c->recvbuf + rows[i].user_off,
+                                 ipc->base[rows[i].peer] + slot + rows[i].slot_off,
+                                 rows[i].bytes, COLL_CUDA_MEMCPY_DEFAULT, stream);
+        else
+            rc = rt->MemcpyAsync(ipc->mine + slot + rows[i].slot_off,
+                                 (const uint8_t *)c->sendbuf + rows[i].user_off, rows[i].bytes,
+                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
+        if (rc != CUDA_SUCCESS)
+            st = cuda_fail(comm, rc,
+                           out ? "cudaMemcpyAsync from the CUDA IPC scratch to recvbuf"
+                               : "cudaMemcpyAsync from sendbuf to the CUDA IPC scratch");
+    }
+    if (rows != one)
+        free(rows);
+    return st;
+}
+
+/* Wait until what the worker queued on the IPC stream is done. */
+static coll_status_t ipc_sync(struct coll_stream_ctx *ctx, const char *what)
+{
+    int rc = coll__cudart()->EventRecord(ctx->ipc->event, ctx->ipc->stream);
+
+    if (rc != CUDA_SUCCESS)
+        return cuda_fail(ctx->comm, rc, "cudaEventRecord on the CUDA IPC stream");
+    return wait_event_for(ctx, ctx->ipc->event, what);
+}
+
+/* Non-blocking and waited for, so that a dead peer, a timeout or an abort ends it. */
+static coll_status_t ipc_barrier(struct coll_comm *comm)
+{
+    coll_request_t *req = NULL;
+    coll_status_t st = coll_ibarrier(comm, &req);
+
+    return st != COLL_SUCCESS ? st : coll_wait(req);
+}
+
+/* Piece j's input is in this rank's slot once its stream got past IN j; with a host
+ * sendbuf, the worker then copies it in itself. */
+static coll_status_t ipc_input(struct sop *op, size_t j)
+{
+    struct scall *c = &op->calls[0];
+    struct coll_stream_ctx *ctx = c->comm->stream;
+    coll_status_t st = COLL_SUCCESS;
+
+    /* in worker mode one event marks the call's start on the stream */
+    if (!c->worker || j == 0)
+        st = wait_event(ctx, op->events[c->first_event + (c->worker ? 0 : j)]);
+    if (st == COLL_SUCCESS && c->wcopy) {
+        st = ipc_copies(c, ctx->ipc, j, false, ctx->ipc->stream);
+        if (st == COLL_SUCCESS)
+            st = ipc_sync(ctx, "the copy of a piece into the CUDA IPC scratch did not finish");
+    }
+    return st;
+}
+
+/* One call through IPC, on its comm's worker: B(-1), then per piece j gather j - 1,
+ * compute j, input j + 1, barrier j (ipc.c's diagram); a last barrier after the last
+ * gather. */
+static coll_status_t run_op_ipc(struct sop *op)
+{
+    struct scall *c = &op->calls[0];
+    struct coll_stream_ctx *ctx = c->comm->stream;
+    coll_status_t st;
+
+    if (c->worker) {
+        /* laid out as one piece when issued: cut it now, the worker copying everything */
+        c->piece = coll__ipc_piece_elems(c->kind, c->comm->nranks, c->count, c->esize,
+                                         ctx->ipc->slot_bytes);
+        if (c->piece == 0)
+            return coll__error(c->comm, COLL_INVALID_ARGUMENT,
+                               "a piece of one %s element per rank does not fit a CUDA IPC "
+                               "slot of %zu bytes; raise COLL_CUDA_STAGING_BYTES",
+                               coll__dtype_name(c->dtype), ctx->ipc->slot_bytes);
+        c->npieces = (c->count + c->piece - 1) / c->piece;
+        c->wcopy = true;
+        c->ipc = true;
+    }
+    st = ipc_input(op, 0);
+    if (st == COLL_SUCCESS)
+        st = ipc_barrier(c->comm);
+    for (size_t j = 0; st == COLL_SUCCESS && j <= c->npieces; j++) {
+        if (j > 0) {
+            st = ipc_copies(c, ctx->ipc, j - 1, true, ctx->ipc->stream);
+            if (st == COLL_SUCCESS)
+                st = ipc_sync(ctx, "the gather of a piece out of the CUDA IPC scratch did not "
+                                   "finish");
+            if (st != COLL_SUCCESS)
+                break;
+            /* the last WAIT (and in worker mode the only one) goes when the op ends, after
+             * the last barrier: the stream's next call may lay its slots out otherwise,
+             * and its copies in must not reach a region a peer still gathers from */
+            if (!c->worker && j < c->npieces)
+                piece_done(op, j - 1);
+        }
+        if (j < c->npieces) {
+            size_t o = j * c->piece, n = c->count - o < c->piece ? c->count - o : c->piece;
+            st = coll__ipc_compute(c->comm, ctx->ipc, c->kind, c->root, c->piece, n,
+                                   j % COLL_IPC_SLOTS, c->dtype, c->op);
+            if (st == COLL_SUCCESS)
+                st = ipc_sync(ctx, "the reduction of a piece in the CUDA IPC scratch did not "
+                                   "finish");
+        }
+        if (st == COLL_SUCCESS && j + 1 < c->npieces)
+            st = ipc_input(op, j + 1);
+        if (st == COLL_SUCCESS)
+            st = ipc_barrier(c->comm);
+        pthread_mutex_lock(&op->mu);
+        if (op->hostfn_timed_out && st == COLL_SUCCESS)
+            st = coll__error(op->owner, COLL_TIMEOUT,
+                             "a stream waited more than twice COLL_TIMEOUT_MS for a "
+                             "collective");
+        pthread_mutex_unlock(&op->mu);
+    }
+    return st;
+}
+
+/* The decision, on the worker, at the comm's first call that could go through IPC: every
+ * rank's worker reaches that call in the same order, which matches the exchange. Until
+ * then the issuing threads queue such calls in worker mode, and never wait for peers. */
+static coll_status_t ipc_decide(struct coll_stream_ctx *ctx)
+{
+    struct coll_ipc *ipc = NULL;
+    char why[256];
+    coll_status_t st;
+
+    if (atomic_load(&ctx->ipc_state) != 0)
+        return COLL_SUCCESS;
+    st = coll__ipc_setup(ctx->comm, &ipc, &ctx->ipc_unused, why, sizeof(why));
+    ctx->ipc = ipc;
+    atomic_store(&ctx->ipc_state, ipc ? 1 : -1);
+    if (st == COLL_INVALID_USAGE)
+        return coll__error(ctx->comm, st, "COLL_CUDA_IPC=1, but CUDA IPC cannot be used: %s",
+                           why);
+    return st;
+}
+
+/* The worker's stream and event for its own copies, made on first use. */
+static coll_status_t wstream_get(struct coll_stream_ctx *ctx)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    int rc;
+
+    if (ctx->wstream)
+        return COLL_SUCCESS;
+    rc = rt->StreamCreateWithFlags(&ctx->wstream, 1 /* cudaStreamNonBlocking */);
+    if (rc != CUDA_SUCCESS) {
+        ctx->wstream = NULL;
+        return cuda_fail(ctx->comm, rc, "cudaStreamCreateWithFlags for the stream worker");
+    }
+    rc = rt->EventCreateWithFlags(&ctx->wevent, CUDA_EVENT_DISABLE_TIMING);
+    if (rc != CUDA_SUCCESS) {
+        ctx->wevent = NULL;
+        return cuda_fail(ctx->comm, rc, "cudaEventCreateWithFlags for the stream worker");
+    }
+    return COLL_SUCCESS;
+}
+
+static coll_status_t wstream_sync(struct coll_stream_ctx *ctx)
+{
+    int rc = coll__cudart()->EventRecord(ctx->wevent, ctx->wstream);
+
+    if (rc != CUDA_SUCCESS)
+        return cuda_fail(ctx->comm, rc, "cudaEventRecord on the stream worker's stream");
+    return wait_event_for(ctx, ctx->wevent, "a copy of the stream worker did not finish");
+}
+
+/* A call issued in worker mode that is not going through IPC: what the staged path does,
+ * piece by piece with the same pieces (so that the host collectives match the other ranks'
+ * whichever way they issued it), the worker doing the copies. */
+static coll_status_t run_op_staged_worker(struct sop *op)
+{
+    struct scall *c = &op->calls[0];
+    struct coll_stream_ctx *ctx = c->comm->stream;
+    size_t pb = (size_t)c->comm->cfg.cuda_staging_bytes / STREAM_PIECE_DIV, sb;
+    coll_status_t st = wait_event(ctx, op->events[c->first_event]);
+
+    if (st != COLL_SUCCESS || !c->staged)
+        return st != COLL_SUCCESS ? st : issue_call(c, ctx, 1, 0, 0, NULL);
+    c->piece = coll__stream_piece_elems(c->kind, c->comm->nranks, c->count, c->esize, pb);
+    if (c->piece == 0)
+        return coll__error(c->comm, COLL_INVALID_ARGUMENT,
+                           "a %s element of every rank does not fit a piece of "
+                           "COLL_CUDA_STAGING_BYTES / %d = %zu bytes; raise "
+                           "COLL_CUDA_STAGING_BYTES",
+                           coll__dtype_name(c->dtype), STREAM_PIECE_DIV, pb);
+    c->npieces = (c->count + c->piece - 1) / c->piece;
+    c->region_off = 0;
+    sb = c->piece * coll__stream_mult(c->kind, c->comm->nranks) * c->esize;
+    st = wstream_get(ctx);
+    for (size_t j = 0; st == COLL_SUCCESS && j < c->npieces; j++) {
+        st = enqueue_copies(c, ctx, 1, sb, j, false, ctx->wstream);
+        if (st == COLL_SUCCESS)
+            st = wstream_sync(ctx);
+        if (st == COLL_SUCCESS)
+            st = issue_call(c, ctx, 1, sb, j, NULL);
+        if (st == COLL_SUCCESS)
+            st = enqueue_copies(c, ctx, 1, sb, j, true, ctx->wstream);
+        if (st == COLL_SUCCESS)
+            st = wstream_sync(ctx);
+    }
+    return st;
+}
+
 /* Run op on the owner's worker: pieces in order, up to nslots in flight. */
 static void run_op(struct sop *op)
 {
@@ -620,6 +875,15 @@ static void run_op(struct sop *op)
                          "COLL_TIMEOUT_MS (the comms grouped from several threads in different "
                          "orders?)");
     pthread_mutex_unlock(&op->mu);
+    if (st == COLL_SUCCESS && op->ncalls == 1 && op->calls[0].worker) {
+        st = ipc_decide(op->owner->stream);
+        if (st == COLL_SUCCESS)
+            st = op->owner->stream->ipc ? run_op_ipc(op) : run_op_staged_worker(op);
+        completed = op->npieces;
+    } else if (st == COLL_SUCCESS && op->ncalls == 1 && op->calls[0].ipc) {
+        st = run_op_ipc(op);
+        completed = op->npieces;
+    }
     while (st == COLL_SUCCESS && completed < op->npieces) {
         /* complete the oldest piece first when all slots are busy or nothing is left to
          * issue: its stream is waiting for it before it copies the next piece in */
@@ -773,7 +1037,18 @@ void coll__stream_comm_fini(struct coll_comm *comm)
             rt->EventDestroy(ctx->tails[i].event);
         for (size_t i = 0; i < ctx->nev; i++)
             rt->EventDestroy(ctx->evpool[i]);
+        /* the worker's copies end with it, but not after a failure cut its wait short */
+        if (ctx->wstream && rt->StreamSynchronize(ctx->wstream) != CUDA_SUCCESS)
+            rt->GetLastError();
         rt->FreeHost(ctx->staging);
+        /* every call through IPC ended with a barrier after its last read of a peer's
+         * scratch, and this rank's streams are done with its own */
+        coll__ipc_fini(ctx->ipc);
+        coll__ipc_fini(ctx->ipc_unused);
+        if (ctx->wevent)
+            rt->EventDestroy(ctx->wevent);
+        if (ctx->wstream)
+            rt->StreamDestroy(ctx->wstream);
     } else {
         /* freeing memory a stream may still copy from would be worse than keeping it */
         COLL_WARN(COLL_SUB_COLL,
@@ -815,7 +1090,8 @@ static void hostfn_wait(void *arg)
 }
 
 static coll_status_t enqueue_copies(const struct scall *c, struct coll_stream_ctx *ctx,
-                                    size_t nslots, size_t slot_bytes, size_t j, bool out)
+                                    size_t nslots, size_t slot_bytes, size_t j, bool out,
+                                    void *stream)
 {
     const struct coll_cudart *rt = coll__cudart();
     struct coll_comm *comm = c->comm;
@@ -833,11 +1109,11 @@ static coll_status_t enqueue_copies(const struct scall *c, struct coll_stream_ct
         if (out)
             rc = rt->MemcpyAsync((uint8_t *)c->recvbuf + rows[i].user_off,
                                  slot + rows[i].slot_off, rows[i].bytes,
-                                 COLL_CUDA_MEMCPY_DEFAULT, c->stream);
+                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
         else
             rc = rt->MemcpyAsync(slot + rows[i].slot_off,
                                  (const uint8_t *)c->sendbuf + rows[i].user_off, rows[i].bytes,
-                                 COLL_CUDA_MEMCPY_DEFAULT, c->stream);
+                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
         if (rc != CUDA_SUCCESS)
             st = cuda_fail(comm, rc,
                            out ? "cudaMemcpyAsync from staging to recvbuf"
@@ -944,6 +1220,25 @@ static coll_status_t layout(struct sop *op)
 {
     size_t nslots = STREAM_SLOTS, nev = 0;
 
+    if (op->ncalls == 1 && op->calls[0].ipc) {
+        struct scall *c = &op->calls[0];
+        size_t sb = c->comm->stream->ipc->slot_bytes;
+
+        c->esize = coll__dtype_size(c->dtype);
+        c->piece = coll__ipc_piece_elems(c->kind, c->comm->nranks, c->count, c->esize, sb);
+        if (c->piece == 0)
+            return coll__error(c->comm, COLL_INVALID_ARGUMENT,
+                               "a piece of one %s element per rank does not fit a CUDA IPC "
+                               "slot of %zu bytes (COLL_CUDA_STAGING_BYTES / %d); raise "
+                               "COLL_CUDA_STAGING_BYTES",
+                               coll__dtype_name(c->dtype), sb, COLL_IPC_SLOTS);
+        c->npieces = (c->count + c->piece - 1) / c->piece;
+        c->first_event = 0;
+        c->region_off = 0;
+        op->npieces = op->nevents = c->npieces;
+        op->nslots = COLL_IPC_SLOTS;
+        return COLL_SUCCESS;
+    }
     op->npieces = 0;
     for (int k = 0; k < op->ncalls; k++) {
         struct scall *c = &op->calls[k];
@@ -951,7 +1246,7 @@ static coll_status_t layout(struct sop *op)
         size_t piece_bytes = (size_t)comm->cfg.cuda_staging_bytes / STREAM_PIECE_DIV;
 
         c->esize = coll__dtype_size(c->dtype);
-        if (!c->staged) {
+        if (!c->staged || c->worker) {
             c->piece = c->count;
             c->npieces = 1;
         } else {
@@ -1050,6 +1345,19 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     if (forever)
         op->hostfn_wait_ms = 0;
     op->ncomms = ncomms;
+    if (ncalls == 1 && coll__ipc_eligible(calls[0].kind, calls[0].op)) {
+        struct coll_stream_ctx *ctx = calls[0].comm->stream;
+        int state = atomic_load(&ctx->ipc_state);
+
+        if (state == 0) {
+            calls[0].worker = true;
+        } else if (state > 0) {
+            calls[0].ipc = true;
+            /* a host sendbuf is copied by the worker: a stream's copy from pageable memory
+             * would wait for the stream, which waits for the worker */
+            calls[0].wcopy = calls[0].sendbuf && !calls[0].send_dev;
+        }
+    }
     COLL_CHECK_GOTO(layout(op), st, out_free);
     op->pieces = calloc(op->npieces, sizeof(*op->pieces));
     op->events = calloc(op->nevents, sizeof(*op->events));
@@ -1095,8 +1403,10 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
                     break;
                 switch (steps[s].kind) {
                 case COLL_SSTEP_D2H:
-                    if (c->staged)
-                        st = enqueue_copies(c, ctx, op->nslots, sb, j, false);
+                    if (c->ipc && !c->wcopy)
+                        st = ipc_copies(c, ctx->ipc, j, false, c->stream);
+                    else if (c->staged && !c->ipc && !c->worker)
+                        st = enqueue_copies(c, ctx, op->nslots, sb, j, false, c->stream);
                     if (st == COLL_SUCCESS &&
                         (rc = rt->EventRecord(op->events[c->first_event + j], c->stream)) !=
                             CUDA_SUCCESS)
@@ -1111,8 +1421,9 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
                     }
                     break;
                 case COLL_SSTEP_H2D:
-                    if (c->staged)
-                        st = enqueue_copies(c, ctx, op->nslots, sb, j, true);
+                    /* through IPC the worker gathers the result itself */
+                    if (c->staged && !c->ipc && !c->worker)
+                        st = enqueue_copies(c, ctx, op->nslots, sb, j, true, c->stream);
                     break;
                 }
             }
@@ -1404,8 +1715,9 @@ static coll_status_t submit(struct scall c)
     }
     COLL_CHECK_GOTO(check_stream(comm, fn, c.stream), st, out_fail);
     if (need_send)
-        COLL_CHECK_GOTO(check_ptr(comm, fn, "sendbuf", c.sendbuf, sbytes, &c.staged), st,
+        COLL_CHECK_GOTO(check_ptr(comm, fn, "sendbuf", c.sendbuf, sbytes, &c.send_dev), st,
                         out_fail);
+    c.staged = c.send_dev;
     if (need_recv)
         COLL_CHECK_GOTO(check_ptr(comm, fn, "recvbuf", c.recvbuf, rbytes, &c.staged), st,
                         out_fail);

@@ -967,6 +967,15 @@ FC_API int fakecuda_violations(void)
     return atomic_load(&fc.violations);
 }
 
+/* Kernels launched by this process so far: lets a test tell a path that reduces on the
+ * device (CUDA IPC) from one that reduces on the host (staging). */
+static atomic_long fc_kernel_launches;
+
+FC_API long fakecuda_kernel_launches(void)
+{
+    return atomic_load(&fc_kernel_launches);
+}
+
 /* Pure lookups, so they answer even inside a host function; the call still counts. */
 static void fc_pure_call(const char *name)
 {
@@ -2306,6 +2315,8 @@ FC_API int cudaLaunchKernel(const void *func, struct coll_cuda_dim3 grid,
     op->rc = a;
     op->krun = k->def->run;
     rc = fc_enqueue(s, op, NULL);
+    if (rc == cudaSuccess)
+        atomic_fetch_add(&fc_kernel_launches, 1);
 out_unlock:
     pthread_mutex_unlock(&fc.mu);
     return fc_err(rc);
