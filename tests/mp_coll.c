@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp_util.h"
 
@@ -533,6 +534,42 @@ static void suite_mismatch(coll_comm_t *world)
     free(buf);
 }
 
+/* Rank 0 gives up first (a short COLL_TIMEOUT_MS) while the last rank is late: every other
+ * rank's error names rank 0's reason, passed on by the transport (an abort frame over TCP,
+ * the closed rings' reason over shm), not just a closed connection. */
+static void suite_cause(coll_comm_t *world)
+{
+    static const char *const tps[] = {"tcp", "shm"};
+    int32_t buf[64] = {0};
+
+    for (size_t t = 0; t < sizeof(tps) / sizeof(tps[0]); t++) {
+        char first[256] = "";
+        coll_comm_t *comm;
+        coll_status_t st;
+
+        setenv("COLL_TRANSPORT", tps[t], 1);
+        setenv("COLL_TIMEOUT_MS", rank == 0 ? "500" : "30000", 1);
+        comm = new_comm(world, "ring");
+        setenv("COLL_TIMEOUT_MS", "60000", 1);
+        unsetenv("COLL_TRANSPORT");
+        CHECK(coll_allreduce(buf, buf, 64, COLL_INT32, COLL_SUM, comm)); /* links up */
+        if (rank == nranks - 1)
+            usleep(2000 * 1000);
+        st = coll_allreduce(buf, buf, 64, COLL_INT32, COLL_SUM, comm);
+        if (st == COLL_SUCCESS)
+            die("%s: the all-reduce succeeded with rank 0 timing out", tps[t]);
+        if (rank == 0)
+            snprintf(first, 61, "%s", coll_last_error(comm));
+        CHECK(coll_broadcast(first, first, sizeof(first), COLL_UINT8, 0, world));
+        if (rank != 0 && !strstr(coll_last_error(comm), first))
+            die("%s: rank %d's error does not carry rank 0's '%s': %s", tps[t], rank, first,
+                coll_last_error(comm));
+        fprintf(stderr, "rank %d (%s): %s\n", rank, tps[t], coll_last_error(comm));
+        CHECK(coll_comm_destroy(comm));
+        CHECK(coll_barrier(world));
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *suite = argc > 1 ? argv[1] : "basic";
@@ -565,6 +602,8 @@ int main(int argc, char **argv)
         suite_alltoallv(world);
     else if (!strcmp(suite, "mismatch"))
         suite_mismatch(world);
+    else if (!strcmp(suite, "cause"))
+        suite_cause(world);
     else
         die("unknown suite '%s'", suite);
     CHECK(coll_comm_destroy(world));

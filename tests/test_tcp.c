@@ -479,11 +479,13 @@ static void mismatch(uint64_t rseq, uint32_t rtag, size_t rlen)
     ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "message from rank 0 (");
     ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "for op #5 tag 2 has 100 bytes, expected op #");
     ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "same collectives with the same counts?");
-    /* rank 1 closed everything: rank 0 learns it when it next needs the link */
+    /* rank 1 told rank 0 why in an abort frame and closed everything: rank 0 learns it
+     * when it sees the end of the stream, and reports rank 1's reason */
     post(&rs[0], false, 1, &r0, rb0, sizeof(rb0), 6, 0);
     ASSERT_EQ(wait_xfer(&r0, 10000), COLL_REMOTE_ERROR);
     ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 1 (");
-    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "closed the connection");
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "failed or was aborted, first failure: ");
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "message from rank 0 (");
     /* later use fails at once with the same status */
     ASSERT_EQ(post(&rs[1], true, 0, &s, sb, 1, 9, 0), COLL_REMOTE_ERROR);
     ASSERT_EQ(atomic_load(&s.status), COLL_REMOTE_ERROR);
@@ -939,6 +941,87 @@ TEST(forged_frame_for_the_wrong_piece_is_refused)
 TEST(forged_frame_with_a_huge_length_is_refused)
 {
     forged_frame(FRAME_MAGIC, 0, 1ull << 62, "has 4611686018427387904 bytes");
+}
+
+/* The rank that fails first sends its reason to every peer in an abort frame: the peers fail
+ * at once, with nothing of theirs pending on the link, and report that reason. */
+TEST(a_failing_rank_tells_its_peers_why)
+{
+    struct rank rs[3];
+    uint64_t t0;
+
+    setup(rs, 3, 10000, 0);
+    pthread_mutex_lock(&rs[1].comm.lock);
+    coll__transport_fail(&rs[1].comm, COLL_TIMEOUT, "the cause, told to its peers");
+    pthread_mutex_unlock(&rs[1].comm.lock);
+    t0 = now_ms();
+    while ((atomic_load(&rs[0].comm.failed) == COLL_SUCCESS ||
+            atomic_load(&rs[2].comm.failed) == COLL_SUCCESS) &&
+           now_ms() - t0 < 10000)
+        sleep_ms(5);
+    /* (rank 2 may hear it first from rank 0, which passes rank 1's reason on) */
+    for (int i = 0; i < 3; i += 2) {
+        ASSERT_EQ(atomic_load(&rs[i].comm.failed), COLL_REMOTE_ERROR);
+        ASSERT_STR_CONTAINS(rs[i].comm.errmsg,
+                            "failed or was aborted, first failure: rank 1: the cause, told to "
+                            "its peers");
+    }
+    teardown(rs, 3);
+}
+
+/* An abort frame's text is the peer's: cut at a NUL, unprintable bytes replaced, and one
+ * longer than an abort's 255 bytes is a malformed frame. The test plays rank 0 over raw
+ * sockets, as forged_frame below. */
+static void forged_abort(const char *text, size_t len, const char *want, const char *unwanted)
+{
+    struct coll_peer_info table[2];
+    struct rank r;
+    struct coll_xfer x;
+    uint8_t frame[40 + 300], rb[16];
+    uint32_t magic = 0x31464443u, tag = 0;
+    uint16_t type = 2, piece = 0;
+    int32_t src = 0;
+    uint64_t comm_id = test_comm_id, seq = 0, len64 = len;
+    int fd;
+
+    ASSERT(len <= 300);
+    rank_init(&r, 1, 2, 10000, 0, NULL);
+    table[0] = r.comm.self;
+    table[0].rank = 0;
+    table[1] = r.comm.self;
+    rank_set_table(&r, table, 2);
+    rank_start(&r);
+    fd = stranger_answer_sock(&r, test_secret, HS_MAGIC, test_comm_id, 0, 1, 0, 1);
+    ASSERT_EQ(rank_connect(&r, 0, 10000), COLL_SUCCESS);
+    memcpy(frame, &magic, 4);
+    memcpy(frame + 4, &type, 2);
+    memcpy(frame + 6, &piece, 2);
+    memcpy(frame + 8, &tag, 4);
+    memcpy(frame + 12, &src, 4);
+    memcpy(frame + 16, &comm_id, 8);
+    memcpy(frame + 24, &seq, 8);
+    memcpy(frame + 32, &len64, 8);
+    memcpy(frame + 40, text, len);
+    ASSERT_EQ(send(fd, frame, 40 + len, MSG_NOSIGNAL), (ssize_t)(40 + len));
+    post(&r, false, 0, &x, rb, sizeof(rb), 1, 0);
+    ASSERT_EQ(wait_xfer(&x, 10000), COLL_REMOTE_ERROR);
+    ASSERT_STR_CONTAINS(r.comm.errmsg, want);
+    ASSERT_MSG(!strstr(r.comm.errmsg, unwanted), "'%s' in '%s'", unwanted, r.comm.errmsg);
+    ASSERT(closed_by_peer(fd, 10000));
+    close(fd);
+    rank_fini(&r);
+}
+
+TEST(abort_frame_text_is_cut_and_made_printable)
+{
+    static const char text[] = "bad\x01\x7f\xff cause\0hidden";
+    char big[300];
+
+    forged_abort(text, sizeof(text) - 1, "failed or was aborted, first failure: bad??? cause",
+                 "hidden");
+    memset(big, 'x', sizeof(big));
+    forged_abort(big, sizeof(big), "sent a malformed frame header (magic 0x31464443, type 2",
+                 "first failure");
 }
 
 /* ---- fault injection through coll__sys ----------------------------------------------- */

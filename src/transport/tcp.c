@@ -76,6 +76,8 @@
 #define TCP_HS_MAGIC 0x32534843u    /* "CHS2" */
 #define TCP_FRAME_MAGIC 0x31464443u /* "CDF1" */
 #define TCP_TYPE_DATA 1
+#define TCP_TYPE_ABORT 2 /* a failing rank's last frame: its first failure as text */
+#define TCP_ABORT_TEXT_MAX 255
 #define TCP_NONCE_BYTES 16
 #define TCP_HS_BYTES (4 + 8 + 4 + 4 + 2 + 2 + COLL_MAC_BYTES) /* 56 */
 #define TCP_HDR_BYTES 40
@@ -229,6 +231,8 @@ struct tcp_ctx {
     bool shut;
     char cc[TCP_CC_NAME_MAX]; /* COLL_TCP_CONGESTION: "" = auto, "system", or a name */
     bool cc_warned;
+    /* the first failure a peer's abort frame told us of, passed on in ours (comm->errlock) */
+    char origin[TCP_ABORT_TEXT_MAX + 1];
 };
 
 /* ---- 3 small helpers ----------------------------------------------------------------- */
@@ -426,12 +430,19 @@ static coll_status_t conn_fail(struct tcp_sock *s, coll_status_t st, const char 
     return st;
 }
 
-/* err 0: orderly end of stream. */
+static bool inbox_fill(struct tcp_sock *s);
+static size_t inbox_abort_bytes(const struct tcp_sock *s);
+static coll_status_t take_abort(struct tcp_sock *s);
+
+/* err 0: orderly end of stream. A peer that failed left its reason in an abort frame
+ * before it closed, which is then the better message. */
 static coll_status_t conn_lost(struct tcp_sock *s, int err)
 {
     char ebuf[128];
     int peer = s->link->chan.peer;
 
+    if (inbox_fill(s))
+        return take_abort(s);
     if (err == 0 || err == ECONNRESET || err == EPIPE)
         return conn_fail(s, COLL_REMOTE_ERROR, "rank %d (%s) closed the connection%s%s", peer,
                          peer_host(s->ctx, peer), err ? ": " : "",
@@ -696,7 +707,11 @@ static coll_status_t sock_recv(struct tcp_sock *s)
         coll_status_t st;
 
         if (!s->hdr_ok) {
-            if (avail < TCP_HDR_BYTES) {
+            size_t abort_bytes = inbox_abort_bytes(s);
+
+            if (abort_bytes > 0 && avail >= abort_bytes)
+                return take_abort(s);
+            if (avail < TCP_HDR_BYTES || abort_bytes > 0) {
                 if (!s->readable)
                     return COLL_SUCCESS;
                 if (s->in_pos > 0) { /* keep the partial header, make room behind it */
@@ -757,6 +772,11 @@ static void sock_peer_left(struct tcp_sock *s, uint32_t events)
         conn_lost(s, err);
         return;
     }
+    /* a peer that failed said so before it left: that fails this comm now, too */
+    if (inbox_fill(s)) {
+        take_abort(s);
+        return;
+    }
     COLL_INFO(COLL_SUB_NET, "rank %d: rank %d (%s) closed a connection; fine unless used",
               s->ctx->comm->rank, s->link->chan.peer, peer_host(s->ctx, s->link->chan.peer));
     /* a hung-up socket is readable forever: leave epoll, keep the fd to drain later */
@@ -783,6 +803,119 @@ static void sock_up_event(struct tcp_sock *s, uint32_t events)
     if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
         sock_peer_left(s, events);
     /* data with no receive posted waits in the kernel; `readable` remembers the edge */
+}
+
+/* ---- 7b abort frames ----------------------------------------------------------------- */
+
+/* A rank whose comm fails sends each peer one last frame, TCP_TYPE_ABORT, whose payload is
+ * the first failure it knows of (its own, or the one a peer told it of), so that every rank
+ * reports the cause rather than a chain of closed connections. It goes only where a socket's
+ * stream is between frames and only as far as the socket takes it without blocking: a peer
+ * that gets no whole frame sees the connection close, as without it. */
+
+/* Read what the kernel holds into the inbox's free space (the read-ahead that sock_recv
+ * consumes first); true when the inbox then starts with a whole abort frame. */
+static bool inbox_fill(struct tcp_sock *s)
+{
+    if (!s->inbox || s->fd < 0 || s->hdr_ok)
+        return false;
+    if (s->in_pos > 0) {
+        memmove(s->inbox, s->inbox + s->in_pos, s->in_end - s->in_pos);
+        s->in_end -= s->in_pos;
+        s->in_pos = 0;
+    }
+    while (s->in_end < TCP_INBOX_BYTES) {
+        struct iovec iov = {s->inbox + s->in_end, TCP_INBOX_BYTES - s->in_end};
+        ssize_t r = coll__sys.readv(s->fd, &iov, 1);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        s->in_end += (size_t)r;
+    }
+    {
+        size_t need = inbox_abort_bytes(s);
+        return need > 0 && s->in_end - s->in_pos >= need;
+    }
+}
+
+/* The size of the abort frame the inbox starts with (header and text; the text may not all
+ * be there yet), 0 when it does not start with one. A frame from someone else, or with a
+ * text longer than an abort's, is left to check_header, which refuses it. */
+static size_t inbox_abort_bytes(const struct tcp_sock *s)
+{
+    struct tcp_hdr h;
+
+    if (!s->inbox || s->hdr_ok || s->in_end - s->in_pos < TCP_HDR_BYTES)
+        return 0;
+    hdr_decode(s->inbox + s->in_pos, &h);
+    if (h.magic != TCP_FRAME_MAGIC || h.type != TCP_TYPE_ABORT ||
+        h.comm_id != s->ctx->comm->comm_id || h.src_rank != s->link->chan.peer ||
+        h.len > TCP_ABORT_TEXT_MAX)
+        return 0;
+    return TCP_HDR_BYTES + (size_t)h.len;
+}
+
+/* The inbox starts with a whole abort frame: fail the comm with the peer's reason (cut at a
+ * NUL, anything unprintable replaced: it is the peer's text), and keep it to pass on. */
+static coll_status_t take_abort(struct tcp_sock *s)
+{
+    struct tcp_ctx *ctx = s->ctx;
+    int peer = s->link->chan.peer;
+    size_t n = inbox_abort_bytes(s) - TCP_HDR_BYTES;
+    char why[TCP_ABORT_TEXT_MAX + 1];
+
+    memcpy(why, s->inbox + s->in_pos + TCP_HDR_BYTES, n);
+    why[n] = '\0';
+    for (char *c = why; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
+    s->in_pos += TCP_HDR_BYTES + n;
+    pthread_mutex_lock(&ctx->comm->errlock);
+    if (!ctx->origin[0])
+        memcpy(ctx->origin, why, sizeof(why));
+    pthread_mutex_unlock(&ctx->comm->errlock);
+    return conn_fail(s, COLL_REMOTE_ERROR, "rank %d (%s) failed or was aborted%s%s", peer,
+                     peer_host(ctx, peer), why[0] ? ", first failure: " : "", why);
+}
+
+/* Send why on one socket of l whose stream is between frames, then end the stream and read
+ * what the peer still sent (closing with unread data would reset the connection, and a
+ * reset may reach the peer before our frame is read). */
+static void link_send_abort(struct tcp_link *l, const char *why)
+{
+    struct tcp_ctx *ctx = l->ctx;
+    uint8_t frame[TCP_HDR_BYTES + TCP_ABORT_TEXT_MAX];
+    size_t n = strnlen(why, TCP_ABORT_TEXT_MAX);
+    struct tcp_hdr h = {.magic = TCP_FRAME_MAGIC,
+                        .type = TCP_TYPE_ABORT,
+                        .src_rank = ctx->comm->rank,
+                        .comm_id = ctx->comm->comm_id,
+                        .len = n};
+
+    hdr_encode(frame, &h);
+    memcpy(frame + TCP_HDR_BYTES, why, n);
+    for (int i = 0; i < l->nsocks; i++) {
+        struct tcp_sock *s = l->socks[i];
+        struct iovec iov = {frame, TCP_HDR_BYTES + n};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        uint8_t sink[4096];
+
+        if (!s || s->state != TCP_UP || s->fd < 0 ||
+            (s->sq.n > 0 && fifo_at(&s->sq, 0)->done > 0))
+            continue;
+        (void)coll__sys.sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        coll__sys.shutdown(s->fd, SHUT_WR);
+        for (int k = 0; k < 64; k++) {
+            struct iovec in = {sink, sizeof(sink)};
+            ssize_t r = coll__sys.readv(s->fd, &in, 1);
+
+            if (r <= 0 && !(r < 0 && errno == EINTR))
+                break;
+        }
+        return;
+    }
 }
 
 /* ---- 8 connector handshake ----------------------------------------------------------- */
@@ -1505,15 +1638,28 @@ out:
 static void tcp_shutdown(void *arg)
 {
     struct tcp_ctx *ctx = arg;
+    char why[TCP_ABORT_TEXT_MAX + 1];
     coll_status_t st;
 
     if (!ctx || ctx->shut)
         return;
     st = failed_status(ctx);
     ctx->shut = true;
+    /* pass on the cause, not a chain of who told whom */
+    pthread_mutex_lock(&ctx->comm->errlock);
+    {
+        const char *src = ctx->origin[0] ? ctx->origin : ctx->comm->errmsg;
+        size_t n = strnlen(src, sizeof(why) - 1);
+
+        memcpy(why, src, n);
+        why[n] = '\0';
+    }
+    pthread_mutex_unlock(&ctx->comm->errlock);
     for (int i = 0; ctx->links && i < ctx->nranks; i++)
-        if (ctx->links[i] && !ctx->links[i]->dead)
+        if (ctx->links[i] && !ctx->links[i]->dead) {
+            link_send_abort(ctx->links[i], why);
             link_kill(ctx->links[i], st);
+        }
     /* pending handshakes keep their memory until fini: their events may still be queued */
     for (struct tcp_sock *s = ctx->pend_head; s; s = s->next)
         sock_close_fd(s);
