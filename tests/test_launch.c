@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const all_vars[] = {
@@ -148,18 +149,27 @@ TEST(srun_variables_and_precedence)
     ASSERT(!strcmp(l.name, "collrun") && l.size == 1);
 }
 
+/* A port that binds now, from 20000-29999: below Linux's ephemeral range (32768 up by
+ * default), so that no socket bound to port 0 in the meantime (a listener, a connecting
+ * client) can be handed it before the test's server binds it. */
 static int free_port(void)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
 
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
+    for (int tries = 0; tries < 200; tries++) {
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                 .sin_port = htons((uint16_t)(20000 + rand_r(&seed) % 10000))};
+        int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+        if (fd < 0)
+            return -1;
+        ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
         close(fd);
-    return port;
+        if (ok)
+            return ntohs(sa.sin_port);
+    }
+    return -1;
 }
 
 /* Two processes in a torch environment without an agent: rank 0 serves the id on
