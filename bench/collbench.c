@@ -265,7 +265,7 @@ struct opts {
     const char *json_path, *csv_path, *times_path, *plot_path;
     const char *algo, *transport;
     int np; /* --np: 0 = not given */
-    const char *bind; /* --bind-to core|none for collrun; NULL = not given */
+    const char *bind; /* --bind-to auto|core|none for collrun; NULL = not given (auto) */
     int per_host; /* --per-host: --explain --np N as hosts of this many ranks; 0 = one host */
     bool memtype_cuda;
     int device; /* --device: the CUDA device of every rank; -1 = local rank % devices */
@@ -318,7 +318,8 @@ static void usage(FILE *f, const char *prog)
             "  -t 1, -g 1             accepted: one rank per process\n"
             "collbench flags:\n"
             "  --np N                 start N local ranks (execs collrun next to collbench)\n"
-            "  --bind-to core|none    with --np: collrun's binding (core: a CPU per rank)\n"
+            "  --bind-to auto|core|none  with --np: collrun's binding (core: a CPU per rank;\n"
+            "                         auto, collrun's default: core when each rank gets one)\n"
             "  --time-budget SEC      timed seconds per size: picks the iterations (%d..%d)\n"
             "  --algo NAME            COLL_ALGO for this run (ring, tree, allreduce=ring,...)\n"
             "  --transport NAME       COLL_TRANSPORT for this run\n"
@@ -693,8 +694,8 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
             return usage_error("bad rank count '%s' for --np (1..4096)", v);
         break;
     case O_BIND:
-        if (strcmp(v, "core") && strcmp(v, "none"))
-            return usage_error("bad --bind-to '%s' (core or none)", v);
+        if (strcmp(v, "auto") && strcmp(v, "core") && strcmp(v, "none"))
+            return usage_error("bad --bind-to '%s' (auto, core or none)", v);
         o->bind = v;
         break;
     case O_PER_HOST:

@@ -291,6 +291,22 @@ check "--bind-to core pins rank r to the r-th allowed CPU and sets COLL_HOST_CPU
 run -n 2 --bind-to none sh -c 'echo "${COLL_HOST_CPUS-unset}"'
 check "--bind-to none leaves affinity and COLL_HOST_CPUS alone" \
     test "$(sort -u "$TMP/out")" = "unset"
+# the default (auto): bound as core when every rank gets a CPU, left alone when not
+run -n "$ncpu" sh -c \
+    'echo "$COLL_RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status) ${COLL_HOST_CPUS-unset}"'
+auto_ok() {
+    local r list host
+    for r in $(seq 0 $((ncpu - 1))); do
+        read -r _ list host < <(grep "^$r " "$TMP/out") || { echo "# no line of rank $r"; return 1; }
+        case $list in *[,-]*) echo "# rank $r on CPUs '$list', want one"; return 1 ;; esac
+        [ "$host" = "$ncpu" ] || { echo "# rank $r: COLL_HOST_CPUS '$host', want $ncpu"; return 1; }
+    done
+    [ "$(cut -d' ' -f2 "$TMP/out" | sort -u | wc -l)" -eq "$ncpu" ] ||
+        { echo "# ranks share a CPU"; return 1; }
+}
+check "by default, $ncpu ranks on $ncpu CPUs get a CPU each" auto_ok
+run -n $((ncpu + 1)) sh -c 'echo "${COLL_HOST_CPUS-unset}"'
+check "by default, more ranks than CPUs are left unbound" test "$(sort -u "$TMP/out")" = "unset"
 
 run -n 2 sh -c 'echo plain'
 check "without --tag-output lines are untouched" test "$(grep -cx plain "$TMP/out")" -eq 2
@@ -331,6 +347,8 @@ usage_case "--timeout 0" -n 1 --timeout 0 true
 usage_case "--timeout abc" -n 1 --timeout abc true
 usage_case "--timeout without value" -n 1 --timeout
 usage_case "--bind-to socket" -n 1 --bind-to socket true
+run -n 1 --bind-to auto true
+expect_rc 0 "--bind-to auto is accepted"
 usage_case "--bind-to without value" -n 1 --bind-to
 run --help
 expect_rc 0 "--help exits 0"

@@ -1,7 +1,7 @@
 /*
  * collrun - start N ranks of a program on this host, as a communicator of coll.
  *
- *   collrun -n N [--tag-output] [--timeout SEC] [--bind-to core|none] [--] prog args...
+ *   collrun -n N [--tag-output] [--timeout SEC] [--bind-to auto|core|none] [--] prog args...
  *
  * collrun makes a unique id (which starts the bootstrap root thread inside collrun, so
  * collrun stays alive while the ranks run) and starts N children with COLL_UNIQUE_ID,
@@ -22,7 +22,12 @@
  * more ranks than CPUs), as mpirun's --bind-to core: a rank that polls shared memory keeps
  * its cache and never waits for the scheduler to bring its peer back. The ranks are told
  * how many CPUs they share (COLL_HOST_CPUS): one bound to a single CPU would otherwise
- * think itself oversubscribed and yield where it should spin.
+ * think itself oversubscribed and yield where it should spin. auto, the default, binds
+ * when every rank gets a CPU of its own (as mpirun binds small jobs), and not otherwise:
+ * unbound, the kernel tends to keep two ranks that wake each other on one CPU while the
+ * other idles, and ranks that poll then take turns at a fraction of their speed, for as
+ * long as the job runs (measured: 8 MiB all-reduces at 2 ranks on 2 CPUs slowed 2-3x for
+ * the rest of a run after a burst of other work; bound, they recovered).
  *
  * Divisions: options; environment and program lookup; output tagging; children; the event
  * loop (signalfd + poll, one thread of ours besides the library's root thread); main.
@@ -64,10 +69,12 @@ extern char **environ;
 /* The signals collrun forwards to the ranks. */
 static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
+enum { BIND_AUTO, BIND_CORE, BIND_NONE };
+
 struct opts {
     int nranks;
     bool tag_output;
-    bool bind_core;   /* --bind-to core */
+    int bind;         /* --bind-to: BIND_AUTO (default), BIND_CORE, BIND_NONE */
     double timeout_s; /* 0: none */
     char **argv;      /* the program and its arguments, NULL-terminated */
 };
@@ -114,9 +121,10 @@ static void usage(FILE *f)
             "  -n N           number of ranks to start on this host (1..%d)\n"
             "  --tag-output   prefix every line of a rank's stdout and stderr with [rank]\n"
             "  --timeout SEC  kill all ranks after SEC seconds and exit 124\n"
-            "  --bind-to core|none\n"
+            "  --bind-to auto|core|none\n"
             "                 core: rank r runs on the r-th CPU collrun may use (round\n"
-            "                 robin past the last); none (default): where the kernel likes\n"
+            "                 robin past the last); none: where the kernel likes; auto\n"
+            "                 (default): core when every rank gets a CPU, else none\n"
             "  -h, --help     show this help\n"
             "Each rank gets COLL_UNIQUE_ID, COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK and\n"
             "COLL_LOCAL_SIZE. collrun exits with the status of the first rank that fails\n"
@@ -196,13 +204,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         } else if (strcmp(a, "--bind-to") == 0 || strncmp(a, "--bind-to=", 10) == 0) {
             const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v)
-                return usage_error("option '%s' needs core or none", a);
-            if (strcmp(v, "core") == 0)
-                o->bind_core = true;
+                return usage_error("option '%s' needs auto, core or none", a);
+            if (strcmp(v, "auto") == 0)
+                o->bind = BIND_AUTO;
+            else if (strcmp(v, "core") == 0)
+                o->bind = BIND_CORE;
             else if (strcmp(v, "none") == 0)
-                o->bind_core = false;
+                o->bind = BIND_NONE;
             else
-                return usage_error("bad --bind-to '%s' (core or none)", v);
+                return usage_error("bad --bind-to '%s' (auto, core or none)", v);
         } else if (strncmp(a, "--timeout=", 10) == 0) {
             if (!parse_seconds(a + 10, &o->timeout_s))
                 return usage_error("bad timeout '%s' (seconds, > 0)", a + 10);
@@ -803,14 +813,19 @@ static int setup_signals(struct job *job)
     return 0;
 }
 
-/* --bind-to core: the CPUs collrun may use, in order, and COLL_HOST_CPUS for the ranks. */
+/* --bind-to core or auto: the CPUs collrun may use, in order, and COLL_HOST_CPUS for the
+ * ranks; *ncpus_p 0 (and nothing set) where auto decides against binding. */
 static int bind_plan(const struct opts *o, int *cpus, int *ncpus_p)
 {
+    bool asked = o->bind == BIND_CORE;
     cpu_set_t set;
     char num[16];
     int n = 0;
 
+    *ncpus_p = 0;
     if (sched_getaffinity(0, sizeof(set), &set) < 0) {
+        if (!asked)
+            return 0;
         fprintf(stderr, "collrun: --bind-to core: cannot read the CPUs allowed: %s\n",
                 strerror(errno));
         return -1;
@@ -818,6 +833,8 @@ static int bind_plan(const struct opts *o, int *cpus, int *ncpus_p)
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &set))
             cpus[n++] = c;
+    if (!asked && (n == 0 || o->nranks > n))
+        return 0;
     if (n == 0) {
         fprintf(stderr, "collrun: --bind-to core: no CPU allowed\n");
         return -1;
@@ -855,7 +872,7 @@ int main(int argc, char **argv)
         return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
     }
     /* before the library's root thread exists: setenv is not thread-safe */
-    if (job.opts.bind_core && bind_plan(&job.opts, cpus, &ncpus) < 0) {
+    if (job.opts.bind != BIND_NONE && bind_plan(&job.opts, cpus, &ncpus) < 0) {
         rc = 1;
         goto out_free_path;
     }
@@ -881,7 +898,7 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < job.opts.nranks; r++) {
         job.ranks[r].out.fd = job.ranks[r].err.fd = -1;
-        job.ranks[r].cpu = job.opts.bind_core ? cpus[r % ncpus] : -1;
+        job.ranks[r].cpu = ncpus > 0 ? cpus[r % ncpus] : -1;
         job.ranks[r].envp = make_env(id_str, r, job.opts.nranks);
         if (!job.ranks[r].envp) {
             fprintf(stderr, "collrun: out of memory\n");
