@@ -161,9 +161,22 @@ def main():
                 w("\n![%s NP=%d](%s)\n" % (coll, np_, rel))
             else:
                 w("")
+    # What was written by hand below NOTES_MARK (the reading of a run, other benchmarks'
+    # sections) stays: only the generated part above it is replaced.
+    notes = ""
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            old = f.read()
+        if NOTES_MARK in old:
+            notes = old[old.index(NOTES_MARK):]
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")
+        if notes:
+            f.write(notes)
     return 0
+
+
+NOTES_MARK = "<!-- perf_report.py keeps everything from this line on -->"
 
 
 # The project's targets: (collective, coll's label, peer, measure, bound, sense).
