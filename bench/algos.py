@@ -73,6 +73,8 @@ PIPELINED = {"ring", "tree", "dbtree", "chain", "binomial", "vdg"}
 # takes it wherever it can run (COLL_SHM_FLAT=1, the default), so there it is the pick.
 FLAT = "flat"
 FLAT_MAX = "4K"  # COLL_SHM_FLAT_BYTES' default
+# ... and these take it at every size, in pieces of COLL_SHM_SLICED_BYTES (2 to 16 ranks)
+FLAT_ANY_SIZE = {"allreduce", "broadcast", "reduce"}
 CALL_NAME = {}  # COLL_ALGO names collectives as coll__coll_name does
 CHUNK = "128K"
 WHOLE = "4M"  # the selector's largest chunk: one copy per block up to 4 MiB
@@ -118,7 +120,12 @@ def measure(a, env, np_, coll, algo, whole):
     e = dict(env, COLL_ALGO="%s=%s" % (CALL_NAME.get(coll, coll), algo),
              COLL_CHUNK_BYTES=WHOLE if whole else CHUNK)
     lo = "8" if not whole else str(WHOLE_FROM * 4)
-    hi = "8" if coll == "barrier" else FLAT_MAX if algo == FLAT else a.max
+    if coll == "barrier":
+        hi = "8"
+    elif algo == FLAT and not (coll in FLAT_ANY_SIZE and 2 <= np_ <= 16):
+        hi = FLAT_MAX
+    else:
+        hi = a.max
     cmd = [a.build + "/collrun", "-n", str(np_), "--timeout", "600", a.build + "/collbench",
            coll, "-b", lo, "-e", hi, "-f", "4", "-z", "1", "-a", "3", "-w", "1",
            "-N", str(a.cycles), "--outofplace-only", "--time-budget", str(a.budget),
@@ -462,10 +469,13 @@ def write_report(a, runs, preds, base_preds):
           "above 90%.\n")
     w(MODEL_NOTES)
     if any(FLAT in m for r_ in runs for m in r_["meas"].values()):
-        w("`flat` is the shared-memory fast path for small blocking calls: it bypasses the "
-          "schedule, so the model does not price it, and the library takes it wherever it "
-          "can run; at those sizes the pick is `flat`, whatever the model says, and the "
-          "rows *without the `flat` points* leave those sizes out.\n")
+        w("`flat` is the shared-memory fast path for blocking calls (all of them up to "
+          "COLL_SHM_FLAT_BYTES, and all-reduce, broadcast and reduce at every size on 2 to "
+          "16 ranks, in pieces): it bypasses the schedule, so the model does not price it, "
+          "and the library takes it wherever it can run; at those points the pick is "
+          "`flat`, whatever the model says, and the rows *without the `flat` points* leave "
+          "them out (they judge the model where it still chooses: non-blocking and grouped "
+          "calls, and the other collectives).\n")
     w("\nEvery point of run 1:\n")
     w("| NP | collective | size | fastest measured | picked | picked (us) | fastest (us) | "
       "within 10% |")
