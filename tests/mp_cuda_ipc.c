@@ -29,93 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int rank, nranks;
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "rank %d: FAIL: ", rank);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        coll_status_t st_ = (call);                                                                \
-        if (st_ != COLL_SUCCESS)                                                                   \
-            die("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #call, coll_status_string(st_),         \
-                coll_last_error(NULL));                                                            \
-    } while (0)
-
-static struct {
-    int (*Malloc)(void **p, size_t n);
-    int (*Free)(void *p);
-    int (*Memcpy)(void *d, const void *s, size_t n, int kind);
-    int (*MemsetAsync)(void *p, int v, size_t n, void *stream);
-    int (*StreamCreateWithFlags)(void **s, unsigned int flags);
-    int (*StreamSynchronize)(void *s);
-    int (*StreamDestroy)(void *s);
-    int (*violations)(void);
-    long (*kernels)(void);
-} cu;
-
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != 0)                                                                              \
-            die("%s:%d: %s -> CUDA error %d", __FILE__, __LINE__, #call, rc_);                     \
-    } while (0)
-
-static bool cuda_load(void)
-{
-    const char *path = getenv("COLL_CUDA_LIBRARY");
-    void *lib;
-
-    if (!path || !*path || !(lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-        return false;
-#define SYM(field, name)                                                                           \
-    do {                                                                                           \
-        void *s_ = dlsym(lib, name);                                                               \
-        if (!s_)                                                                                   \
-            die("'%s' lacks %s", path, name);                                                      \
-        memcpy(&cu.field, &s_, sizeof(s_));                                                        \
-    } while (0)
-    SYM(Malloc, "cudaMalloc");
-    SYM(Free, "cudaFree");
-    SYM(Memcpy, "cudaMemcpy");
-    SYM(MemsetAsync, "cudaMemsetAsync");
-    SYM(StreamCreateWithFlags, "cudaStreamCreateWithFlags");
-    SYM(StreamSynchronize, "cudaStreamSynchronize");
-    SYM(StreamDestroy, "cudaStreamDestroy");
-#undef SYM
-    {
-        void *v = dlsym(lib, "fakecuda_violations"), *k = dlsym(lib, "fakecuda_kernel_launches");
-        memcpy(&cu.violations, &v, sizeof(v));
-        memcpy(&cu.kernels, &k, sizeof(k));
-    }
-    return true;
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    CU(cu.Malloc(&p, bytes ? bytes : 1));
-    return p;
-}
-
-static void no_violations(void)
-{
-    if (cu.violations && cu.violations() != 0)
-        die("the CUDA emulator saw %d illegal calls (see its log above)", cu.violations());
-}
-
-static long kernels(void)
-{
-    return cu.kernels ? cu.kernels() : -1;
-}
+#include "mp_util.h"
+#include "mp_cuda.h"
 
 /* ---- data ------------------------------------------------------------------------------ */
 
@@ -165,16 +80,6 @@ static void fill(void *buf, coll_dtype_t dt, size_t n, int r)
 {
     for (size_t i = 0; i < n; i++)
         put(buf, dt, i, r);
-}
-
-static void upload(void *dev, const void *host, size_t bytes)
-{
-    CU(cu.Memcpy(dev, host, bytes, 4));
-}
-
-static void download(void *host, const void *dev, size_t bytes)
-{
-    CU(cu.Memcpy(host, dev, bytes, 4));
 }
 
 static void same(const void *got, const void *want, size_t bytes, size_t esize, const char *what)

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "mp_util.h"
+#include "mp_cuda.h"
 
 static bool contains(const char *hay, const char *needle)
 {
@@ -53,90 +54,6 @@ static bool contains(const char *hay, const char *needle)
             die("%s:%d: %s: message '%s' does not mention '%s'", __FILE__, __LINE__, #call,  \
                 m_, (const char *)(word));                                                   \
     } while (0)
-
-/* ---- the CUDA runtime, as the library loads it ------------------------------------------ */
-
-static struct {
-    int (*Malloc)(void **p, size_t n);
-    int (*Free)(void *p);
-    int (*MallocHost)(void **p, size_t n);
-    int (*FreeHost)(void *p);
-    int (*Memcpy)(void *d, const void *s, size_t n, int kind);
-    int (*MemcpyAsync)(void *d, const void *s, size_t n, int kind, void *stream);
-    int (*MemsetAsync)(void *p, int v, size_t n, void *stream);
-    int (*StreamCreateWithFlags)(void **s, unsigned int flags);
-    int (*StreamSynchronize)(void *s);
-    int (*StreamDestroy)(void *s);
-    int (*SetDevice)(int dev);
-    int (*violations)(void); /* the emulator's count of CUDA calls it refused as illegal */
-} cu;
-
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        int rc_ = (call);                                                                    \
-        if (rc_ != 0)                                                                        \
-            die("%s:%d: %s -> CUDA error %d", __FILE__, __LINE__, #call, rc_);               \
-    } while (0)
-
-/* false when there is no runtime to load */
-static bool cuda_load(void)
-{
-    const char *path = getenv("COLL_CUDA_LIBRARY");
-    void *lib;
-
-    if (!path || !*path || !(lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-        return false;
-#define SYM(field, name)                                                                     \
-    do {                                                                                     \
-        void *s_ = dlsym(lib, name);                                                         \
-        if (!s_)                                                                             \
-            die("'%s' lacks %s", path, name);                                                \
-        memcpy(&cu.field, &s_, sizeof(s_));                                                  \
-    } while (0)
-    SYM(Malloc, "cudaMalloc");
-    SYM(Free, "cudaFree");
-    SYM(MallocHost, "cudaMallocHost");
-    SYM(FreeHost, "cudaFreeHost");
-    SYM(Memcpy, "cudaMemcpy");
-    SYM(MemcpyAsync, "cudaMemcpyAsync");
-    SYM(MemsetAsync, "cudaMemsetAsync");
-    SYM(StreamCreateWithFlags, "cudaStreamCreateWithFlags");
-    SYM(StreamSynchronize, "cudaStreamSynchronize");
-    SYM(StreamDestroy, "cudaStreamDestroy");
-    SYM(SetDevice, "cudaSetDevice");
-#undef SYM
-    {
-        void *s = dlsym(lib, "fakecuda_violations");
-        memcpy(&cu.violations, &s, sizeof(s));
-    }
-    return true;
-}
-
-#define MEMCPY_DEFAULT 4
-#define STREAM_NON_BLOCKING 1
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    CU(cu.Malloc(&p, bytes ? bytes : 1));
-    return p;
-}
-
-static void upload(void *dev, const void *host, size_t bytes)
-{
-    CU(cu.Memcpy(dev, host, bytes, MEMCPY_DEFAULT));
-}
-
-static void download(void *host, const void *dev, size_t bytes)
-{
-    CU(cu.Memcpy(host, dev, bytes, MEMCPY_DEFAULT));
-}
-
-static void no_violations(void)
-{
-    if (cu.violations && cu.violations() != 0)
-        die("the CUDA emulator saw %d illegal calls (see its log above)", cu.violations());
-}
 
 /* ---- helpers --------------------------------------------------------------------------- */
 

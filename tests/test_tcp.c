@@ -853,31 +853,29 @@ TEST(strangers_on_the_data_listener_are_dropped)
     teardown(rs, 3);
 }
 
-/* The test plays rank 0 itself over raw sockets: a correct handshake for a link of two
- * sockets, then one frame built by hand on socket 0 (where rank 1 expects the first message).
- * The receiver must refuse it from the header alone, before any payload byte lands. */
-static void forged_frame(uint32_t magic, uint16_t piece, uint64_t len, const char *why)
+/* Rank 1 of 2 on its own, the test playing rank 0 over raw sockets (rank 1 never dials rank
+ * 0: the address in its table does not matter). */
+static void lone_rank1(struct rank *r)
 {
     struct coll_peer_info table[2];
-    struct rank r;
-    struct coll_xfer x;
-    uint8_t hdr[40], payload[100], rb[101];
-    uint16_t type = 1;
-    int32_t src = 0;
-    uint32_t tag = 0;
-    uint64_t comm_id = test_comm_id, seq = 1;
-    int fd[2];
 
-    rank_init(&r, 1, 2, 10000, 0, NULL);
-    table[0] = r.comm.self; /* rank 1 never dials rank 0: the address does not matter */
+    rank_init(r, 1, 2, 10000, 0, NULL);
+    table[0] = r->comm.self;
     table[0].rank = 0;
-    table[1] = r.comm.self;
-    rank_set_table(&r, table, 2);
-    rank_start(&r);
-    for (int i = 0; i < 2; i++)
-        fd[i] = stranger_answer_sock(&r, test_secret, HS_MAGIC, test_comm_id, 0, 1, (uint16_t)i, 2);
-    ASSERT_EQ(rank_connect(&r, 0, 10000), COLL_SUCCESS);
-    memcpy(hdr, &magic, 4); /* little-endian, like the wire */
+    table[1] = r->comm.self;
+    rank_set_table(r, table, 2);
+    rank_start(r);
+}
+
+/* A frame header from rank 0 of the test's comm, laid out as tcp.c's (little-endian). */
+static void frame_header(uint8_t *hdr, uint32_t magic, uint16_t type, uint16_t piece,
+                         uint64_t seq, uint64_t len)
+{
+    uint32_t tag = 0;
+    int32_t src = 0;
+    uint64_t comm_id = test_comm_id;
+
+    memcpy(hdr, &magic, 4);
     memcpy(hdr + 4, &type, 2);
     memcpy(hdr + 6, &piece, 2);
     memcpy(hdr + 8, &tag, 4);
@@ -885,6 +883,23 @@ static void forged_frame(uint32_t magic, uint16_t piece, uint64_t len, const cha
     memcpy(hdr + 16, &comm_id, 8);
     memcpy(hdr + 24, &seq, 8);
     memcpy(hdr + 32, &len, 8);
+}
+
+/* The test plays rank 0 itself over raw sockets: a correct handshake for a link of two
+ * sockets, then one frame built by hand on socket 0 (where rank 1 expects the first message).
+ * The receiver must refuse it from the header alone, before any payload byte lands. */
+static void forged_frame(uint32_t magic, uint16_t piece, uint64_t len, const char *why)
+{
+    struct rank r;
+    struct coll_xfer x;
+    uint8_t hdr[40], payload[100], rb[101];
+    int fd[2];
+
+    lone_rank1(&r);
+    for (int i = 0; i < 2; i++)
+        fd[i] = stranger_answer_sock(&r, test_secret, HS_MAGIC, test_comm_id, 0, 1, (uint16_t)i, 2);
+    ASSERT_EQ(rank_connect(&r, 0, 10000), COLL_SUCCESS);
+    frame_header(hdr, magic, 1, piece, 1, len);
     memset(payload, 0x11, sizeof(payload));
     ASSERT_EQ(send(fd[0], hdr, sizeof(hdr), MSG_NOSIGNAL), 40);
     ASSERT_EQ(send(fd[0], payload, sizeof(payload), MSG_NOSIGNAL), 100);
@@ -906,16 +921,10 @@ static void forged_frame(uint32_t magic, uint16_t piece, uint64_t len, const cha
  * never be complete, and asking for it says so instead of waiting for COLL_TIMEOUT. */
 TEST(peer_leaving_a_half_built_link_is_a_remote_error)
 {
-    struct coll_peer_info table[2];
     struct rank r;
     int fd;
 
-    rank_init(&r, 1, 2, 10000, 0, NULL);
-    table[0] = r.comm.self;
-    table[0].rank = 0;
-    table[1] = r.comm.self;
-    rank_set_table(&r, table, 2);
-    rank_start(&r);
+    lone_rank1(&r);
     fd = stranger_answer_sock(&r, test_secret, HS_MAGIC, test_comm_id, 0, 1, 1, 2);
     sleep_ms(50);
     ASSERT_EQ(atomic_load(&r.comm.failed), COLL_SUCCESS); /* half a link is no error yet */
@@ -974,33 +983,16 @@ TEST(a_failing_rank_tells_its_peers_why)
  * sockets, as forged_frame below. */
 static void forged_abort(const char *text, size_t len, const char *want, const char *unwanted)
 {
-    struct coll_peer_info table[2];
     struct rank r;
     struct coll_xfer x;
     uint8_t frame[40 + 300], rb[16];
-    uint32_t magic = 0x31464443u, tag = 0;
-    uint16_t type = 2, piece = 0;
-    int32_t src = 0;
-    uint64_t comm_id = test_comm_id, seq = 0, len64 = len;
     int fd;
 
     ASSERT(len <= 300);
-    rank_init(&r, 1, 2, 10000, 0, NULL);
-    table[0] = r.comm.self;
-    table[0].rank = 0;
-    table[1] = r.comm.self;
-    rank_set_table(&r, table, 2);
-    rank_start(&r);
+    lone_rank1(&r);
     fd = stranger_answer_sock(&r, test_secret, HS_MAGIC, test_comm_id, 0, 1, 0, 1);
     ASSERT_EQ(rank_connect(&r, 0, 10000), COLL_SUCCESS);
-    memcpy(frame, &magic, 4);
-    memcpy(frame + 4, &type, 2);
-    memcpy(frame + 6, &piece, 2);
-    memcpy(frame + 8, &tag, 4);
-    memcpy(frame + 12, &src, 4);
-    memcpy(frame + 16, &comm_id, 8);
-    memcpy(frame + 24, &seq, 8);
-    memcpy(frame + 32, &len64, 8);
+    frame_header(frame, 0x31464443u, 2, 0, 0, len);
     memcpy(frame + 40, text, len);
     ASSERT_EQ(send(fd, frame, 40 + len, MSG_NOSIGNAL), (ssize_t)(40 + len));
     post(&r, false, 0, &x, rb, sizeof(rb), 1, 0);
