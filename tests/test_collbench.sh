@@ -434,6 +434,17 @@ check "the calibration file is what the selector then reads" \
 COLL_CALIB_FILE=$TMP/cal/sub/calib.txt mp 2 allreduce -b 8 -e 64K -f 8 -n 1 -w 0
 check "a run with that calibration checks right" all_right
 
+# Ranks pinned one to a CPU (collrun passes COLL_HOST_CPUS) are priced as the unpinned
+# ones: the model must not take its own single CPU for the host's.
+explain_cols() { grep -E '^ +[0-9]' "$TMP/out" | awk '{ print $1, $3, $5 }'; }
+for b in none core; do
+    $GUARD "$COLLRUN" -n 2 --bind-to "$b" "$COLLBENCH" allreduce --explain -b 2K -e 128K -f 4 \
+        >"$TMP/out" 2>"$TMP/err" </dev/null
+    explain_cols >"$TMP/explain-$b.txt"
+done
+check "--explain over 2 ranks: the same picks and prices pinned (--bind-to core) as not" \
+    eval '[ -s "$TMP/explain-none.txt" ] && cmp -s "$TMP/explain-none.txt" "$TMP/explain-core.txt"'
+
 # ---------------------------------------------------------------------------------------
 # Modes without a communicator.
 bench --help

@@ -159,13 +159,14 @@ static bool usable(const struct coll_algo *algo, const struct coll_algo_args *a)
     return algo && (algo->colls & (1u << a->coll)) && (!algo->applicable || algo->applicable(a));
 }
 
-/* The cores this process may run on: the model shares them among the host's ranks when
- * they are more (oversubscription), as the machine will. */
+/* The cores the host's ranks share (COLL_HOST_CPUS where a launcher pinned them, else this
+ * process's affinity): the model shares them among the ranks when they are more
+ * (oversubscription), as the machine will. A rank pinned to one CPU must not be priced as
+ * if all its peers shared that CPU. */
 static coll_status_t with_cores(struct coll_comm *comm)
 {
-    cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int n = coll__host_cpus(comm);
+
     comm->cost->cores = n > 0 ? n : 0;
     return COLL_SUCCESS;
 }

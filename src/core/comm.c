@@ -205,7 +205,7 @@ static coll_status_t number_hosts(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
-static int online_cpus(const struct coll_comm *comm)
+int coll__host_cpus(const struct coll_comm *comm)
 {
     cpu_set_t set;
     if (comm->cfg.host_cpus > 0) /* ranks pinned one to a CPU see only their own */
@@ -242,7 +242,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
                                p, comm->peers[p].hostname, mine, theirs);
         }
     }
-    comm->spin_yield = local_ranks(comm) > online_cpus(comm);
+    comm->spin_yield = local_ranks(comm) > coll__host_cpus(comm);
     return number_hosts(comm);
 }
 

@@ -260,6 +260,9 @@ COLL_INTERNAL const char *coll__comm_transports(const struct coll_comm *comm, ch
 /* Mark comm failed with st (first failure wins; its message stays), wake every waiter,
  * and let peers know by closing connections (the transport's close). Engine lock held. */
 COLL_INTERNAL void coll__comm_fail(struct coll_comm *comm, coll_status_t st);
+/* The CPUs this host's ranks share: COLL_HOST_CPUS when set (ranks pinned one to a CPU see
+ * only their own in their affinity), else this process's affinity. */
+COLL_INTERNAL int coll__host_cpus(const struct coll_comm *comm);
 /* Wake a thread sleeping in the engine's epoll_wait (any thread, no lock needed). */
 COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);
 
