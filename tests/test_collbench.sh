@@ -444,6 +444,13 @@ for b in none core; do
 done
 check "--explain over 2 ranks: the same picks and prices pinned (--bind-to core) as not" \
     eval '[ -s "$TMP/explain-none.txt" ] && cmp -s "$TMP/explain-none.txt" "$TMP/explain-core.txt"'
+# pinned by a launcher that does not say how many CPUs the ranks share (mpirun, srun): the
+# library counts the union of the local ranks' affinities
+$GUARD "$COLLRUN" -n 2 --bind-to core env COLL_HOST_CPUS=0 "$COLLBENCH" allreduce --explain \
+    -b 2K -e 128K -f 4 >"$TMP/out" 2>"$TMP/err" </dev/null
+explain_cols >"$TMP/explain-pinned.txt"
+check "--explain over 2 ranks pinned without COLL_HOST_CPUS: priced as not pinned" \
+    eval '[ -s "$TMP/explain-none.txt" ] && cmp -s "$TMP/explain-none.txt" "$TMP/explain-pinned.txt"'
 
 # ---------------------------------------------------------------------------------------
 # Modes without a communicator.

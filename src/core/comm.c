@@ -11,6 +11,7 @@
 #include "exec.h"
 #include "launcher.h"
 #include "trace.h"
+#include "../algo/cost.h"
 #include "../cuda/stream.h"
 
 #include <errno.h>
@@ -207,12 +208,24 @@ static coll_status_t number_hosts(struct coll_comm *comm)
 
 int coll__host_cpus(const struct coll_comm *comm)
 {
-    cpu_set_t set;
+    cpu_set_t set, peer;
+
     if (comm->cfg.host_cpus > 0) /* ranks pinned one to a CPU see only their own */
         return (int)comm->cfg.host_cpus;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        return CPU_COUNT(&set);
-    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof(set), &set) < 0)
+        return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* Once the peers are known: the union of this host's ranks' affinities, so that ranks
+     * a launcher pinned one to a CPU (mpirun --bind-to core, srun --cpu-bind) count all
+     * of theirs. A peer whose affinity cannot be read (gone, or in another PID
+     * namespace) adds nothing. */
+    for (int p = 0; comm->peers && p < comm->nranks; p++) {
+        if (p == comm->rank || comm->peers[p].host_hash != comm->self.host_hash ||
+            comm->peers[p].pid <= 0)
+            continue;
+        if (sched_getaffinity((pid_t)comm->peers[p].pid, sizeof(peer), &peer) == 0)
+            CPU_OR(&set, &set, &peer);
+    }
+    return CPU_COUNT(&set);
 }
 
 /* After the bootstrap: per peer, the first transport in preference order that both ends
@@ -242,7 +255,13 @@ static coll_status_t choose_transports(struct coll_comm *comm)
                                p, comm->peers[p].hostname, mine, theirs);
         }
     }
-    comm->spin_yield = local_ranks(comm) > coll__host_cpus(comm);
+    {
+        int cpus = coll__host_cpus(comm);
+
+        comm->spin_yield = local_ranks(comm) > cpus;
+        if (comm->cost) /* priced before the peers were known: this rank's CPUs alone */
+            comm->cost->cores = cpus;
+    }
     return number_hosts(comm);
 }
 
