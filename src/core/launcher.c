@@ -859,7 +859,24 @@ static coll_status_t pmix_exchange(const struct coll_launch *l, coll_unique_id_t
         goto out_fini;
     }
     if (l->rank != 0) {
-        rc = PMIx_Get(&root, key, NULL, 0, &vp);
+        uint64_t deadline = coll__now_ns() + (uint64_t)tmo * 1000000000ull;
+        bool refresh = false;
+
+        /* After the fence the key is there, but a client that re-initialized may answer
+         * from what it cached of rank 0 at an earlier exchange (NOT-FOUND, seen under
+         * mpirun at the second comm): ask again with its cache refreshed. */
+        for (;;) {
+            pmix_info_t gi;
+            struct timespec ts = {0, 10 * 1000000L};
+
+            PMIX_INFO_LOAD(&gi, PMIX_GET_REFRESH_CACHE, &refresh, PMIX_BOOL);
+            rc = PMIx_Get(&root, key, &gi, 1, &vp);
+            PMIX_INFO_DESTRUCT(&gi);
+            if (rc != PMIX_ERR_NOT_FOUND || coll__now_ns() >= deadline)
+                break;
+            refresh = true;
+            nanosleep(&ts, NULL);
+        }
         if (rc != PMIX_SUCCESS || !vp || vp->type != PMIX_BYTE_OBJECT ||
             vp->data.bo.size != COLL_UNIQUE_ID_BYTES) {
             st = coll__error(NULL, COLL_REMOTE_ERROR,
