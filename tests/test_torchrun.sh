@@ -30,6 +30,9 @@ not_ok() {
     n=$((n + 1))
     failed=$((failed + 1))
     echo "not ok $n - $1"
+    # the ranks' own lines first: torch's traceback after them is long
+    [ -s "$W/out" ] && grep -E 'launch_check|coll (WARN|ERROR)' "$W/out" | head -n 20 |
+        sed 's/^/#   /'
     [ -s "$W/out" ] && sed 's/^/#   /' "$W/out" | tail -n 25
 }
 check() {
@@ -40,8 +43,24 @@ check() {
 run() { "$@" >"$W/out" 2>&1; }
 
 export OMP_NUM_THREADS=1 COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
-# A free port for each run: torchrun's agent binds MASTER_PORT itself.
-port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free port for each run: torchrun's agent binds MASTER_PORT itself. Taken from
+# 20000-29999, below Linux's ephemeral range, so that no socket bound to port 0 meanwhile
+# (another rank's listener, a client) can be handed it before torchrun binds it.
+port() {
+    "$PY" -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 30000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break'
+}
 # Debian's torch 1.13 on Python 3.11 cannot parse --redirects/--tee 0 (enum Flag change), so
 # every run tees stdout (1) into a log directory and keeps it on the console.
 TR="timeout -k 5 60 $PY -m torch.distributed.run --redirects 1 --tee 1 --monitor_interval 0.2"
