@@ -103,7 +103,7 @@ void coll__ipc_slice(size_t n, int nranks, int r, size_t *lo_p, size_t *hi_p)
 }
 
 int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root, size_t count,
-                   size_t esize, size_t piece, size_t j, bool out, struct coll_ipc_row *rows)
+                   size_t esize, size_t piece, size_t j, bool out, struct coll_stream_row *rows)
 {
     size_t o = j * piece, n = count - o < piece ? count - o : piece;
     size_t out_off = in_mult(kind, nranks) * piece * esize, lo, hi;
@@ -118,11 +118,11 @@ int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root, s
         case COLL_SK_ALLREDUCE:
         case COLL_SK_REDUCE:
         case COLL_SK_ALLGATHER:
-            rows[nr++] = (struct coll_ipc_row){o * esize, 0, n * esize, rank};
+            rows[nr++] = (struct coll_stream_row){o * esize, 0, n * esize, rank};
             break;
         case COLL_SK_REDUCE_SCATTER:
             for (int q = 0; q < nranks; q++)
-                rows[nr++] = (struct coll_ipc_row){((size_t)q * count + o) * esize,
+                rows[nr++] = (struct coll_stream_row){((size_t)q * count + o) * esize,
                                                    (size_t)q * piece * esize, n * esize, rank};
             break;
         default:
@@ -139,20 +139,20 @@ int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root, s
         for (int q = 0; q < nranks; q++) {
             coll__ipc_slice(n, nranks, q, &lo, &hi);
             if (hi > lo)
-                rows[nr++] = (struct coll_ipc_row){(o + lo) * esize, out_off + lo * esize,
+                rows[nr++] = (struct coll_stream_row){(o + lo) * esize, out_off + lo * esize,
                                                    (hi - lo) * esize, q};
         }
         break;
     case COLL_SK_REDUCE_SCATTER:
-        rows[nr++] = (struct coll_ipc_row){o * esize, out_off, n * esize, rank};
+        rows[nr++] = (struct coll_stream_row){o * esize, out_off, n * esize, rank};
         break;
     case COLL_SK_ALLGATHER:
         for (int q = 0; q < nranks; q++)
             rows[nr++] =
-                (struct coll_ipc_row){((size_t)q * count + o) * esize, out_off, n * esize, q};
+                (struct coll_stream_row){((size_t)q * count + o) * esize, out_off, n * esize, q};
         break;
     case COLL_SK_BROADCAST:
-        rows[nr++] = (struct coll_ipc_row){o * esize, out_off, n * esize, root};
+        rows[nr++] = (struct coll_stream_row){o * esize, out_off, n * esize, root};
         break;
     default:
         break;

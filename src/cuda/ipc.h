@@ -70,22 +70,15 @@ COLL_INTERNAL size_t coll__ipc_piece_elems(enum coll_stream_kind kind, int nrank
  * (all-reduce, reduce): contiguous, in rank order, 16-element aligned, maybe empty. */
 COLL_INTERNAL void coll__ipc_slice(size_t n, int nranks, int r, size_t *lo_p, size_t *hi_p);
 
-/* A copy between a user buffer and the scratch of rank `peer`: bytes at user + user_off <->
- * that rank's slot + slot_off. */
-struct coll_ipc_row {
-    size_t user_off, slot_off, bytes;
-    int peer;
-};
-
 /*
  * The copies of piece j (elements [j * piece, j * piece + n) of count) for this rank: in
  * (out = false) from sendbuf into its own slot's "in" region; out (true) from the "out"
- * regions of the ranks that hold the result into recvbuf. rows has room for nranks entries;
- * returns how many it wrote.
+ * regions of the ranks that hold the result into recvbuf; each row names the rank whose
+ * scratch it reads or writes. rows has room for nranks entries; returns how many it wrote.
  */
 COLL_INTERNAL int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root,
                                  size_t count, size_t esize, size_t piece, size_t j, bool out,
-                                 struct coll_ipc_row *rows);
+                                 struct coll_stream_row *rows);
 
 /* ---- the work of a piece on the device ----------------------------------------------- */
 

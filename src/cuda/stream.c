@@ -137,30 +137,30 @@ int coll__stream_rows(enum coll_stream_kind kind, int rank, int nranks, int root
             break;
         if (out && (kind == COLL_SK_SEND || (kind == COLL_SK_REDUCE && rank != root)))
             break;
-        rows[nr++] = (struct coll_stream_row){o * esize, 0, n * esize};
+        rows[nr++] = (struct coll_stream_row){o * esize, 0, n * esize, 0};
         break;
     case COLL_SK_ALLGATHER:
         if (!out) {
-            rows[nr++] = (struct coll_stream_row){o * esize, so, n * esize};
+            rows[nr++] = (struct coll_stream_row){o * esize, so, n * esize, 0};
             break;
         }
         for (int r = 0; r < nranks; r++)
             rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
-                                                  (size_t)r * n * esize, n * esize};
+                                                  (size_t)r * n * esize, n * esize, 0};
         break;
     case COLL_SK_REDUCE_SCATTER:
         if (out) {
-            rows[nr++] = (struct coll_stream_row){o * esize, ro, n * esize};
+            rows[nr++] = (struct coll_stream_row){o * esize, ro, n * esize, 0};
             break;
         }
         for (int r = 0; r < nranks; r++)
             rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
-                                                  (size_t)r * n * esize, n * esize};
+                                                  (size_t)r * n * esize, n * esize, 0};
         break;
     case COLL_SK_ALLTOALL:
         for (int r = 0; r < nranks; r++)
             rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
-                                                  (size_t)r * n * esize, n * esize};
+                                                  (size_t)r * n * esize, n * esize, 0};
         break;
     }
     return nr;
@@ -633,6 +633,51 @@ static coll_status_t run_piece(struct sop *op, size_t j, coll_request_t **req_p)
     return st != COLL_SUCCESS ? st : st2;
 }
 
+/* Queue on stream the copies of piece j between the user's buffers and a scratch, as
+ * rows_fn lays them out (coll__stream_rows for staging, coll__ipc_rows for CUDA IPC): a
+ * row's scratch address is slot + slot_off past peers[row.peer] (the ranks' mapped
+ * scratch) when peers is given and the copy goes out, past mine otherwise. */
+static coll_status_t queue_copies(const struct scall *c,
+                                  int (*rows_fn)(enum coll_stream_kind, int, int, int, size_t,
+                                                 size_t, size_t, size_t, bool,
+                                                 struct coll_stream_row *),
+                                  uint8_t *const *peers, uint8_t *mine, size_t slot, size_t j,
+                                  bool out, void *stream, const char *scratch)
+{
+    const struct coll_cudart *rt = coll__cudart();
+    struct coll_comm *comm = c->comm;
+    struct coll_stream_row *rows, one[1];
+    coll_status_t st = COLL_SUCCESS;
+    char what[96];
+    int n, rc;
+
+    rows = comm->nranks > 1 ? malloc((size_t)comm->nranks * sizeof(*rows)) : one;
+    if (!rows)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory queueing copies");
+    n = rows_fn(c->kind, comm->rank, comm->nranks, c->root, c->count, c->esize, c->piece, j, out,
+                rows);
+    for (int i = 0; i < n && st == COLL_SUCCESS; i++) {
+        uint8_t *dev = (out && peers ? peers[rows[i].peer] : mine) + slot + rows[i].slot_off;
+
+        if (out)
+            rc = rt->MemcpyAsync((uint8_t *)c->recvbuf + rows[i].user_off, dev, rows[i].bytes,
+                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
+        else
+            rc = rt->MemcpyAsync(dev, (const uint8_t *)c->sendbuf + rows[i].user_off,
+                                 rows[i].bytes, COLL_CUDA_MEMCPY_DEFAULT, stream);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(what, sizeof(what),
+                     out ? "cudaMemcpyAsync from %s to recvbuf"
+                         : "cudaMemcpyAsync from sendbuf to %s",
+                     scratch);
+            st = cuda_fail(comm, rc, what);
+        }
+    }
+    if (rows != one)
+        free(rows);
+    return st;
+}
+
 /* ---- the CUDA IPC path: ipc.c has the protocol and why its slots are safe to reuse ---- */
 
 /* The copies of piece j of an IPC call: in, into this rank's slot (on the user's stream
@@ -641,35 +686,9 @@ static coll_status_t run_piece(struct sop *op, size_t j, coll_request_t **req_p)
 static coll_status_t ipc_copies(const struct scall *c, struct coll_ipc *ipc, size_t j, bool out,
                                 void *stream)
 {
-    const struct coll_cudart *rt = coll__cudart();
-    struct coll_comm *comm = c->comm;
-    struct coll_ipc_row *rows, one[1];
-    size_t slot = (j % COLL_IPC_SLOTS) * ipc->slot_bytes;
-    coll_status_t st = COLL_SUCCESS;
-    int n, rc;
-
-    rows = comm->nranks > 1 ? malloc((size_t)comm->nranks * sizeof(*rows)) : one;
-    if (!rows)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory queueing copies");
-    n = coll__ipc_rows(c->kind, comm->rank, comm->nranks, c->root, c->count, c->esize, c->piece,
-                       j, out, rows);
-    for (int i = 0; i < n && st == COLL_SUCCESS; i++) {
-        if (out)
-            rc = rt->MemcpyAsync((uint8_t *)c->recvbuf + rows[i].user_off,
-                                 ipc->base[rows[i].peer] + slot + rows[i].slot_off,
-                                 rows[i].bytes, COLL_CUDA_MEMCPY_DEFAULT, stream);
-        else
-            rc = rt->MemcpyAsync(ipc->mine + slot + rows[i].slot_off,
-                                 (const uint8_t *)c->sendbuf + rows[i].user_off, rows[i].bytes,
-                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
-        if (rc != CUDA_SUCCESS)
-            st = cuda_fail(comm, rc,
-                           out ? "cudaMemcpyAsync from the CUDA IPC scratch to recvbuf"
-                               : "cudaMemcpyAsync from sendbuf to the CUDA IPC scratch");
-    }
-    if (rows != one)
-        free(rows);
-    return st;
+    return queue_copies(c, coll__ipc_rows, ipc->base, ipc->mine,
+                        (j % COLL_IPC_SLOTS) * ipc->slot_bytes, j, out, stream,
+                        "the CUDA IPC scratch");
 }
 
 /* Wait until what the worker queued on the IPC stream is done. */
@@ -1093,35 +1112,9 @@ static coll_status_t enqueue_copies(const struct scall *c, struct coll_stream_ct
                                     size_t nslots, size_t slot_bytes, size_t j, bool out,
                                     void *stream)
 {
-    const struct coll_cudart *rt = coll__cudart();
-    struct coll_comm *comm = c->comm;
-    struct coll_stream_row *rows = NULL, one[1];
-    uint8_t *slot = ctx->staging + (j % nslots) * slot_bytes + c->region_off;
-    coll_status_t st = COLL_SUCCESS;
-    int n, rc;
-
-    rows = comm->nranks > 1 ? malloc((size_t)comm->nranks * sizeof(*rows)) : one;
-    if (!rows)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory queueing copies");
-    n = coll__stream_rows(c->kind, comm->rank, comm->nranks, c->root, c->count, c->esize,
-                          c->piece, j, out, rows);
-    for (int i = 0; i < n && st == COLL_SUCCESS; i++) {
-        if (out)
-            rc = rt->MemcpyAsync((uint8_t *)c->recvbuf + rows[i].user_off,
-                                 slot + rows[i].slot_off, rows[i].bytes,
-                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
-        else
-            rc = rt->MemcpyAsync(slot + rows[i].slot_off,
-                                 (const uint8_t *)c->sendbuf + rows[i].user_off, rows[i].bytes,
-                                 COLL_CUDA_MEMCPY_DEFAULT, stream);
-        if (rc != CUDA_SUCCESS)
-            st = cuda_fail(comm, rc,
-                           out ? "cudaMemcpyAsync from staging to recvbuf"
-                               : "cudaMemcpyAsync from sendbuf to staging");
-    }
-    if (rows != one)
-        free(rows);
-    return st;
+    return queue_copies(c, coll__stream_rows, NULL,
+                        ctx->staging + (j % nslots) * slot_bytes + c->region_off, 0, j, out,
+                        stream, "staging");
 }
 
 /* Make s wait for the end of comm's previous op on every other stream; then the previous

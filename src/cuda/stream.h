@@ -49,9 +49,11 @@ COLL_INTERNAL size_t coll__stream_mult(enum coll_stream_kind kind, int nranks);
 COLL_INTERNAL size_t coll__stream_piece_elems(enum coll_stream_kind kind, int nranks,
                                               size_t count, size_t esize, size_t piece_bytes);
 
-/* One contiguous copy of a piece: bytes at user buffer + user_off <-> slot + slot_off. */
+/* One contiguous copy of a piece: bytes at user buffer + user_off <-> slot + slot_off, in
+ * the slot of rank peer (CUDA IPC reads other ranks' slots; staging has one slot: 0). */
 struct coll_stream_row {
     size_t user_off, slot_off, bytes;
+    int peer;
 };
 
 /* The copies of piece j (elements [j * piece, j * piece + n) of count) into the slot before
