@@ -30,47 +30,7 @@
 #define MP_UTIL_NCCL
 #include "../mp_util.h"
 
-static struct {
-    int (*Malloc)(void **p, size_t n);
-    int (*Free)(void *p);
-    int (*Memcpy)(void *d, const void *s, size_t n, int kind);
-    int (*StreamCreateWithFlags)(cudaStream_t *s, unsigned int flags);
-    int (*StreamSynchronize)(cudaStream_t s);
-    int (*StreamDestroy)(cudaStream_t s);
-    int (*violations)(void);
-} cu;
-
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        int rc_ = (call);                                                                    \
-        if (rc_ != 0)                                                                        \
-            die("%s:%d: %s -> CUDA error %d", __FILE__, __LINE__, #call, rc_);               \
-    } while (0)
-
-static int load_cuda(void)
-{
-    const char *path = getenv("COLL_CUDA_LIBRARY");
-    void *lib, *s;
-
-    if (!path || !*path || !(lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-        return 0;
-#define SYM(field, name)                                                                     \
-    do {                                                                                     \
-        if (!(s = dlsym(lib, name)))                                                         \
-            die("'%s' lacks %s", path, name);                                                \
-        memcpy(&cu.field, &s, sizeof(s));                                                    \
-    } while (0)
-    SYM(Malloc, "cudaMalloc");
-    SYM(Free, "cudaFree");
-    SYM(Memcpy, "cudaMemcpy");
-    SYM(StreamCreateWithFlags, "cudaStreamCreateWithFlags");
-    SYM(StreamSynchronize, "cudaStreamSynchronize");
-    SYM(StreamDestroy, "cudaStreamDestroy");
-#undef SYM
-    s = dlsym(lib, "fakecuda_violations");
-    memcpy(&cu.violations, &s, sizeof(s));
-    return 1;
-}
+#include "../mp_cuda.h"
 
 static ncclUniqueId env_id(void)
 {
@@ -96,19 +56,17 @@ static float v(int r, size_t i)
 
 static float *dev(size_t n)
 {
-    void *p = NULL;
-    CU(cu.Malloc(&p, n * sizeof(float)));
-    return p;
+    return dev_alloc(n * sizeof(float));
 }
 
 static void put(float *d, const float *h, size_t n)
 {
-    CU(cu.Memcpy(d, h, n * sizeof(float), 4));
+    upload(d, h, n * sizeof(float));
 }
 
 static void get(float *h, const float *d, size_t n)
 {
-    CU(cu.Memcpy(h, d, n * sizeof(float), 4));
+    download(h, d, n * sizeof(float));
 }
 
 static void want(const float *got, size_t n, float (*f)(size_t, size_t), size_t arg,
@@ -247,8 +205,7 @@ static void case_kill(ncclComm_t comm, cudaStream_t s)
         die("ncclCommGetAsyncError after a peer died: %s (%s)", ncclGetErrorString(ast),
             ncclGetLastError(comm));
     CHECK(ncclCommAbort(comm));
-    if (cu.violations && cu.violations())
-        die("the CUDA emulator saw %d illegal calls", cu.violations());
+    no_violations();
     printf("rank %d: kill ok (%s)\n", rank, ncclGetErrorString(ast));
     _exit(0);
 }
@@ -261,7 +218,7 @@ int main(int argc, char **argv)
     cudaStream_t s;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (!load_cuda()) {
+    if (!cuda_load()) {
         printf("1..0 # SKIP no CUDA runtime to load (COLL_CUDA_LIBRARY)\n");
         return 0;
     }
@@ -270,7 +227,7 @@ int main(int argc, char **argv)
     rank = atoi(r);
     nranks = atoi(n);
     CHECK(ncclCommInitRank(&comm, nranks, env_id(), rank));
-    CU(cu.StreamCreateWithFlags(&s, 1));
+    CU(cu.StreamCreateWithFlags((void **)&s, STREAM_NON_BLOCKING));
     if (strcmp(mode, "colls") == 0)
         case_colls(comm, s);
     else if (strcmp(mode, "kill") == 0)
@@ -279,8 +236,7 @@ int main(int argc, char **argv)
         die("unknown mode '%s' (colls, kill)", mode);
     CHECK(ncclCommDestroy(comm));
     CU(cu.StreamDestroy(s));
-    if (cu.violations && cu.violations())
-        die("the CUDA emulator saw %d illegal calls", cu.violations());
+    no_violations();
     printf("nccl_device %s: ok on rank %d\n", mode, rank);
     return 0;
 }
