@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# bench/gpu.sh - coll on an NVIDIA GPU: builds coll, runs `collbench --memtype cuda` sweeps
+# bench/gpu.sh - coll on an NVIDIA GPU: builds coll, measures the reduce-copy kernels
+# against a device-to-device copy (cuda_rc_bench), runs `collbench --memtype cuda` sweeps
 # with 1, 2 and 4 ranks on one GPU, and, where PyTorch with CUDA is installed, PyTorch's
-# NCCL process group all-reduce on the same sizes beside them; writes the runs as JSON and
-# one markdown table.
+# NCCL process group all-reduce on the same sizes beside them; writes the runs as TSV and
+# JSON and markdown tables. With --sanitize, also runs NVIDIA's compute-sanitizer.
 #
 #   bench/gpu.sh [--build DIR] [--out DIR] [--np "1 2 4"] [--colls "allreduce ..."]
 #                [--device N] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
-#                [--no-torch] [--python PY] [--dry-run]
+#                [--no-torch] [--no-kernels] [--no-colls] [--sanitize] [--python PY]
+#                [--dry-run]
 #
 #   --build DIR    build directory (default build-gpu; set up with meson if missing)
 #   --out DIR      where the results go (default docs/results)
@@ -16,6 +18,15 @@
 #   -b, -e, -f     sizes, as collbench (default 8 B to 256 MiB, factor 4)
 #   -n, -w         timed and warmup iterations per size (default 20 and 5)
 #   --no-torch     collbench only
+#   --no-kernels   skip the reduce-copy kernel measurement
+#   --no-colls     skip the collbench and PyTorch sweeps (--no-colls --sanitize: kernels
+#                  and sanitizers only)
+#   --sanitize     also run compute-sanitizer (on PATH, else /usr/local/cuda/bin) with
+#                  --tool memcheck (--leak-check full) and --tool racecheck over
+#                  build/tests/test_cuda, cuda_rc_bench at 1 to 4 MiB, and
+#                  `collrun -n 2 mp_cuda_ipc colls` (CUDA IPC between two ranks on the
+#                  GPU, the runtime named by COLL_CUDA_LIBRARY or found as libcudart.so.13
+#                  or libcudart.so); builds the tests for it
 #   --python PY    the python with PyTorch (default python3)
 #   --dry-run      print what would run; check nothing, run nothing
 #
@@ -25,12 +36,20 @@
 #                              or status "refused" with NCCL's reason (NCCL does not run
 #                              several ranks on one GPU: "Duplicate GPU detected")
 #   gpu-COLL.md                a table: time and busbw per size, coll at each NP beside NCCL
+#   gpu-kernels.tsv            cuda_rc_bench: every dtype, sum, 2 and 4 inputs, 1 MiB to
+#                              1 GiB; GB/s of bytes read + written, reduce-copy and copy
+#   gpu-kernels.md             per dtype and inputs: GB/s and the ratio at the largest
+#                              size, the worst ratio from 64 MiB up, met or missed (>= 0.9)
+#   gpu-sanitize.md            --sanitize: per tool and program, clean or the error count;
+#                              the logs beside it (gpu-sanitize-TOOL-PROGRAM.log)
 #
 # Timing, both sides alike: the host clock around a batch of calls and the stream
 # synchronisation that ends it, per rank, averaged over the ranks; busbw is nccl-tests'
 # (all-reduce: algbw x 2(n-1)/n). Results are checked by collbench (-c 1) before timing.
-# Exit status: 0 done (a refusal by NCCL is a result, not a failure); 1 no GPU, a failed
-# build or a failed collbench run; 2 bad arguments.
+# The kernels are checked against their CPU reference on the GPU before they are timed.
+# Exit status: 0 done (a refusal by NCCL or a missed kernel target is a result, not a
+# failure); 1 no GPU, a failed build, a failed collbench or cuda_rc_bench run, no
+# compute-sanitizer for --sanitize, or a sanitizer run that was not clean; 2 bad arguments.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -49,6 +68,9 @@ factor=4
 iters=20
 warmup=5
 torch=1
+kernels=1
+colls_on=1
+sanitize=0
 py=python3
 dry=0
 while [ $# -gt 0 ]; do
@@ -56,6 +78,9 @@ while [ $# -gt 0 ]; do
     case $opt in
     -h | --help) usage; exit 0 ;;
     --no-torch) torch=0; shift; continue ;;
+    --no-kernels) kernels=0; shift; continue ;;
+    --no-colls) colls_on=0; shift; continue ;;
+    --sanitize) sanitize=1; shift; continue ;;
     --dry-run) dry=1; shift; continue ;;
     --build | --out | --np | --colls | --device | -b | -e | -f | -n | -w | --python) ;;
     *) bad "unknown argument '$opt'" ;;
@@ -101,6 +126,8 @@ for c in $colls; do
     esac
 done
 
+[ "$colls_on" = 1 ] || { colls=; torch=0; }
+
 run() {
     echo "+ $*" >&2
     [ "$dry" = 1 ] || "$@"
@@ -119,12 +146,21 @@ if [ "$dry" = 0 ]; then
 fi
 
 # ---- build --------------------------------------------------------------------------------
+# The sanitizers run two test programs, so --sanitize builds the tests too.
+with_tests=false
+[ "$sanitize" = 1 ] && with_tests=true
 if [ ! -f "$build/build.ninja" ]; then
-    run meson setup "$build" -Dtests=false >&2 || die "meson setup $build failed"
+    run meson setup "$build" -Dtests=$with_tests >&2 || die "meson setup $build failed"
+elif [ "$sanitize" = 1 ]; then
+    run meson configure "$build" -Dtests=true >&2 || die "meson configure $build failed"
 fi
-run ninja -C "$build" collbench collrun >&2 || die "the build in $build failed"
+targets="collbench collrun cuda_rc_bench"
+[ "$sanitize" = 1 ] && targets="$targets tests/test_cuda tests/mp_cuda_ipc"
+# shellcheck disable=SC2086
+run ninja -C "$build" $targets >&2 || die "the build in $build failed"
 collbench=$build/collbench
 collrun=$build/collrun
+rc_bench=$build/cuda_rc_bench
 
 # collbench itself decides whether the runtime and the device are usable (the same loader
 # as the library: COLL_CUDA_LIBRARY, libcudart.so.13, libcudart.so).
@@ -139,6 +175,55 @@ gpu_name=unknown
 if [ "$dry" = 0 ] && command -v nvidia-smi >/dev/null 2>&1; then
     gpu_name=$(nvidia-smi -i "$device" --query-gpu=name,driver_version --format=csv,noheader \
         2>/dev/null | head -n 1 || echo unknown)
+fi
+
+# ---- the reduce-copy kernels against a device-to-device copy -----------------------------
+# cuda_rc_bench's defaults: 1 MiB to 1 GiB, every dtype, sum; 2 and 4 inputs, one output.
+if [ "$kernels" = 1 ]; then
+    tsv=$out/gpu-kernels.tsv
+    echo "== reduce-copy kernels against a device-to-device copy on GPU $device ($gpu_name)" >&2
+    echo "+ $rc_bench --device $device -k 2,4 > $tsv" >&2
+    if [ "$dry" = 0 ]; then
+        "$rc_bench" --device "$device" -k 2,4 >"$tsv" ||
+            die "cuda_rc_bench failed (see above); $tsv is incomplete"
+        grep '^# summary' "$tsv" >&2 || true
+        "$py" - "$tsv" "$when" "$gpu_name" >"$out/gpu-kernels.md" <<'PY' ||
+import sys
+
+tsv, when, gpu = sys.argv[1:4]
+rows, copy = [], {}
+for line in open(tsv):
+    f = line.rstrip("\n").split("\t")
+    if line.startswith("#") or f[0] == "kernel" or len(f) != 12:
+        continue
+    if f[0] == "copy":
+        copy[int(f[5])] = float(f[7])
+    else:
+        rows.append((f[1], f[2], int(f[3]), int(f[4]), int(f[5]), float(f[7]), float(f[11])))
+big = 64 << 20
+print("# Reduce-copy kernels against a device-to-device copy\n")
+print("%s, %s. Made by bench/gpu.sh from gpu-kernels.tsv (cuda_rc_bench). GB/s are memory "
+      "traffic, bytes read + bytes written per second (1 GB = 1e9 B): k inputs and one "
+      "output of N bytes move (k + 1) N, the copy (cudaMemcpyAsync device to device) 2 N. "
+      "Ratio = reduce-copy GB/s / copy GB/s at the same size; target: at least 0.9 at "
+      "64 MiB and up.\n" % (gpu, when))
+print("| dtype | op | inputs | size | reduce-copy GB/s | copy GB/s | ratio "
+      "| worst ratio >= 64 MiB | target |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+for key in dict.fromkeys((r[0], r[1], r[2], r[3]) for r in rows):
+    mine = [r for r in rows if r[:4] == key]
+    top = max(mine, key=lambda r: r[4])
+    large = [r[6] for r in mine if r[4] >= big]
+    worst = min(large) if large else None
+    print("| %s | %s | %d%s | %d MiB | %.1f | %.1f | %.3f | %s | %s |" % (
+        key[0], key[1], key[2], "" if key[3] == 1 else " (%d outputs)" % key[3],
+        top[4] >> 20, top[5], copy.get(top[4], 0), top[6],
+        "%.3f" % worst if worst is not None else "-",
+        "no size >= 64 MiB" if worst is None else ("met" if worst >= 0.9 else "**missed**")))
+PY
+            die "cannot write $out/gpu-kernels.md"
+        echo "== table: $out/gpu-kernels.md" >&2
+    fi
 fi
 
 # ---- coll ---------------------------------------------------------------------------------
@@ -280,6 +365,90 @@ json.dump({"tool": "torch-nccl", "collective": "allreduce", "nranks": int(sys.ar
         fi
     done
 fi
+# ---- compute-sanitizer ----------------------------------------------------------------------
+# memcheck (out-of-bounds and misaligned accesses, hardware exceptions, device memory never
+# freed) and racecheck (shared-memory hazards) over the one-process kernel test, the
+# benchmark's checked launches and two ranks reducing through CUDA IPC. mp_cuda_ipc loads
+# the runtime that COLL_CUDA_LIBRARY names, as the library then does: here the real one.
+# --target-processes all: test_cuda runs each case in a forked process. Every log ends with
+# one "ERROR SUMMARY: N errors" per process; --error-exitcode tells errors from failures.
+sanitize_failed=0
+if [ "$sanitize" = 1 ]; then
+    san=$(command -v compute-sanitizer || true)
+    [ -n "$san" ] || [ ! -x /usr/local/cuda/bin/compute-sanitizer ] ||
+        san=/usr/local/cuda/bin/compute-sanitizer
+    if [ -z "$san" ]; then
+        [ "$dry" = 1 ] || die "--sanitize: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
+        echo "== (no compute-sanitizer here; the commands would be:)" >&2
+        san=compute-sanitizer
+    fi
+    cudart=${COLL_CUDA_LIBRARY:-}
+    for lib in libcudart.so.13 libcudart.so; do
+        [ -z "$cudart" ] || break
+        "$py" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$lib" 2>/dev/null && cudart=$lib
+    done
+    cudart=${cudart:-libcudart.so.13}
+    results=()
+    sanitize_one() { # TOOL NAME COMMAND...: run, log, and record "tool|name|verdict|log"
+        local tool=$1 name=$2 log=$out/gpu-sanitize-$1-$2.log rc=0 errors verdict
+        shift 2
+        local opts=(--tool "$tool" --target-processes all --require-cuda-init=no
+            --error-exitcode 3)
+        [ "$tool" = memcheck ] && opts+=(--leak-check full)
+        local cmd=()
+        for a in "$@"; do
+            if [ "$a" = SAN ]; then cmd+=("$san" "${opts[@]}"); else cmd+=("$a"); fi
+        done
+        echo "== compute-sanitizer $tool: $name" >&2
+        echo "+ ${cmd[*]} > $log 2>&1" >&2
+        [ "$dry" = 1 ] && return 0
+        timeout -k 10 1800 env COLL_TEST_TIMEOUT_MULTIPLIER=20 COLL_TIMEOUT_MS=600000 \
+            "${cmd[@]}" >"$log" 2>&1 </dev/null || rc=$?
+        errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$log" | awk '{n += $3} END {print n + 0}' ||
+            true)
+        if grep -q '^1\.\.0 # SKIP' "$log"; then
+            verdict="skipped: $(grep -m1 -o '# SKIP.*' "$log")"
+        elif ! grep -q 'ERROR SUMMARY:' "$log"; then
+            verdict="no sanitizer summary (exit status $rc)"
+        elif [ "$errors" -gt 0 ]; then
+            verdict="**$errors errors** (exit status $rc)"
+        elif [ "$rc" != 0 ]; then
+            verdict="**failed**, exit status $rc, no sanitizer error"
+        else
+            verdict=clean
+        fi
+        [ "$verdict" = clean ] || sanitize_failed=1
+        echo "   $verdict" >&2
+        results+=("$tool|$name|$verdict|$(basename "$log")")
+    }
+    for tool in memcheck racecheck; do
+        sanitize_one "$tool" test_cuda SAN "$build/tests/test_cuda"
+        sanitize_one "$tool" cuda_rc_bench SAN "$rc_bench" --device "$device" -b 1M -e 4M \
+            -r 1 -n 2 -w 1 -k 2,4 --dsts 2
+        sanitize_one "$tool" mp_cuda_ipc env COLL_CUDA_LIBRARY="$cudart" \
+            COLL_CUDA_STAGING_BYTES=65536 COLL_CUDA_IPC=1 "$collrun" -n 2 --timeout 1700 SAN \
+            "$build/tests/mp_cuda_ipc" colls
+    done
+    if [ "$dry" = 0 ]; then
+        {
+            echo "# compute-sanitizer on the CUDA paths"
+            echo
+            version=$("$san" --version 2>/dev/null | grep -m1 -i version || echo "$san")
+            echo "$gpu_name, $when. Made by \`bench/gpu.sh --sanitize\` with $version."
+            echo "memcheck runs with --leak-check full; the logs are beside this file. Under"
+            echo "collrun, a rank that exits with errors may end the other before it prints its"
+            echo "summary, so an error count there is a lower bound."
+            echo
+            echo "| tool | program | result | log |"
+            echo "|---|---|---|---|"
+            for r in "${results[@]}"; do
+                IFS='|' read -r tool name verdict log <<<"$r"
+                echo "| $tool | $name | $verdict | $log |"
+            done
+        } >"$out/gpu-sanitize.md"
+        echo "== table: $out/gpu-sanitize.md" >&2
+    fi
+fi
 [ "$dry" = 1 ] && exit 0
 
 # ---- the table ----------------------------------------------------------------------------
@@ -334,3 +503,4 @@ PY
     echo "== table: $md" >&2
     cat "$md"
 done
+[ "$sanitize_failed" = 0 ] || die "a compute-sanitizer run was not clean: see $out/gpu-sanitize.md"

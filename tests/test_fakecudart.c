@@ -2,7 +2,9 @@
  * test_fakecudart.c - the CUDA runtime emulation (tests/fakecudart) itself: device pointers
  * that fault on the host, stream order under delays, events, host functions on their own
  * thread and the rule against runtime calls in them, the legacy default stream, IPC
- * between processes, kernels and the errors of several devices.
+ * between processes, kernels and the errors of several devices, and the fault knobs: a
+ * corrupted kernel result (COLL_FAKECUDA_CORRUPT_RC), memory left allocated at exit
+ * (COLL_FAKECUDA_CHECK_LEAKS).
  *
  * The module is loaded with dlopen from COLL_CUDA_LIBRARY. Each case runs in a process of
  * its own (harness.h) and sets its configuration before its first runtime call, since the
@@ -631,6 +633,81 @@ TEST(kernels)
     ASSERT(rt.fakecuda_violations() >= 5);
     CK(rt.cudaLibraryUnload(lib));
     ASSERT_EQ(launch(k, 1, 256, &a, NULL), E_INVALID_DEVICE_FUNCTION); /* unloaded */
+}
+
+/* COLL_FAKECUDA_CORRUPT_RC=2: the second launch, and only it, has element count / 2 of its
+ * first output inverted; the other output is right. */
+TEST(corrupt_rc)
+{
+    enum { N = 33 };
+    uint32_t h[N], h2[N];
+    void *lib, *k, *d[3];
+    struct coll_cuda_rc_args a;
+
+    setenv("COLL_FAKECUDA_CORRUPT_RC", "2", 1);
+    load(1, 0);
+    CK(rt.cudaLibraryLoadData(&lib, fake_fatbin, NULL, NULL, 0, NULL, NULL, 0));
+    CK(rt.cudaLibraryGetKernel(&k, lib, "coll_rc_u32_sum"));
+    for (int i = 0; i < 3; i++) {
+        CK(rt.cudaMalloc(&d[i], sizeof(h)));
+        CK(rt.cudaMemset(d[i], 0, sizeof(h)));
+    }
+    memset(&a, 0, sizeof(a));
+    a.src[0] = d[0];
+    a.src[1] = d[0];
+    a.dst[0] = d[1];
+    a.dst[1] = d[2];
+    a.count = N;
+    a.nsrcs = 2;
+    a.ndsts = 2;
+    for (int launch_no = 1; launch_no <= 3; launch_no++) {
+        CK(launch(k, 1, 256, &a, NULL));
+        CK(rt.cudaMemcpy(h, d[1], sizeof(h), D2H));
+        CK(rt.cudaMemcpy(h2, d[2], sizeof(h2), D2H));
+        for (int i = 0; i < N; i++) {
+            ASSERT_EQ(h[i], launch_no == 2 && i == N / 2 ? 0xffffffffu : 0u);
+            ASSERT_EQ(h2[i], 0u);
+        }
+        CK(rt.cudaMemset(d[1], 0, sizeof(h)));
+    }
+    for (int i = 0; i < 3; i++)
+        CK(rt.cudaFree(d[i]));
+    ASSERT_EQ(rt.fakecuda_violations(), 0);
+}
+
+/* COLL_FAKECUDA_CHECK_LEAKS=1 with COLL_FAKECUDA_STRICT=1: a process that exits with device
+ * or pinned memory still allocated aborts; one that freed it exits normally. */
+static int leak_child(bool free_all)
+{
+    int status = 0;
+    void *d, *h;
+    pid_t pid = fork();
+
+    ASSERT(pid >= 0);
+    if (pid > 0) {
+        while (waitpid(pid, &status, 0) < 0)
+            ;
+        return status;
+    }
+
+    setenv("COLL_FAKECUDA_CHECK_LEAKS", "1", 1);
+    setenv("COLL_FAKECUDA_STRICT", "1", 1);
+    load(1, 0);
+    CK(rt.cudaMalloc(&d, 4096));
+    CK(rt.cudaMallocHost(&h, 100));
+    CK(rt.cudaFreeHost(h));
+    if (free_all)
+        CK(rt.cudaFree(d));
+    exit(0); /* atexit handlers run, as at the end of main */
+}
+
+TEST(leak_check)
+{
+    int st = leak_child(false);
+
+    ASSERT_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "leaking child: status 0x%x", st);
+    st = leak_child(true);
+    ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child that freed all: status 0x%x", st);
 }
 
 /* ---- several devices ---------------------------------------------------------------- */

@@ -35,7 +35,12 @@
  * Configuration (read once): COLL_FAKECUDA_DEVICES (default 1, 0: cudaErrorNoDevice),
  * COLL_FAKECUDA_DELAY_US (sleep before every copy, memset and kernel; unset: a random
  * 0-20 us jitter; 0: none), COLL_FAKECUDA_STRICT=1 (a violation aborts the process, for
- * tests that do not ask fakecuda_violations()).
+ * tests that do not ask fakecuda_violations()), COLL_FAKECUDA_CHECK_LEAKS=1 (memory from
+ * cudaMalloc, cudaMallocManaged, cudaMallocHost or cudaHostAlloc still allocated when the
+ * process exits is a violation), COLL_FAKECUDA_CORRUPT_RC=N (the N-th reduce-copy kernel
+ * of the process, counted from 1, inverts every bit of element count / 2 of its first
+ * output: a wrong result that no NaN rule can excuse, so that a check of kernel results is
+ * seen to fail).
  */
 #include "cuda/cuda.h"
 #include "reduce/elem.h"
@@ -186,6 +191,7 @@ static struct {
     bool cb_started;
     atomic_int violations;
     bool abort_on_violation; /* COLL_FAKECUDA_STRICT=1 */
+    long corrupt_rc;         /* COLL_FAKECUDA_CORRUPT_RC: 0 none, else the launch to spoil */
 } fc = {.once = PTHREAD_ONCE_INIT,
         .mu = PTHREAD_MUTEX_INITIALIZER,
         .cv = PTHREAD_COND_INITIALIZER,
@@ -242,6 +248,8 @@ static void fc_atfork_child(void)
     atomic_store(&fc.forked, true);
 }
 
+static void fc_leak_check(void);
+
 static void fc_init(void)
 {
     const char *v = getenv("COLL_FAKECUDA_DEVICES");
@@ -273,6 +281,18 @@ static void fc_init(void)
     }
     v = getenv("COLL_FAKECUDA_STRICT");
     fc.abort_on_violation = v && strcmp(v, "1") == 0;
+    v = getenv("COLL_FAKECUDA_CHECK_LEAKS");
+    if (v && strcmp(v, "1") == 0)
+        atexit(fc_leak_check);
+    v = getenv("COLL_FAKECUDA_CORRUPT_RC");
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 0)
+            fc_log("fakecudart: COLL_FAKECUDA_CORRUPT_RC='%s' ignored", v);
+        else
+            fc.corrupt_rc = n;
+    }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     fc.rng = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull + (uint64_t)getpid() + 1;
     fc.va = mmap(NULL, FC_VA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -530,6 +550,7 @@ struct fc_op {
     /* KERNEL */
     struct coll_cuda_rc_args rc;
     void (*krun)(const struct coll_cuda_rc_args *a);
+    size_t corrupt_esize; /* COLL_FAKECUDA_CORRUPT_RC chose this launch: its element size */
     /* RECORD */
     struct fc_event *ev;
     uint64_t gen;
@@ -681,6 +702,12 @@ static void fc_op_run(struct fc_op *op)
     case FC_OP_KERNEL:
         fc_delay();
         op->krun(&op->rc);
+        if (op->corrupt_esize) {
+            unsigned char *e =
+                (unsigned char *)op->rc.dst[0] + op->rc.count / 2 * op->corrupt_esize;
+            for (size_t b = 0; b < op->corrupt_esize; b++)
+                e[b] ^= 0xff;
+        }
         break;
     case FC_OP_RECORD: {
         struct fc_event *e = op->ev;
@@ -1350,6 +1377,34 @@ static int fc_free(const char *what, void *p, enum fc_alloc_kind k1, enum fc_all
     }
     free(a);
     return cudaSuccess;
+}
+
+/* COLL_FAKECUDA_CHECK_LEAKS=1, at exit: memory the program allocated and never freed. Host
+ * registrations and IPC mappings are left out: the memory behind them is the program's own
+ * or another process's. A child forked after initialization inherits the parent's table,
+ * not its duty to free it, and says nothing. */
+static void fc_leak_check(void)
+{
+    size_t n = 0, bytes = 0;
+    const struct fc_alloc *first = NULL;
+
+    if (atomic_load(&fc.forked))
+        return;
+    pthread_mutex_lock(&fc.mu);
+    for (size_t i = 0; i < fc.nallocs; i++) {
+        const struct fc_alloc *a = fc.allocs[i];
+        if (a->kind == FC_A_REGISTERED || a->kind == FC_A_IPC)
+            continue;
+        if (!first)
+            first = a;
+        n++;
+        bytes += a->size;
+    }
+    pthread_mutex_unlock(&fc.mu);
+    if (n)
+        fc_violation("at exit: %zu allocations (%zu bytes) never freed, the lowest %p of %zu "
+                     "bytes",
+                     n, bytes, (void *)first->base, first->size);
 }
 
 FC_API int cudaFree(void *p)
@@ -2314,6 +2369,9 @@ FC_API int cudaLaunchKernel(const void *func, struct coll_cuda_dim3 grid,
         a.dst[i] = dst[i];
     op->rc = a;
     op->krun = k->def->run;
+    /* launches are counted under fc.mu, so "the N-th" is well defined across threads */
+    if (fc.corrupt_rc > 0 && atomic_load(&fc_kernel_launches) + 1 == fc.corrupt_rc)
+        op->corrupt_esize = esize;
     rc = fc_enqueue(s, op, NULL);
     if (rc == cudaSuccess)
         atomic_fetch_add(&fc_kernel_launches, 1);
