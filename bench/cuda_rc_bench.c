@@ -68,6 +68,12 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* AVG divides by the number of inputs, as the CUDA IPC path divides by the comm size */
+static uint32_t divisor(coll_op_t op, int k)
+{
+    return op == COLL_AVG ? (uint32_t)k : 1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cuda_rc_bench [-b bytes] [-e bytes] [-d dtype,...|all] "
@@ -192,8 +198,10 @@ static bool check_one(coll_dtype_t dt, coll_op_t op, int k, int nd, size_t count
             return false;
         dp[d] = ddst[d] + off * es;
     }
-    if (coll__cuda_ref_reduce_copy(NULL, wp, 1, hsp, k, count, dt, op) != COLL_SUCCESS ||
-        coll__cuda_reduce_copy(NULL, dp, nd, sp, k, count, dt, op, stream) != COLL_SUCCESS) {
+    if (coll__cuda_ref_reduce_copy(NULL, wp, 1, hsp, k, count, dt, op, divisor(op, k)) !=
+            COLL_SUCCESS ||
+        coll__cuda_reduce_copy(NULL, dp, nd, sp, k, count, dt, op, divisor(op, k), stream) !=
+            COLL_SUCCESS) {
         fprintf(stderr, "cuda_rc_bench: %s: %s\n", what, coll_last_error(NULL));
         return false;
     }
@@ -250,8 +258,8 @@ static double time_batch(const struct point *p, int iters, int warmup)
                     rt->MemcpyAsync(ddst[0], dsrc[0], p->bytes, COLL_CUDA_MEMCPY_DEFAULT, stream),
                     "cudaMemcpyAsync device to device"))
                 return -1;
-        } else if (coll__cuda_reduce_copy(NULL, dp, p->nd, sp, p->k, count, p->dt, p->op, stream) !=
-                   COLL_SUCCESS) {
+        } else if (coll__cuda_reduce_copy(NULL, dp, p->nd, sp, p->k, count, p->dt, p->op,
+                                          divisor(p->op, p->k), stream) != COLL_SUCCESS) {
             fprintf(stderr, "cuda_rc_bench: %s\n", coll_last_error(NULL));
             return -1;
         }

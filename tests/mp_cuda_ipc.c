@@ -6,10 +6,11 @@
  *
  * colls:  (COLL_CUDA_IPC=1) all-reduce, reduce-scatter, all-gather, broadcast and reduce on
  *         device buffers at counts from 1 to many pieces (slots reused), odd counts, in place
- *         and not; all-reduce of every dtype with sum and max; a host sendbuf and recvbuf;
- *         each result equal to the host collective's on the same data (exact: the values
- *         keep every sum exact in every format), and kernels were launched (the reductions
- *         ran on the device).
+ *         and not; all-reduce of every dtype with sum and max; all-reduce, reduce-scatter and
+ *         reduce of every dtype with avg; a host sendbuf and recvbuf; each result equal to
+ *         the host collective's on the same data (exact: the values keep every sum exact in
+ *         every format, so an avg must divide it exactly once, as the host does), and
+ *         kernels were launched (the reductions ran on the device), for every avg call.
  * staged: (COLL_CUDA_IPC=0) the same checks through staging, where no kernel runs.
  * forced: rank 0 sets COLL_CUDA_IPC=0, the others 1: the first call fails on every rank
  *         with COLL_INVALID_USAGE, reported as the comm's asynchronous error.
@@ -41,33 +42,40 @@ static const size_t esizes[COLL_NUM_DTYPES] = {
 };
 
 /* Element i of rank r's input: 0, 1 or 2 in dtype's encoding (so that a sum over 4 ranks,
- * at most 8, is exact in every format, fp8 included); int32 gets larger, distinct values. */
-static void put(void *buf, coll_dtype_t dt, size_t i, int r)
+ * at most 8, is exact in every format, fp8 included); int32 gets larger, distinct values.
+ * For avg (spread), v is 1 on every third rank and 0 on the others, floats negative at odd
+ * i: a float sum, at most 3 in magnitude over 9 ranks, is exact everywhere, and its quotient
+ * by a comm size that is not a power of two has to round. */
+static void put(void *buf, coll_dtype_t dt, size_t i, int r, bool spread)
 {
     unsigned v = (unsigned)(i * 7 + (size_t)r * 3 + i / 5) % 3;
+    bool neg = spread && i % 2;
     uint64_t bits;
 
+    if (spread)
+        v = (i + (size_t)r) % 3 == 0;
     switch (dt) {
     case COLL_INT32:
         ((int32_t *)buf)[i] = (int32_t)((r + 1) * (int)(i % 101 + 1)) - (int32_t)(i % 13) * 50;
         return;
     case COLL_FLOAT16:
-        bits = (uint64_t[]){0, 0x3c00, 0x4000}[v];
+        bits = (uint64_t[]){0, 0x3c00, 0x4000}[v] | (neg ? 0x8000u : 0);
         break;
     case COLL_BFLOAT16:
-        bits = (uint64_t[]){0, 0x3f80, 0x4000}[v];
+        bits = (uint64_t[]){0, 0x3f80, 0x4000}[v] | (neg ? 0x8000u : 0);
         break;
     case COLL_FLOAT32:
-        bits = (uint64_t[]){0, 0x3f800000, 0x40000000}[v];
+        bits = (uint64_t[]){0, 0x3f800000, 0x40000000}[v] | (neg ? 0x80000000u : 0);
         break;
     case COLL_FLOAT64:
-        bits = (uint64_t[]){0, 0x3ff0000000000000ull, 0x4000000000000000ull}[v];
+        bits = (uint64_t[]){0, 0x3ff0000000000000ull, 0x4000000000000000ull}[v] |
+               (neg ? 1ull << 63 : 0);
         break;
     case COLL_FLOAT8E4M3:
-        bits = (uint64_t[]){0, 0x38, 0x40}[v];
+        bits = (uint64_t[]){0, 0x38, 0x40}[v] | (neg ? 0x80u : 0);
         break;
     case COLL_FLOAT8E5M2:
-        bits = (uint64_t[]){0, 0x3c, 0x40}[v];
+        bits = (uint64_t[]){0, 0x3c, 0x40}[v] | (neg ? 0x80u : 0);
         break;
     default:
         bits = (uint64_t)(v * 40 + (unsigned)r) * 0x0101010101010101ull;
@@ -76,10 +84,10 @@ static void put(void *buf, coll_dtype_t dt, size_t i, int r)
     memcpy((uint8_t *)buf + i * esizes[dt], &bits, esizes[dt]); /* little-endian */
 }
 
-static void fill(void *buf, coll_dtype_t dt, size_t n, int r)
+static void fill(void *buf, coll_dtype_t dt, size_t n, int r, bool spread)
 {
     for (size_t i = 0; i < n; i++)
-        put(buf, dt, i, r);
+        put(buf, dt, i, r, spread);
 }
 
 static void same(const void *got, const void *want, size_t bytes, size_t esize, const char *what)
@@ -103,6 +111,7 @@ static const char *const kname[] = {"allreduce", "reduce_scatter", "allgather", 
  * comm's stream worker may still be at the stream call's last barrier, and two threads'
  * collectives on one comm would meet in different orders on different ranks. */
 static coll_comm_t *world;
+static bool want_ipc; /* the mode: avg calls must launch kernels (IPC), or none (staging) */
 
 static void one(coll_comm_t *comm, void *s, enum kind k, coll_dtype_t dt, coll_op_t op,
                 size_t count, bool inplace, bool host)
@@ -116,11 +125,14 @@ static void one(coll_comm_t *comm, void *s, enum kind k, coll_dtype_t dt, coll_o
     uint8_t *dout = host ? malloc(big) : dev_alloc(big);
     uint8_t *sb, *rb, *hs, *hr;
     char what[128];
+    long k0 = kernels();
+    int64_t kall;
 
     snprintf(what, sizeof(what), "%s %zu of dtype %d op %d%s%s", kname[k], count, (int)dt, (int)op,
              inplace ? " in place" : "", host ? " host buffers" : "");
     memset(hout, 0x5a, big);
-    fill(k == AG && inplace ? hout + (size_t)rank * count * es : hin, dt, nin, rank);
+    fill(k == AG && inplace ? hout + (size_t)rank * count * es : hin, dt, nin, rank,
+         op == COLL_AVG);
     if (k == AG && inplace)
         memcpy(hin, hout + (size_t)rank * count * es, ibytes);
     /* device side: sb/rb as the call gets them */
@@ -178,6 +190,16 @@ static void one(coll_comm_t *comm, void *s, enum kind k, coll_dtype_t dt, coll_o
         break;
     }
     CU(cu.StreamSynchronize(s));
+    /* Whether avg went through IPC, over all ranks: a rank whose slices are all empty
+     * launches nothing, so one rank's count does not say. */
+    if (op == COLL_AVG && k0 >= 0) {
+        kall = (int64_t)(kernels() - k0);
+        CHECK(coll_allreduce(&kall, &kall, 1, COLL_INT64, COLL_SUM, world));
+        if (want_ipc && kall == 0)
+            die("%s: no kernel ran: avg did not take the CUDA IPC path", what);
+        if (!want_ipc && kall != 0)
+            die("%s: %lld kernels ran with COLL_CUDA_IPC=0", what, (long long)kall);
+    }
     if (k != RED || rank == rroot) {
         size_t n = k == AG ? obytes : count * es;
         if (host)
@@ -220,6 +242,7 @@ static void mode_colls(bool ipc)
     coll_status_t ast;
     void *s;
 
+    want_ipc = ipc;
     CU(cu.StreamCreateWithFlags(&s, 1));
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
         for (int ip = 0; ip < 2; ip++)
@@ -230,11 +253,24 @@ static void mode_colls(bool ipc)
         one(comm, s, AR, (coll_dtype_t)dt, COLL_SUM, 3001, false, false);
         one(comm, s, AR, (coll_dtype_t)dt, COLL_MAX, 3001, true, false);
     }
+    /* avg: each reduced slice is divided once by the comm size before it is gathered
+     * (reduce: what the root receives); many pieces for int32 */
+    for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
+        one(comm, s, AR, (coll_dtype_t)dt, COLL_AVG, 3001, dt % 2, false);
+        one(comm, s, RS, (coll_dtype_t)dt, COLL_AVG, 1000, dt % 2 == 0, false);
+        one(comm, s, RED, (coll_dtype_t)dt, COLL_AVG, 3001, dt % 2, false);
+    }
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        one(comm, s, AR, COLL_INT32, COLL_AVG, counts[c], c % 2, false);
+        one(comm, s, RS, COLL_INT32, COLL_AVG, counts[c], c % 2 == 0, false);
+        one(comm, s, RED, COLL_INT32, COLL_AVG, counts[c], c % 2, false);
+    }
     /* host memory on one side only: through IPC the worker copies (staging runs such a
      * call as one host collective on one rank and in pieces on the other) */
     if (ipc) {
         one(comm, s, AR, COLL_INT32, COLL_SUM, 9000, false, rank == 0);
         one(comm, s, AG, COLL_INT32, COLL_SUM, 3000, false, rank == 0);
+        one(comm, s, AR, COLL_FLOAT16, COLL_AVG, 9000, false, rank == 0);
     }
     /* only the emulator counts kernels; a real runtime (compute-sanitizer runs) says -1 */
     if (ipc && k0 >= 0 && kernels() <= k0)

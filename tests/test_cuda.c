@@ -75,10 +75,12 @@ struct rc_case {
     size_t soff, doff; /* element offsets: misalign one input and the outputs */
     bool in_place;
     void *stream;
+    uint32_t divisor; /* AVG's; 1 for the other ops */
 };
 
 static void run_case(const struct rc_case *c)
 {
+    uint32_t dv = c->divisor;
     size_t es = coll__dtype_size(c->dt), bytes = c->count * es;
     size_t sbytes = bytes + 16 + GUARD, dbytes = bytes + 2 * GUARD + 16;
     uint8_t *hsrc[COLL_CUDA_MAX_SRCS], *hdst = malloc(dbytes), *want = malloc(bytes + 1);
@@ -96,7 +98,7 @@ static void run_case(const struct rc_case *c)
         sp[s] = dsrc[s] + off;
         hsp[s] = hsrc[s] + off;
     }
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, wp, 1, hsp, c->k, c->count, c->dt, c->op),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, wp, 1, hsp, c->k, c->count, c->dt, c->op, dv),
               COLL_SUCCESS);
     for (int d = 0; d < c->ndsts; d++) {
         CK(rt->Malloc((void **)&ddst[d], dbytes));
@@ -108,7 +110,7 @@ static void run_case(const struct rc_case *c)
         dp[0] = (void *)sp[0];
     }
     ASSERT_EQ(
-        coll__cuda_reduce_copy(NULL, dp, c->ndsts, sp, c->k, c->count, c->dt, c->op, c->stream),
+        coll__cuda_reduce_copy(NULL, dp, c->ndsts, sp, c->k, c->count, c->dt, c->op, dv, c->stream),
         COLL_SUCCESS);
     CK(rt->StreamSynchronize(c->stream));
 
@@ -135,9 +137,9 @@ static void run_case(const struct rc_case *c)
         for (size_t i = 0; i < c->count; i++) {
             const uint8_t *g = got + i * es, *w = want + i * es;
             ASSERT_MSG(memcmp(g, w, es) == 0 || (float_nan(c->dt, g) && float_nan(c->dt, w)),
-                       "%s %s k=%d ndsts=%d count=%zu soff=%zu doff=%zu%s: element %zu "
+                       "%s %s/%u k=%d ndsts=%d count=%zu soff=%zu doff=%zu%s: element %zu "
                        "differs from the reference",
-                       coll__dtype_name(c->dt), coll__op_name(c->op), c->k, c->ndsts, c->count,
+                       coll__dtype_name(c->dt), coll__op_name(c->op), dv, c->k, c->ndsts, c->count,
                        c->soff, c->doff, c->in_place ? " in place" : "", i);
         }
     }
@@ -156,14 +158,49 @@ static const coll_dtype_t dtypes[] = {
     COLL_FLOAT16, COLL_FLOAT32, COLL_FLOAT64, COLL_BFLOAT16, COLL_FLOAT8E4M3, COLL_FLOAT8E5M2,
 };
 
-/* Every dtype x op, k = 1..8, one and two outputs, aligned (vector path plus a tail). */
+/* Every dtype x op, k = 1..8, one and two outputs, aligned (vector path plus a tail); AVG
+ * divides by k, as an all-reduce of k ranks does. */
 TEST(every_dtype_op_k)
 {
     setup();
     for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++)
         for (int op = 0; op < COLL_NUM_OPS; op++)
             for (int k = 1; k <= COLL_CUDA_MAX_SRCS; k++) {
-                struct rc_case c = {dtypes[t], op, k, 1 + k % 2, 1000 + 7, 0, 0, false, NULL};
+                struct rc_case c = {.dt = dtypes[t],
+                                    .op = op,
+                                    .k = k,
+                                    .ndsts = 1 + k % 2,
+                                    .count = 1000 + 7,
+                                    .divisor = op == COLL_AVG ? (uint32_t)k : 1};
+                run_case(&c);
+            }
+}
+
+/* AVG's division on the device (fused into the reduce-copy): divisors 1, 2, 3 and 7, odd
+ * lengths around the vector width, aligned and misaligned (element-wise path), in place;
+ * bit for bit the reference, which test_cuda_ref checks against the host's division. */
+TEST(avg_divisors)
+{
+    static const uint32_t ns[] = {1, 2, 3, 7};
+    static const size_t counts[] = {1, 15, 17, 1001};
+    static const int ks[] = {1, 2, 3, 8};
+    setup();
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++)
+        for (size_t j = 0; j < COLL_ARRAY_SIZE(ns); j++)
+            for (size_t n = 0; n < COLL_ARRAY_SIZE(counts); n++) {
+                int k = ks[(j + n) % COLL_ARRAY_SIZE(ks)];
+                struct rc_case c = {.dt = dtypes[t],
+                                    .op = COLL_AVG,
+                                    .k = k,
+                                    .ndsts = 2,
+                                    .count = counts[n],
+                                    .soff = n % 3,
+                                    .doff = (n * 5) % 3,
+                                    .divisor = ns[j]};
+                run_case(&c);
+                c.in_place = true; /* into input 0, from its start (soff moves the last) */
+                c.ndsts = 1;
+                c.soff = 0;
                 run_case(&c);
             }
 }
@@ -177,8 +214,8 @@ TEST(odd_lengths_and_misaligned)
     for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++)
         for (size_t n = 0; n < COLL_ARRAY_SIZE(counts); n++)
             for (size_t off = 0; off < 3; off++) {
-                struct rc_case c = {dtypes[t], COLL_SUM,      3,     2,   counts[n],
-                                    off,       (off * 5) % 3, false, NULL};
+                struct rc_case c = {dtypes[t], COLL_SUM,      3,     2,    counts[n],
+                                    off,       (off * 5) % 3, false, NULL, 1};
                 run_case(&c);
             }
 }
@@ -189,7 +226,7 @@ TEST(large_counts)
     static const coll_dtype_t big[] = {COLL_FLOAT32, COLL_FLOAT16, COLL_UINT8, COLL_FLOAT64};
     setup();
     for (size_t t = 0; t < COLL_ARRAY_SIZE(big); t++) {
-        struct rc_case c = {big[t], COLL_SUM, 8, 2, (4u << 20) + 3, 0, 0, false, NULL};
+        struct rc_case c = {big[t], COLL_SUM, 8, 2, (4u << 20) + 3, 0, 0, false, NULL, 1};
         run_case(&c);
         c.soff = 1; /* and the element-wise path over the same size */
         c.k = 2;
@@ -202,7 +239,7 @@ TEST(in_place)
     setup();
     for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++)
         for (int k = 1; k <= COLL_CUDA_MAX_SRCS; k += 3) {
-            struct rc_case c = {dtypes[t], COLL_SUM, k, 2, 3001, 0, 0, true, NULL};
+            struct rc_case c = {dtypes[t], COLL_SUM, k, 2, 3001, 0, 0, true, NULL, 1};
             run_case(&c);
         }
 }
@@ -215,7 +252,7 @@ TEST(caller_stream)
     setup();
     CK(rt->StreamCreateWithFlags(&stream, 1 /* cudaStreamNonBlocking */));
     for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++) {
-        struct rc_case c = {dtypes[t], COLL_MAX, 4, 1, 100003, 0, 0, false, stream};
+        struct rc_case c = {dtypes[t], COLL_MAX, 4, 1, 100003, 0, 0, false, stream, 1};
         run_case(&c);
     }
     CK(rt->StreamDestroy(stream));
@@ -240,9 +277,9 @@ TEST(managed_buffers)
     sp[0] = hsp[0] = a;
     sp[1] = hsp[1] = b;
     dp[0] = out;
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, wp, 1, hsp, 2, N, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, wp, 1, hsp, 2, N, COLL_FLOAT32, COLL_SUM, 1),
               COLL_SUCCESS);
-    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 2, N, COLL_FLOAT32, COLL_SUM, NULL),
+    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 2, N, COLL_FLOAT32, COLL_SUM, 1, NULL),
               COLL_SUCCESS);
     CK(rt->StreamSynchronize(NULL));
     ASSERT(memcmp(out, want, sizeof(want)) == 0);

@@ -8,13 +8,16 @@
  *     involved; integers, max/min and k <= 2 must match exactly (the last two also the
  *     host's pairwise coll__reduce, bit for bit). Every dtype x op, k = 1..8, one and two
  *     outputs, NaN/Inf, subnormals, odd lengths, element offsets, in place, bad arguments;
+ *   - AVG: the reference's sum, then the division, bit for bit the host's (SUM followed by
+ *     coll__reduce_div, and for two inputs the host's pairwise coll__reduce first), every
+ *     dtype, divisors 1, 2, 3, 7, 9, with hand-worked values for each format;
  *   - run-time detection: with no GPU (or no libcudart) it says why, in CUDA's words, and
  *     nothing crashes; COLL_CUDA_DISABLE=1 keeps libcudart unloaded; COLL_CUDA_LIBRARY.
  *
  * Each case runs in its own process (harness.h), so each sees detection afresh.
  *
  * Divisions: 1 formats and the bound, 2 random k-input sweeps, 3 edge cases,
- * 4 arguments, 5 detection.
+ * 4 AVG, 5 arguments, 6 detection.
  */
 #include "cuda/cuda.h"
 #include "reduce/elem.h"
@@ -350,7 +353,7 @@ static void sweep_one(coll_dtype_t dt, coll_op_t op, int k, int ndsts, size_t co
         dst[d] = raw[d] + GUARD;
     }
     ASSERT_EQ(
-        coll__cuda_ref_reduce_copy(NULL, dst, ndsts, (const void *const *)src, k, count, dt, op),
+        coll__cuda_ref_reduce_copy(NULL, dst, ndsts, (const void *const *)src, k, count, dt, op, 1),
         COLL_SUCCESS);
     for (size_t i = 0; i < count; i++)
         check_elem(dt, op, src, k, dst[0], i);
@@ -434,7 +437,8 @@ TEST(matches_pairwise_host_reduce)
                         put_bits(dt, src[s], i, random_elem(dt, R_ANY_BITS));
                     sp[s] = src[s];
                 }
-                ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, k, N, dt, op), COLL_SUCCESS);
+                ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, k, N, dt, op, 1),
+                          COLL_SUCCESS);
                 memcpy(pair, src[0], N * es);
                 if (k == 1) /* pairwise of one input is the input, narrow NaNs left as they are */
                     coll__reduce(pair, src[0], src[0], N, dt, COLL_MAX);
@@ -465,7 +469,7 @@ static uint64_t one(coll_dtype_t dt, coll_op_t op, int k, const double *v)
         in[s] = float_bits(dt, v[s]);
         sp[s] = &in[s];
     }
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, k, 1, dt, op), COLL_SUCCESS);
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, k, 1, dt, op, 1), COLL_SUCCESS);
     return out;
 }
 
@@ -589,7 +593,8 @@ TEST(odd_lengths_and_offsets)
                 put_bits(dt, base[s], i, random_elem(dt, R_ANY_BITS));
         sp[0] = base[0], sp[1] = base[1], sp[2] = base[2];
         dp[0] = want;
-        ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 3, MAXN, dt, COLL_SUM), COLL_SUCCESS);
+        ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 3, MAXN, dt, COLL_SUM, 1),
+                  COLL_SUCCESS);
         for (size_t n = 0; n <= MAXN; n++) {
             for (size_t off = 0; off < PAD; off++) {
                 for (int s = 0; s < 3; s++) {
@@ -598,7 +603,7 @@ TEST(odd_lengths_and_offsets)
                 }
                 memset(out, 0x5a, sizeof(out));
                 dp[0] = (uint8_t *)out + (PAD + off) * es;
-                ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 3, n, dt, COLL_SUM),
+                ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 3, n, dt, COLL_SUM, 1),
                           COLL_SUCCESS);
                 ASSERT(memcmp(dp[0], want, n * es) == 0);
                 for (size_t b = 0; b < (PAD + off) * es; b++)
@@ -626,17 +631,159 @@ TEST(in_place)
                     put_bits(dt, src[s], i, random_elem(dt, R_MODERATE));
                 sp[s] = src[s];
             }
-            ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, K, N, dt, COLL_SUM),
+            ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, K, N, dt, COLL_SUM, 1),
                       COLL_SUCCESS);
             dp[0] = src[where];
-            ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, K, N, dt, COLL_SUM),
+            ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, K, N, dt, COLL_SUM, 1),
                       COLL_SUCCESS);
             ASSERT(memcmp(src[where], want, N * coll__dtype_size(dt)) == 0);
         }
     }
 }
 
-/* ---- 4 arguments ------------------------------------------------------------------------ */
+/* ---- 4 AVG: the sum, then the division ------------------------------------------------- */
+
+/*
+ * AVG with divisor n against the host's own ending of AVG: the reference's SUM of the same
+ * inputs, then coll__reduce_div (reduce.c's loop), bit for bit; for k <= 2 also against the
+ * host's pairwise coll__reduce, then coll__reduce_div (what a host all-reduce of two ranks
+ * computes). Every dtype, k = 1..8, n = 1, 2, 3, 7 and 9, random bits (NaN, Inf, negative
+ * integers, subnormals) and moderate magnitudes, an odd length, every input and the
+ * outputs at their own element offsets, two outputs, guard bytes.
+ */
+static void avg_one(coll_dtype_t dt, int k, uint32_t n, enum regime r, size_t off)
+{
+    enum { N = 131, PAD = 4 };
+    size_t es = coll__dtype_size(dt), bytes = N * es;
+    uint64_t in[COLL_CUDA_MAX_SRCS][N + PAD], out[2][N + 2 * PAD], want[N], pair[N];
+    const void *sp[COLL_CUDA_MAX_SRCS];
+    void *dp[2], *wp[1] = {want};
+
+    for (int s = 0; s < k; s++) {
+        sp[s] = (uint8_t *)in[s] + (off + (size_t)s) % PAD * es;
+        for (size_t i = 0; i < N; i++)
+            put_bits(dt, (void *)sp[s], i, random_elem(dt, r));
+    }
+    memset(out, 0x5a, sizeof(out));
+    dp[0] = (uint8_t *)out[0] + (PAD + off) * es;
+    dp[1] = (uint8_t *)out[1] + (PAD + (off + 1) % PAD) * es;
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 2, sp, k, N, dt, COLL_AVG, n), COLL_SUCCESS);
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, wp, 1, sp, k, N, dt, COLL_SUM, 1), COLL_SUCCESS);
+    coll__reduce_div(want, N, dt, n);
+    if (k <= 2) {
+        coll__reduce(pair, sp[0], sp[k - 1], N, dt, k == 2 ? COLL_SUM : COLL_MAX);
+        coll__reduce_div(pair, N, dt, n);
+    }
+    for (size_t i = 0; i < N; i++) {
+        uint64_t g = get_bits(dt, dp[0], i), w = get_bits(dt, want, i);
+        bool nan_ok = (dt == COLL_FLOAT32 || dt == COLL_FLOAT64) && bits_nan(dt, g) &&
+                      bits_nan(dt, w); /* which NaN fp32/fp64 arithmetic returns is free */
+
+        ASSERT_MSG(g == w || nan_ok, "%s avg k=%d n=%u [%zu]: 0x%llx, sum then div 0x%llx",
+                   coll__dtype_name(dt), k, n, i, (unsigned long long)g, (unsigned long long)w);
+        ASSERT(get_bits(dt, dp[1], i) == g);
+        if (k <= 2) {
+            w = get_bits(dt, pair, i);
+            ASSERT_MSG(g == w || (nan_ok && bits_nan(dt, w)),
+                       "%s avg k=%d n=%u [%zu]: 0x%llx, host pairwise then div 0x%llx",
+                       coll__dtype_name(dt), k, n, i, (unsigned long long)g,
+                       (unsigned long long)w);
+        }
+    }
+    for (int d = 0; d < 2; d++) {
+        const uint8_t *o = (const uint8_t *)out[d], *at = dp[d];
+        for (size_t b = 0; b < sizeof(out[d]); b++)
+            if (o + b < at || o + b >= at + bytes)
+                ASSERT_MSG(o[b] == 0x5a, "%s avg: byte %zd outside output %d written",
+                           coll__dtype_name(dt), (ssize_t)(o + b - at), d);
+    }
+}
+
+TEST(avg_is_sum_then_host_division)
+{
+    static const uint32_t ns[] = {1, 2, 3, 7, 9};
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++)
+        for (int k = 1; k <= COLL_CUDA_MAX_SRCS; k++)
+            for (size_t j = 0; j < COLL_ARRAY_SIZE(ns); j++) {
+                avg_one(dtypes[t], k, ns[j], R_ANY_BITS, (size_t)k % 4);
+                if (is_float(dtypes[t]))
+                    avg_one(dtypes[t], k, ns[j], R_MODERATE, j % 4);
+            }
+}
+
+/* Divisor 1 is SUM, bit for bit, whatever the inputs (NaNs included). */
+TEST(avg_by_one_is_sum)
+{
+    enum { N = 67 };
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dtypes); t++) {
+        coll_dtype_t dt = dtypes[t];
+        uint64_t src[3][N], sum[N], avg[N];
+        const void *sp[3] = {src[0], src[1], src[2]};
+        void *dsum[1] = {sum}, *davg[1] = {avg};
+
+        for (int s = 0; s < 3; s++)
+            for (size_t i = 0; i < N; i++)
+                put_bits(dt, src[s], i, random_elem(dt, R_ANY_BITS));
+        ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dsum, 1, sp, 3, N, dt, COLL_SUM, 1),
+                  COLL_SUCCESS);
+        ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, davg, 1, sp, 3, N, dt, COLL_AVG, 1),
+                  COLL_SUCCESS);
+        ASSERT(memcmp(sum, avg, N * coll__dtype_size(dt)) == 0);
+    }
+}
+
+/* Two inputs' AVG by n, from bits; returns the result's bits. */
+static uint64_t avg2(coll_dtype_t dt, uint64_t a, uint64_t b, uint32_t n)
+{
+    uint64_t in[2] = {0, 0}, out = 0;
+    const void *sp[2] = {&in[0], &in[1]};
+    void *dp[1] = {&out};
+
+    put_bits(dt, &in[0], 0, a);
+    put_bits(dt, &in[1], 0, b);
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 1, dt, COLL_AVG, n), COLL_SUCCESS);
+    return get_bits(dt, &out, 0);
+}
+
+/* Values worked out by hand, so that the reference and coll__reduce_div cannot be wrong
+ * together: the sum wraps or rounds in the dtype first, then divides with the dtype's sign. */
+TEST(avg_known_values)
+{
+    ASSERT_EQ(avg2(COLL_INT8, (uint8_t)-7, 0, 2), (uint8_t)-3);     /* toward zero */
+    ASSERT_EQ(avg2(COLL_INT8, 127, 1, 2), (uint8_t)-64);            /* -128 / 2 */
+    ASSERT_EQ(avg2(COLL_INT8, (uint8_t)-100, (uint8_t)-100, 7), 8); /* 56 / 7 */
+    ASSERT_EQ(avg2(COLL_UINT8, 255, 0, 7), 36);
+    ASSERT_EQ(avg2(COLL_UINT8, 200, 100, 2), 22);                   /* 44 / 2 */
+    ASSERT_EQ(avg2(COLL_INT32, 0x80000000u, 0xffffffffu, 3), 715827882); /* INT32_MAX / 3 */
+    ASSERT_EQ(avg2(COLL_UINT32, 0xffffffffu, 0, 3), 0x55555555);
+    ASSERT_EQ(avg2(COLL_INT64, 1ull << 63, 0, 3), (uint64_t)-3074457345618258602ll);
+    ASSERT_EQ(avg2(COLL_UINT64, ~0ull, 0, 7), 2635249153387078802ull);
+    /* 1/3 in every float format */
+    ASSERT_EQ(avg2(COLL_FLOAT16, 0x3c00, 0, 3), 0x3555);
+    ASSERT_EQ(avg2(COLL_BFLOAT16, 0x3f80, 0, 3), 0x3eab);
+    ASSERT_EQ(avg2(COLL_FLOAT32, 0x3f800000, 0, 3), 0x3eaaaaab);
+    ASSERT_EQ(avg2(COLL_FLOAT64, 0x3ff0000000000000ull, 0, 3), 0x3fd5555555555555ull);
+    ASSERT_EQ(avg2(COLL_FLOAT8E4M3, 0x38, 0, 3), 0x2b); /* 0.34375 */
+    ASSERT_EQ(avg2(COLL_FLOAT8E5M2, 0x3c, 0, 3), 0x35); /* 0.3125 */
+    /* Rounded twice, as the host does: fp16 1 + 1.0518 = 2.0518 rounds to 2.0508 before
+     * the division (0.68359); dividing the fp32 sum would give 0.68408 (0x3979). */
+    ASSERT_EQ(avg2(COLL_FLOAT16, 0x3c00, 0x3c35, 3), 0x3978);
+    /* A sum that overflows the format stays overflowed: the host's sum is Inf (E4M3: NaN)
+     * before it divides, where dividing the fp32 sum would give the largest finite value. */
+    ASSERT_EQ(avg2(COLL_FLOAT16, 0x7bff, 0x7bff, 2), 0x7c00);
+    ASSERT_EQ(avg2(COLL_FLOAT8E4M3, 0x7e, 0x7e, 2), 0x7f);
+    ASSERT_EQ(avg2(COLL_FLOAT8E5M2, 0x7b, 0x7b, 2), 0x7c);
+    /* Inf / n is Inf, NaN stays the canonical NaN, -0 keeps its sign */
+    ASSERT_EQ(avg2(COLL_FLOAT16, 0xfc00, 0x3c00, 7), 0xfc00);
+    ASSERT_EQ(avg2(COLL_BFLOAT16, 0x7fc1, 0x3c00, 3), 0x7fff);
+    ASSERT_EQ(avg2(COLL_FLOAT32, 0x80000000u, 0x80000000u, 3), 0x80000000u);
+    /* subnormals divide, never flushed: 2 ulps / 3 rounds to 1 ulp; 1 ulp / 2 is a tie,
+     * to even: 0 */
+    ASSERT_EQ(avg2(COLL_FLOAT16, 0x0001, 0x0001, 3), 0x0001);
+    ASSERT_EQ(avg2(COLL_FLOAT16, 0x0001, 0, 2), 0x0000);
+}
+
+/* ---- 5 arguments ------------------------------------------------------------------------ */
 
 TEST(bad_arguments)
 {
@@ -646,33 +793,48 @@ TEST(bad_arguments)
     void *dp[3] = {b, b, b};
     void *mis[1] = {(uint8_t *)b + 2};
 
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 0, 4, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 0, 4, COLL_FLOAT32, COLL_SUM, 1),
               COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "0 inputs (1 to 8)");
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 9, 4, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 9, 4, COLL_FLOAT32, COLL_SUM, 1),
               COLL_INVALID_ARGUMENT);
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 3, sp, 2, 4, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 3, sp, 2, 4, COLL_FLOAT32, COLL_SUM, 1),
               COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "3 outputs (1 to 2)");
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_NUM_DTYPES, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_NUM_DTYPES, COLL_SUM, 1),
               COLL_INVALID_ARGUMENT);
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_FLOAT32, COLL_NUM_OPS),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_FLOAT32, COLL_NUM_OPS, 1),
               COLL_INVALID_ARGUMENT);
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, nul, 2, 4, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, nul, 2, 4, COLL_FLOAT32, COLL_SUM, 1),
               COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "input 1 is NULL");
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, mis, 1, sp, 2, 4, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, mis, 1, sp, 2, 4, COLL_FLOAT32, COLL_SUM, 1),
               COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "not aligned to its 4-byte");
+    /* a divisor of 0, or one that an op other than AVG would drop */
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_INT32, COLL_AVG, 0),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "divisor 0 with op avg");
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_INT32, COLL_SUM, 2),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "divisor 2 with op sum");
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_INT32, COLL_MAX, 0),
+              COLL_INVALID_ARGUMENT);
     /* count 0: nothing is read or written, NULL buffers included */
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, nul, 2, 0, COLL_FLOAT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, nul, 2, 0, COLL_FLOAT32, COLL_SUM, 1),
+              COLL_SUCCESS);
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, nul, 2, 0, COLL_FLOAT32, COLL_AVG, 3),
               COLL_SUCCESS);
     /* the same checks guard the device path, before it looks for CUDA */
-    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 9, 4, COLL_FLOAT32, COLL_SUM, NULL),
+    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 9, 4, COLL_FLOAT32, COLL_SUM, 1, NULL),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_FLOAT32, COLL_AVG, 0, NULL),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_FLOAT32, COLL_PROD, 3, NULL),
               COLL_INVALID_ARGUMENT);
 }
 
-/* ---- 5 detection ------------------------------------------------------------------------ */
+/* ---- 6 detection ------------------------------------------------------------------------ */
 
 /* Whether a library of that name is mapped in this process (without loading it). */
 static bool loaded(const char *name)
@@ -704,11 +866,11 @@ static void assert_off_and_harmless(const char *why)
     ASSERT_EQ(coll__cuda_mem_kind(NULL, a, &kind, &dev), COLL_SUCCESS);
     ASSERT_EQ(kind, COLL_MEM_UNREGISTERED);
     ASSERT_EQ(dev, -1);
-    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_UINT32, COLL_SUM, NULL),
+    ASSERT_EQ(coll__cuda_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_UINT32, COLL_SUM, 1, NULL),
               COLL_INVALID_USAGE);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), why);
     /* the host reference still works */
-    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_UINT32, COLL_SUM),
+    ASSERT_EQ(coll__cuda_ref_reduce_copy(NULL, dp, 1, sp, 2, 4, COLL_UINT32, COLL_SUM, 1),
               COLL_SUCCESS);
     ASSERT_EQ(b[3], 8);
 }

@@ -562,8 +562,8 @@ TEST(kernels)
 {
     enum { N = 1001 };
     float *h, *hd, want[N];
-    void *lib, *k, *k2, *d[3];
-    struct coll_cuda_rc_args a;
+    void *lib, *k, *k2, *kavg, *d[3];
+    struct coll_cuda_rc_args a, av;
     char plain[64];
 
     load(1, 0);
@@ -572,7 +572,9 @@ TEST(kernels)
     CK(rt.cudaLibraryLoadData(&lib, fake_fatbin, NULL, NULL, 0, NULL, NULL, 0));
     CK(rt.cudaLibraryGetKernel(&k, lib, "coll_rc_f32_sum"));
     CK(rt.cudaLibraryGetKernel(&k2, lib, "coll_rc_u8_max"));
-    ASSERT_EQ(rt.cudaLibraryGetKernel(&k2, lib, "coll_rc_f32_avg"), E_INVALID_DEVICE_FUNCTION);
+    CK(rt.cudaLibraryGetKernel(&kavg, lib, "coll_rc_f32_avg"));
+    /* signed sums share the unsigned kernel: there is no i8 one */
+    ASSERT_EQ(rt.cudaLibraryGetKernel(&k2, lib, "coll_rc_i8_sum"), E_INVALID_DEVICE_FUNCTION);
     ASSERT_EQ(rt.cudaLibraryGetKernel(&k2, lib, "main"), E_INVALID_DEVICE_FUNCTION);
 
     CK(rt.cudaMallocHost((void **)&h, 3 * N * sizeof(float)));
@@ -605,6 +607,29 @@ TEST(kernels)
     ASSERT(memcmp(h, want, sizeof(want)) == 0);
     ASSERT(memcmp(hd, want, sizeof(want)) == 0);
     ASSERT_EQ(rt.fakecuda_violations(), 1);
+
+    /* avg: the sum d1 + d2, then divided by the divisor once */
+    memset(&av, 0, sizeof(av));
+    av.src[0] = d[1];
+    av.src[1] = d[2];
+    av.dst[0] = hd;
+    av.count = N;
+    av.nsrcs = 2;
+    av.ndsts = 1;
+    av.vec = 1;
+    av.divisor = 3;
+    CK(launch(kavg, 4, 256, &av, NULL));
+    CK(rt.cudaStreamSynchronize(NULL));
+    for (int i = 0; i < N; i++)
+        ASSERT_MSG(hd[i] == (0.5f * (float)i + -1.0f) / 3.0f, "avg element %d: %g", i,
+                   (double)hd[i]);
+    /* an avg kernel without a divisor, and a divisor that a sum kernel would drop */
+    av.divisor = 0;
+    ASSERT_EQ(launch(kavg, 4, 256, &av, NULL), E_INVALID_VALUE);
+    a.divisor = 2;
+    ASSERT_EQ(launch(k, 4, 256, &a, NULL), E_INVALID_VALUE);
+    a.divisor = 0;
+    ASSERT_EQ(rt.fakecuda_violations(), 3);
 
     /* launch configuration */
     ASSERT_EQ(launch(k, 0, 256, &a, NULL), E_INVALID_CONFIG);

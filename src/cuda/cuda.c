@@ -34,7 +34,7 @@ extern const size_t coll__cuda_fatbin_size;
 /* Check a reduce-copy call's arguments, shared by the kernel path and the reference. */
 static coll_status_t rc_check(struct coll_comm *comm, const char *what, void *const dst[],
                               int ndsts, const void *const src[], int nsrcs, size_t count,
-                              coll_dtype_t dt, coll_op_t op)
+                              coll_dtype_t dt, coll_op_t op, uint32_t divisor)
 {
     size_t esize;
 
@@ -47,6 +47,11 @@ static coll_status_t rc_check(struct coll_comm *comm, const char *what, void *co
     if ((unsigned)dt >= COLL_NUM_DTYPES || (unsigned)op >= COLL_NUM_OPS)
         return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: unknown dtype %d or op %d", what,
                            (int)dt, (int)op);
+    /* a divisor with another op would be dropped silently: refuse it */
+    if (divisor == 0 || (divisor != 1 && op != COLL_AVG))
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "%s: divisor %u with op %s (avg: 1 or more; other ops: 1)", what,
+                           divisor, coll__op_name(op));
     if (count == 0)
         return COLL_SUCCESS;
     if (!src || !dst)
@@ -74,10 +79,11 @@ static coll_status_t rc_check(struct coll_comm *comm, const char *what, void *co
 }
 
 /* Kernel and reference tables are indexed like reduce.c's: integer sum and prod through
- * the unsigned tag, AVG as SUM. */
+ * the unsigned tag; max, min and avg through the dtype's own (avg divides with its sign).
+ * AVG with divisor 1 runs SUM's entry instead (rc_op). */
 #define RC_ROW(F, s, m)                                                                            \
     {                                                                                              \
-        F(s, sum), F(s, prod), F(m, max), F(m, min), F(s, sum)                                     \
+        F(s, sum), F(s, prod), F(m, max), F(m, min), F(m, avg)                                     \
     }
 #define RC_TABLE(F)                                                                                \
     {                                                                                              \
@@ -93,16 +99,18 @@ static coll_status_t rc_check(struct coll_comm *comm, const char *what, void *co
 
 /* ref_<tag>_<op>: the kernels' fold, element by element. All inputs of element i are read
  * before it is written, so a dst may be a src exactly. */
-#define REF_FN(tag, op, T, A, LOAD, STORE, OP)                                                     \
+#define REF_FN(tag, op, T, A, LOAD, STORE, OP, FIN, NT)                                            \
     static void ref_##tag##_##op(void *const dst[], int ndsts, const void *const src[], int nsrcs, \
-                                 size_t count)                                                     \
+                                 size_t count, uint32_t divisor)                                   \
     {                                                                                              \
+        const NT n = (NT)divisor;                                                                  \
+        (void)n;                                                                                   \
         for (size_t i = 0; i < count; i++) {                                                       \
             A acc = LOAD(((const T *)src[0])[i]);                                                  \
             T r;                                                                                   \
             for (int s = 1; s < nsrcs; s++)                                                        \
                 acc = OP(acc, LOAD(((const T *)src[s])[i]));                                       \
-            r = STORE(acc);                                                                        \
+            r = FIN(STORE(acc), n);                                                                \
             for (int d = 0; d < ndsts; d++)                                                        \
                 ((T *)dst[d])[i] = r;                                                              \
         }                                                                                          \
@@ -110,20 +118,29 @@ static coll_status_t rc_check(struct coll_comm *comm, const char *what, void *co
 COLL_RC_LIST(REF_FN)
 
 typedef void (*ref_fn)(void *const dst[], int ndsts, const void *const src[], int nsrcs,
-                       size_t count);
+                       size_t count, uint32_t divisor);
 #define REF_NAME(tag, op) ref_##tag##_##op
 static const ref_fn ref_table[COLL_NUM_DTYPES][COLL_NUM_OPS] = RC_TABLE(REF_NAME);
 
+/* Dividing by 1 changes nothing, so AVG by 1 is SUM's kernel: no division per element, and
+ * the avg kernels always get a divisor of at least 2. Other ops get 0 in the argument block
+ * (the kernels ignore it; the emulator checks it). */
+static coll_op_t rc_op(coll_op_t op, uint32_t divisor)
+{
+    return op == COLL_AVG && divisor == 1 ? COLL_SUM : op;
+}
+
 coll_status_t coll__cuda_ref_reduce_copy(struct coll_comm *comm, void *const dst[], int ndsts,
                                          const void *const src[], int nsrcs, size_t count,
-                                         coll_dtype_t dt, coll_op_t op)
+                                         coll_dtype_t dt, coll_op_t op, uint32_t divisor)
 {
     coll_status_t st =
-        rc_check(comm, "reference reduce-copy", dst, ndsts, src, nsrcs, count, dt, op);
+        rc_check(comm, "reference reduce-copy", dst, ndsts, src, nsrcs, count, dt, op, divisor);
 
     if (st != COLL_SUCCESS || count == 0)
         return st;
-    ref_table[dt][op](dst, ndsts, src, nsrcs, count);
+    op = rc_op(op, divisor);
+    ref_table[dt][op](dst, ndsts, src, nsrcs, count, op == COLL_AVG ? divisor : 0);
     return COLL_SUCCESS;
 }
 
@@ -470,7 +487,7 @@ static void rc_load_all(void)
 
 coll_status_t coll__cuda_reduce_copy(struct coll_comm *comm, void *const dst[], int ndsts,
                                      const void *const src[], int nsrcs, size_t count,
-                                     coll_dtype_t dt, coll_op_t op, void *stream)
+                                     coll_dtype_t dt, coll_op_t op, uint32_t divisor, void *stream)
 {
     struct coll_cuda_rc_args args;
     struct coll_cuda_dim3 grid = {1, 1, 1}, block = {COLL_CUDA_RC_THREADS, 1, 1};
@@ -483,9 +500,10 @@ coll_status_t coll__cuda_reduce_copy(struct coll_comm *comm, void *const dst[], 
     int ret;
     coll_status_t st;
 
-    st = rc_check(comm, "reduce-copy", dst, ndsts, src, nsrcs, count, dt, op);
+    st = rc_check(comm, "reduce-copy", dst, ndsts, src, nsrcs, count, dt, op, divisor);
     if (st != COLL_SUCCESS)
         return st;
+    op = rc_op(op, divisor);
     if (coll__cuda_state(&why) != COLL_CUDA_READY)
         return coll__error(comm, COLL_INVALID_USAGE, "reduce-copy on the GPU: %s", why);
     pthread_once(&rc.once, rc_load_all);
@@ -507,6 +525,7 @@ coll_status_t coll__cuda_reduce_copy(struct coll_comm *comm, void *const dst[], 
     args.nsrcs = nsrcs;
     args.ndsts = ndsts;
     args.vec = (bits & 15) == 0;
+    args.divisor = op == COLL_AVG ? divisor : 0;
 
     /* Threads needed: one per 16-byte vector plus one per leftover element, or one per
      * element; the grid is the smaller of that and one full wave. */

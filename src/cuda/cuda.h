@@ -29,8 +29,20 @@
  *     holds every partial product of up to 8 fp16/fp8 values without overflow, and one that
  *     underflows fp32 would round to zero in the narrow format anyway; bf16 shares fp32's
  *     exponent range, so its partial products overflow or underflow where pairwise ones do.
- * AVG reduces as SUM here, as coll__reduce does (the division is coll__reduce_div's).
- * Integer sum and prod wrap modulo 2^bits, exactly as the host's.
+ * AVG folds as SUM, rounds the sum to the dtype as SUM does, then divides that stored value
+ * by a divisor n with elem.h's coll__div_<tag>, the host's coll__reduce_div per element
+ * (integers truncate in their own signedness, narrow floats divide in fp32 and round once
+ * more, fp32 and fp64 in their own precision): the result is coll__reduce_div applied to
+ * SUM's result, bit for bit, for every k; for k = 2, the host's coll__reduce followed by
+ * coll__reduce_div. n = 1 is SUM. Integer sum and prod wrap modulo 2^bits, exactly as the
+ * host's.
+ *
+ * Why the division is fused into the reduce-copy and not a kernel of its own: the slice
+ * that was just folded is divided while it is still in registers, so AVG costs no second
+ * pass over memory and no extra launch per piece; the kernels gain one more entry per dtype
+ * in the list below and a divisor in the argument block's spare word. Rounding the sum to
+ * the dtype before dividing (twice, where dividing the fp32 accumulator would round once)
+ * is what keeps the device's AVG equal to the host's sum-then-divide.
  */
 #ifndef COLL_CUDA_H
 #define COLL_CUDA_H
@@ -47,30 +59,36 @@
 struct coll_cuda_rc_args {
     const void *src[COLL_CUDA_MAX_SRCS];
     void *dst[COLL_CUDA_MAX_DSTS];
-    uint64_t count; /* elements */
-    int32_t nsrcs;  /* 1..COLL_CUDA_MAX_SRCS */
-    int32_t ndsts;  /* 1..COLL_CUDA_MAX_DSTS */
-    int32_t vec;    /* 1: every pointer is 16-byte aligned, use 16-byte loads and stores */
-    int32_t pad_;
+    uint64_t count;   /* elements */
+    int32_t nsrcs;    /* 1..COLL_CUDA_MAX_SRCS */
+    int32_t ndsts;    /* 1..COLL_CUDA_MAX_DSTS */
+    int32_t vec;      /* 1: every pointer is 16-byte aligned, use 16-byte loads and stores */
+    uint32_t divisor; /* avg kernels: n >= 2, each result is divided by; 0 for the others */
 };
 
 /*
- * The kernels, one per (storage tag, op), as X(tag, op, T, A, LOAD, STORE, OP): elements of
- * type T are widened by LOAD to the accumulator type A, folded with OP, narrowed by STORE.
- * Tags follow reduce.c: integer sum and prod use the unsigned tags for both signednesses
- * (same bits, elem.h), signed max and min have their own. The CPU reference (cuda.c) and
- * the kernels expand this same list, so they cannot drift apart; the kernel of (tag, op) is
- * named "coll_rc_<tag>_<op>".
+ * The kernels, one per (storage tag, op), as X(tag, op, T, A, LOAD, STORE, OP, FIN, NT):
+ * elements of type T are widened by LOAD to the accumulator type A, folded with OP, narrowed
+ * by STORE, and the stored value r becomes FIN(r, n), n being the argument block's divisor
+ * converted once to NT. FIN is COLL_RC_KEEP (r itself) but for avg, where it is elem.h's
+ * coll__div_<tag> with elem.h's divisor type. Tags follow reduce.c: integer sum and prod
+ * use the unsigned tags for both signednesses (same bits, elem.h), signed max, min and avg
+ * have their own (avg sums through the unsigned op, then divides with its sign). The CPU
+ * reference (cuda.c), the emulator (tests/fakecudart) and the kernels expand this same
+ * list, so they cannot drift apart; the kernel of (tag, op) is named "coll_rc_<tag>_<op>".
  */
 #define COLL_RC_ID(x) (x)
+#define COLL_RC_KEEP(r, n) (r)
 #define COLL_RC_FOUR(X, tag, T, A, load, store, optag)                                             \
-    X(tag, sum, T, A, load, store, coll__sum_##optag)                                              \
-    X(tag, prod, T, A, load, store, coll__prod_##optag)                                            \
-    X(tag, max, T, A, load, store, coll__max_##optag)                                              \
-    X(tag, min, T, A, load, store, coll__min_##optag)
+    X(tag, sum, T, A, load, store, coll__sum_##optag, COLL_RC_KEEP, uint32_t)                      \
+    X(tag, prod, T, A, load, store, coll__prod_##optag, COLL_RC_KEEP, uint32_t)                    \
+    X(tag, max, T, A, load, store, coll__max_##optag, COLL_RC_KEEP, uint32_t)                      \
+    X(tag, min, T, A, load, store, coll__min_##optag, COLL_RC_KEEP, uint32_t)
 #define COLL_RC_MAXMIN(X, tag, T)                                                                  \
-    X(tag, max, T, T, COLL_RC_ID, COLL_RC_ID, coll__max_##tag)                                     \
-    X(tag, min, T, T, COLL_RC_ID, COLL_RC_ID, coll__min_##tag)
+    X(tag, max, T, T, COLL_RC_ID, COLL_RC_ID, coll__max_##tag, COLL_RC_KEEP, uint32_t)             \
+    X(tag, min, T, T, COLL_RC_ID, COLL_RC_ID, coll__min_##tag, COLL_RC_KEEP, uint32_t)
+#define COLL_RC_AVG(X, tag, T, A, load, store, optag)                                              \
+    X(tag, avg, T, A, load, store, coll__sum_##optag, coll__div_##tag, coll__divisor_##tag)
 #define COLL_RC_LIST(X)                                                                            \
     COLL_RC_FOUR(X, u8, uint8_t, uint8_t, COLL_RC_ID, COLL_RC_ID, u8)                              \
     COLL_RC_FOUR(X, u32, uint32_t, uint32_t, COLL_RC_ID, COLL_RC_ID, u32)                          \
@@ -83,7 +101,19 @@ struct coll_cuda_rc_args {
     COLL_RC_FOUR(X, f16, uint16_t, float, coll__f16_to_f32, coll__f32_to_f16, f32)                 \
     COLL_RC_FOUR(X, bf16, uint16_t, float, coll__bf16_to_f32, coll__f32_to_bf16, f32)              \
     COLL_RC_FOUR(X, e4m3, uint8_t, float, coll__e4m3_to_f32, coll__f32_to_e4m3, f32)               \
-    COLL_RC_FOUR(X, e5m2, uint8_t, float, coll__e5m2_to_f32, coll__f32_to_e5m2, f32)
+    COLL_RC_FOUR(X, e5m2, uint8_t, float, coll__e5m2_to_f32, coll__f32_to_e5m2, f32)               \
+    COLL_RC_AVG(X, i8, int8_t, uint8_t, COLL_RC_ID, COLL_RC_ID, u8)                                \
+    COLL_RC_AVG(X, u8, uint8_t, uint8_t, COLL_RC_ID, COLL_RC_ID, u8)                               \
+    COLL_RC_AVG(X, i32, int32_t, uint32_t, COLL_RC_ID, COLL_RC_ID, u32)                            \
+    COLL_RC_AVG(X, u32, uint32_t, uint32_t, COLL_RC_ID, COLL_RC_ID, u32)                           \
+    COLL_RC_AVG(X, i64, int64_t, uint64_t, COLL_RC_ID, COLL_RC_ID, u64)                            \
+    COLL_RC_AVG(X, u64, uint64_t, uint64_t, COLL_RC_ID, COLL_RC_ID, u64)                           \
+    COLL_RC_AVG(X, f32, float, float, COLL_RC_ID, COLL_RC_ID, f32)                                 \
+    COLL_RC_AVG(X, f64, double, double, COLL_RC_ID, COLL_RC_ID, f64)                               \
+    COLL_RC_AVG(X, f16, uint16_t, float, coll__f16_to_f32, coll__f32_to_f16, f32)                  \
+    COLL_RC_AVG(X, bf16, uint16_t, float, coll__bf16_to_f32, coll__f32_to_bf16, f32)               \
+    COLL_RC_AVG(X, e4m3, uint8_t, float, coll__e4m3_to_f32, coll__f32_to_e4m3, f32)                \
+    COLL_RC_AVG(X, e5m2, uint8_t, float, coll__e5m2_to_f32, coll__f32_to_e5m2, f32)
 
 /* The host part below is C only: nvcc compiles division 1 and stops here. */
 #ifndef __CUDACC__
@@ -211,24 +241,27 @@ COLL_INTERNAL coll_status_t coll__cuda_mem_kind(struct coll_comm *comm, const vo
 
 /*
  * dst[d][i] = src[0][i] op ... op src[nsrcs - 1][i] for i < count and d < ndsts, as in the
- * header comment, queued on `stream` (a cudaStream_t; NULL is the default stream) of the
- * current device, which must be able to access every buffer. Returns once the kernel is
- * queued: the buffers are the caller's until the stream has run it. A dst may be a src
+ * header comment; with op COLL_AVG that sum, rounded to the dtype, divided by `divisor`
+ * (coll__reduce_div's math; 1: the sum itself), which must be 1 for every other op. Queued
+ * on `stream` (a cudaStream_t; NULL is the default stream) of the current device, which
+ * must be able to access every buffer. Returns once the kernel is queued: the buffers are
+ * the caller's until the stream has run it. A dst may be a src
  * exactly (in place), never a partial overlap; two dsts must not overlap each other.
  *
  * 16-byte loads and stores when every pointer is 16-byte aligned, element-sized otherwise.
  * Grid: the device's SM count times the blocks of COLL_CUDA_RC_THREADS one SM holds,
  * fewer for small counts. count == 0 queues nothing.
  *
- * COLL_INVALID_ARGUMENT: nsrcs, ndsts, dtype, op, a NULL buffer or one not aligned to the
- * element size (which the GPU cannot access). COLL_INVALID_USAGE: no
- * CUDA (the message says why, e.g. no device or built without nvcc). COLL_CUDA_ERROR: the
- * kernels did not load or the launch failed (the CUDA text is in comm's message).
+ * COLL_INVALID_ARGUMENT: nsrcs, ndsts, dtype, op, divisor (0, or not 1 with an op other
+ * than AVG), a NULL buffer or one not aligned to the element size (which the GPU cannot
+ * access). COLL_INVALID_USAGE: no CUDA (the message says why, e.g. no device or built
+ * without nvcc). COLL_CUDA_ERROR: the kernels did not load or the launch failed (the CUDA
+ * text is in comm's message).
  */
 COLL_INTERNAL coll_status_t coll__cuda_reduce_copy(struct coll_comm *comm, void *const dst[],
                                                    int ndsts, const void *const src[], int nsrcs,
                                                    size_t count, coll_dtype_t dt, coll_op_t op,
-                                                   void *stream);
+                                                   uint32_t divisor, void *stream);
 
 /*
  * The CPU reference: the same k-input semantics, bit for bit the kernels' results (up to
@@ -238,7 +271,7 @@ COLL_INTERNAL coll_status_t coll__cuda_reduce_copy(struct coll_comm *comm, void 
 COLL_INTERNAL coll_status_t coll__cuda_ref_reduce_copy(struct coll_comm *comm, void *const dst[],
                                                        int ndsts, const void *const src[],
                                                        int nsrcs, size_t count, coll_dtype_t dt,
-                                                       coll_op_t op);
+                                                       coll_op_t op, uint32_t divisor);
 
 #endif /* !__CUDACC__ */
 #endif /* COLL_CUDA_H */

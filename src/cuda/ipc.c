@@ -19,7 +19,8 @@
  *             (K = COLL_IPC_SLOTS) and records an event (host buffers: the worker copies);
  *   C j       compute, on the comm's own stream: the reduce-copy of this rank's slice of
  *             piece j from every rank's "in" into its own "out", ranks folded in rank
- *             order (reduce-scatter: its block; all-gather and the broadcast root: a copy
+ *             order, AVG then divided by the comm size (reduce-scatter: its block;
+ *             all-gather and the broadcast root: a copy
  *             from "in" to "out"); the worker waits until it is done;
  *   G j       gather, on the comm's stream: every rank's "out" share into recvbuf; when it
  *             is done the worker releases the stream's WAIT j (the last one after B(np));
@@ -64,7 +65,7 @@ bool coll__ipc_eligible(enum coll_stream_kind kind, coll_op_t op)
     case COLL_SK_ALLREDUCE:
     case COLL_SK_REDUCE:
     case COLL_SK_REDUCE_SCATTER:
-        return op != COLL_AVG;
+        return (unsigned)op < COLL_NUM_OPS;
     case COLL_SK_BROADCAST:
     case COLL_SK_ALLGATHER:
         return true;
@@ -501,17 +502,24 @@ coll_status_t coll__ipc_compute(struct coll_comm *comm, struct coll_ipc *ipc,
     if (hi == lo)
         return COLL_SUCCESS;
     /* (... ((in_0 op in_1) op in_2) ...) in rank order, COLL_CUDA_MAX_SRCS inputs per
-     * launch; later launches fold into the result in place */
+     * launch; later launches fold into the result in place. AVG: the launch that adds the
+     * last rank divides the sum it rounded by the comm size, so each element of the slice
+     * is divided once, before anyone gathers it (the host's sum, then coll__reduce_div);
+     * the launches before it only sum (divisor 1). */
     dst[0] = ipc->mine + s + out_off + lo * esize;
     for (int q0 = 0, k; q0 < ipc->nranks; q0 += k) {
         int first = q0 == 0 ? 0 : 1;
+        uint32_t divisor;
+
         if (first)
             src[0] = dst[0];
         k = ipc->nranks - q0 < COLL_CUDA_MAX_SRCS - first ? ipc->nranks - q0
                                                           : COLL_CUDA_MAX_SRCS - first;
         for (int i = 0; i < k; i++)
             src[first + i] = ipc->base[q0 + i] + s + at * esize;
-        st = coll__cuda_reduce_copy(comm, dst, 1, src, first + k, hi - lo, dtype, op, ipc->stream);
+        divisor = op == COLL_AVG && q0 + k == ipc->nranks ? (uint32_t)ipc->nranks : 1;
+        st = coll__cuda_reduce_copy(comm, dst, 1, src, first + k, hi - lo, dtype, op, divisor,
+                                    ipc->stream);
         if (st != COLL_SUCCESS)
             return st;
     }

@@ -28,8 +28,8 @@ struct coll_ipc {
 };
 
 /* Whether a stream-ordered call of this kind and op can go through IPC: the five
- * collectives, with an op the kernels compute (AVG needs a division they do not do). The
- * same answer on every rank, since every rank makes the same call. */
+ * collectives, with every op (AVG's division is the avg kernels', see coll__ipc_compute).
+ * The same answer on every rank, since every rank makes the same call. */
 COLL_INTERNAL bool coll__ipc_eligible(enum coll_stream_kind kind, coll_op_t op);
 
 /*
@@ -84,10 +84,11 @@ COLL_INTERNAL int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nrank
 
 /*
  * Queue on ipc->stream this rank's part of a piece of n elements (of at most piece, which
- * fixes the layout) in slot `slot`: the reduce-copy
- * of its slice (all-reduce, reduce) or of its block (reduce-scatter) from every rank's "in"
- * region into its own "out" region, folding the ranks in rank order; a copy from "in" to
- * "out" (all-gather, and broadcast at the root); nothing otherwise.
+ * fixes the layout) in slot `slot`: the reduce-copy of its slice (all-reduce, reduce) or of
+ * its block (reduce-scatter) from every rank's "in" region into its own "out" region,
+ * folding the ranks in rank order (AVG: that sum divided by the comm size, once per
+ * element, as the host's coll__reduce_div ends its sum); a copy from "in" to "out"
+ * (all-gather, and broadcast at the root); nothing otherwise.
  */
 COLL_INTERNAL coll_status_t coll__ipc_compute(struct coll_comm *comm, struct coll_ipc *ipc,
                                               enum coll_stream_kind kind, int root, size_t piece,

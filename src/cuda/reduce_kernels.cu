@@ -1,6 +1,7 @@
 /*
  * reduce_kernels.cu - fused reduce-copy kernels: dst_d[i] = src_0[i] op ... op src_{k-1}[i],
- * k = 1..8 inputs, one or two outputs, for every (dtype, op) of COLL_RC_LIST (cuda.h).
+ * k = 1..8 inputs, one or two outputs, for every (dtype, op) of COLL_RC_LIST (cuda.h); the
+ * avg kernels then divide each stored sum by args.divisor (cuda.h says why fused).
  *
  * Built by nvcc into a fatbinary (sm_80, sm_90, and compute_90 PTX for later GPUs) that
  * meson embeds in libcoll as data; cuda.c loads it with cudaLibraryLoadData and looks the
@@ -24,8 +25,10 @@
 #include "../reduce/elem.h"
 #include "cuda.h"
 
-/* F: one entry of COLL_RC_LIST as a type: F::T storage, F::A accumulator, load/op/store. */
-template <class F> __device__ __forceinline__ void rc_vector(const coll_cuda_rc_args &a, uint64_t i)
+/* F: one entry of COLL_RC_LIST as a type: F::T storage, F::A accumulator, F::N divisor,
+ * load/op/store/fin. */
+template <class F>
+__device__ __forceinline__ void rc_vector(const coll_cuda_rc_args &a, typename F::N n, uint64_t i)
 {
     typedef typename F::T T;
     typedef typename F::A A;
@@ -54,7 +57,7 @@ template <class F> __device__ __forceinline__ void rc_vector(const coll_cuda_rc_
     }
 #pragma unroll
     for (int v = 0; v < V; v++)
-        x[v] = F::store(acc[v]);
+        x[v] = F::fin(F::store(acc[v]), n);
     memcpy(&raw[0], x, sizeof(x));
     reinterpret_cast<uint4 *>(a.dst[0])[i] = raw[0];
     if (a.ndsts > 1)
@@ -62,7 +65,7 @@ template <class F> __device__ __forceinline__ void rc_vector(const coll_cuda_rc_
 }
 
 template <class F>
-__device__ __forceinline__ void rc_element(const coll_cuda_rc_args &a, uint64_t i)
+__device__ __forceinline__ void rc_element(const coll_cuda_rc_args &a, typename F::N n, uint64_t i)
 {
     typedef typename F::T T;
     typedef typename F::A A;
@@ -78,7 +81,7 @@ __device__ __forceinline__ void rc_element(const coll_cuda_rc_args &a, uint64_t 
     for (int s = 1; s < COLL_CUDA_MAX_SRCS; s++)
         if (s < a.nsrcs)
             acc = F::op(acc, F::load(x[s]));
-    x[0] = F::store(acc);
+    x[0] = F::fin(F::store(acc), n);
     static_cast<T *>(a.dst[0])[i] = x[0];
     if (a.ndsts > 1)
         static_cast<T *>(a.dst[1])[i] = x[0];
@@ -89,23 +92,25 @@ template <class F> __device__ __forceinline__ void rc_kernel(const coll_cuda_rc_
     constexpr uint64_t V = 16 / sizeof(typename F::T);
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const typename F::N n = (typename F::N)a.divisor; /* converted once, as reduce.c does */
     uint64_t i, first = 0;
 
     if (a.vec) {
         const uint64_t nvec = a.count / V;
         for (i = tid; i < nvec; i += nthreads)
-            rc_vector<F>(a, i);
+            rc_vector<F>(a, n, i);
         first = nvec * V;
     }
     for (i = first + tid; i < a.count; i += nthreads)
-        rc_element<F>(a, i);
+        rc_element<F>(a, n, i);
 }
 
 /* One functor type and one extern "C" kernel per entry of the list. */
-#define RC_KERNEL(tag, op_, T_, A_, LOAD, STORE, OP)                                               \
+#define RC_KERNEL(tag, op_, T_, A_, LOAD, STORE, OP, FIN, N_)                                      \
     struct rc_##tag##_##op_ {                                                                      \
         typedef T_ T;                                                                              \
         typedef A_ A;                                                                              \
+        typedef N_ N;                                                                              \
         static __device__ __forceinline__ A load(T v)                                              \
         {                                                                                          \
             return LOAD(v);                                                                        \
@@ -117,6 +122,11 @@ template <class F> __device__ __forceinline__ void rc_kernel(const coll_cuda_rc_
         static __device__ __forceinline__ A op(A x, A y)                                           \
         {                                                                                          \
             return OP(x, y);                                                                       \
+        }                                                                                          \
+        static __device__ __forceinline__ T fin(T r, N n)                                          \
+        {                                                                                          \
+            (void)n;                                                                               \
+            return FIN(r, n);                                                                      \
         }                                                                                          \
     };                                                                                             \
     extern "C" __global__ void __launch_bounds__(COLL_CUDA_RC_THREADS)                             \

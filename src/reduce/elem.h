@@ -303,6 +303,27 @@ COLL__NARROW_OPS(e5m2, uint8_t)
 
 /* ---- 6 division, the end of AVG ------------------------------------------------------- */
 
+/*
+ * dst = coll__div_<tag>(sum, n) ends AVG wherever it runs: the host's coll__reduce_div
+ * (reduce.c) and the avg reduce-copy kernels (src/cuda/), which apply it to the sum they
+ * rounded to the dtype, so that both divide the same value the same way. n (the group
+ * size) is converted once to coll__divisor_<tag> by the caller's loop, not per element:
+ * integers keep it in 64 bits (it may exceed the dtype's range), floats take it in their
+ * own precision (narrow floats: fp32, the precision they divide in).
+ */
+typedef uint64_t coll__divisor_i8;
+typedef uint64_t coll__divisor_u8;
+typedef uint64_t coll__divisor_i32;
+typedef uint64_t coll__divisor_u32;
+typedef uint64_t coll__divisor_i64;
+typedef uint64_t coll__divisor_u64;
+typedef float coll__divisor_f16;
+typedef float coll__divisor_bf16;
+typedef float coll__divisor_e4m3;
+typedef float coll__divisor_e5m2;
+typedef float coll__divisor_f32;
+typedef double coll__divisor_f64;
+
 /* Floats divide in their own precision (narrow floats above: through fp32, rounded once). */
 COLL_HD static inline float coll__div_f32(float a, float n)
 {
@@ -324,13 +345,16 @@ COLL_HD static inline int64_t coll__div_i64(int64_t a, uint64_t n)
         return a / (int64_t)n;
     return (a == INT64_MIN && n == (uint64_t)1 << 63) ? -1 : 0;
 }
+/* The narrower signed types divide in 32 bits whenever n allows, which gives the same
+ * quotient: a GPU has no integer divider, and its 32-bit division is a far shorter
+ * instruction sequence than the 64-bit one. |quotient| <= |a|: it fits. */
 COLL_HD static inline int8_t coll__div_i8(int8_t a, uint64_t n)
 {
-    return (int8_t)coll__div_i64(a, n); /* |quotient| <= |a|: fits */
+    return (int8_t)(n <= (uint64_t)INT32_MAX ? a / (int32_t)n : coll__div_i64(a, n));
 }
 COLL_HD static inline int32_t coll__div_i32(int32_t a, uint64_t n)
 {
-    return (int32_t)coll__div_i64(a, n);
+    return (int32_t)(n <= (uint64_t)INT32_MAX ? a / (int32_t)n : coll__div_i64(a, n));
 }
 COLL_HD static inline uint8_t coll__div_u8(uint8_t a, uint64_t n)
 {

@@ -366,28 +366,29 @@ coll_status_t coll__reduce_n(void *dst, const void *const *src, int nsrc, size_t
 
 typedef void (*div_fn)(void *dst, size_t count, uint64_t n);
 
-/* div_<tag>: dst[i] = coll__div_<tag>(dst[i], N), N being n converted once to NT */
-#define DIV_LOOP(tag, T, NT)                                                                       \
+/* div_<tag>: dst[i] = coll__div_<tag>(dst[i], n), n converted once to the divisor type that
+ * elem.h gives the tag (the avg kernels of src/cuda/ convert it the same way) */
+#define DIV_LOOP(tag, T)                                                                           \
     static REDUCE_VECTORIZE void div_##tag(void *dst_, size_t count, uint64_t n)                   \
     {                                                                                              \
         T *dst = dst_;                                                                             \
-        const NT nn = (NT)n;                                                                       \
+        const coll__divisor_##tag nn = (coll__divisor_##tag)n;                                     \
         for (size_t i = 0; i < count; i++)                                                         \
             dst[i] = coll__div_##tag(dst[i], nn);                                                  \
     }
 
-DIV_LOOP(i8, int8_t, uint64_t)
-DIV_LOOP(u8, uint8_t, uint64_t)
-DIV_LOOP(i32, int32_t, uint64_t)
-DIV_LOOP(u32, uint32_t, uint64_t)
-DIV_LOOP(i64, int64_t, uint64_t)
-DIV_LOOP(u64, uint64_t, uint64_t)
-DIV_LOOP(f16, uint16_t, float)
-DIV_LOOP(f32, float, float)
-DIV_LOOP(f64, double, double)
-DIV_LOOP(bf16, uint16_t, float)
-DIV_LOOP(e4m3, uint8_t, float)
-DIV_LOOP(e5m2, uint8_t, float)
+DIV_LOOP(i8, int8_t)
+DIV_LOOP(u8, uint8_t)
+DIV_LOOP(i32, int32_t)
+DIV_LOOP(u32, uint32_t)
+DIV_LOOP(i64, int64_t)
+DIV_LOOP(u64, uint64_t)
+DIV_LOOP(f16, uint16_t)
+DIV_LOOP(f32, float)
+DIV_LOOP(f64, double)
+DIV_LOOP(bf16, uint16_t)
+DIV_LOOP(e4m3, uint8_t)
+DIV_LOOP(e5m2, uint8_t)
 
 static const div_fn div_table[COLL_NUM_DTYPES] = {
     [COLL_INT8] = div_i8,       [COLL_UINT8] = div_u8,        [COLL_INT32] = div_i32,

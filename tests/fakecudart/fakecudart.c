@@ -2113,15 +2113,17 @@ out_unlock:
 /* The reduce-copy kernels, from the list and the math the GPU kernels and the CPU
  * reference share. All inputs of element i are read before it is written: a dst may be a
  * src exactly. */
-#define FC_RC_FN(tag, op, T, A, LOAD, STORE, OP)                                                   \
+#define FC_RC_FN(tag, op, T, A, LOAD, STORE, OP, FIN, NT)                                          \
     static void fc_rc_##tag##_##op(const struct coll_cuda_rc_args *a)                              \
     {                                                                                              \
+        const NT n = (NT)a->divisor;                                                               \
+        (void)n;                                                                                   \
         for (uint64_t i = 0; i < a->count; i++) {                                                  \
             A acc = LOAD(((const T *)a->src[0])[i]);                                               \
             T r;                                                                                   \
             for (int s = 1; s < a->nsrcs; s++)                                                     \
                 acc = OP(acc, LOAD(((const T *)a->src[s])[i]));                                    \
-            r = STORE(acc);                                                                        \
+            r = FIN(STORE(acc), n);                                                                \
             for (int d = 0; d < a->ndsts; d++)                                                     \
                 ((T *)a->dst[d])[i] = r;                                                           \
         }                                                                                          \
@@ -2130,11 +2132,12 @@ COLL_RC_LIST(FC_RC_FN)
 
 struct fc_kdef {
     const char *name;
+    const char *op;
     size_t esize;
     void (*run)(const struct coll_cuda_rc_args *a);
 };
-#define FC_RC_DEF(tag, op, T, A, LOAD, STORE, OP)                                                  \
-    {"coll_rc_" #tag "_" #op, sizeof(T), fc_rc_##tag##_##op},
+#define FC_RC_DEF(tag, op, T, A, LOAD, STORE, OP, FIN, NT)                                         \
+    {"coll_rc_" #tag "_" #op, #op, sizeof(T), fc_rc_##tag##_##op},
 static const struct fc_kdef fc_kdefs[] = {COLL_RC_LIST(FC_RC_DEF)};
 #define FC_NKERNELS (sizeof(fc_kdefs) / sizeof(fc_kdefs[0]))
 
@@ -2332,6 +2335,13 @@ FC_API int cudaLaunchKernel(const void *func, struct coll_cuda_dim3 grid,
     if (a.nsrcs < 1 || a.nsrcs > COLL_CUDA_MAX_SRCS || a.ndsts < 1 ||
         a.ndsts > COLL_CUDA_MAX_DSTS) {
         fc_violation("%s: %d inputs and %d outputs", k->def->name, a.nsrcs, a.ndsts);
+        rc = cudaErrorInvalidValue;
+        goto out_unlock;
+    }
+    /* An avg kernel given 0 would divide integers by zero (undefined on a GPU, a trap
+     * here); any other kernel given a divisor would drop the division the caller meant. */
+    if (strcmp(k->def->op, "avg") == 0 ? a.divisor == 0 : a.divisor != 0) {
+        fc_violation("%s: divisor %u (avg kernels: 1 or more; others: 0)", k->def->name, a.divisor);
         rc = cudaErrorInvalidValue;
         goto out_unlock;
     }
