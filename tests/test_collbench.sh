@@ -21,8 +21,8 @@ if [ -n "${4:-}" ]; then export COLLBENCH_PLOT=$4; fi
 GUARD="timeout -k 5 120"
 export COLL_TIMEOUT_MS=60000
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_collbench.XXXXXX")
-cleanup() {
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+tap_cleanup() {
     # Only processes that carry this run's scratch directory in their environment.
     for f in "$TMP"/*.pid; do
         [ -e "$f" ] || continue
@@ -30,30 +30,9 @@ cleanup() {
         case $pid in '' | *[!0-9]*) continue ;; esac
         grep -qzF "W=$TMP" "/proc/$pid/environ" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
     done
-    rm -rf "$TMP"
 }
-trap cleanup EXIT
+tap_diag() { tap_show "tail -n 15" "$TMP/out" "$TMP/err"; }
 export W=$TMP # marks our processes for cleanup
-
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    shift
-    for line in "$@"; do echo "# $line"; done
-    for f in "$TMP"/out "$TMP"/err; do
-        [ -s "$f" ] && sed 's/^/#   /' "$f" | tail -n 15
-    done
-}
-check() {
-    local desc=$1
-    shift
-    if "$@"; then ok "$desc"; else not_ok "$desc" "failed: $*"; fi
-}
 
 # bench ARGS...: collbench alone; mp NP ARGS...: under collrun. Output in $TMP/out, err,
 # status in $rc.
@@ -522,5 +501,4 @@ COLL_SIZE=2 COLL_RANK=0 bench allreduce --np 3 -b 8 -e 8
 check "exit 2: --np that disagrees with the launcher's rank count" \
     test "$rc" = 2 -a -s "$TMP/err"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

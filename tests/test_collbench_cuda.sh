@@ -25,28 +25,8 @@ export COLL_TIMEOUT_MS=30000 COLL_CUDA_STAGING_BYTES=65536
 export COLL_CUDA_IPC=0
 unset COLL_CUDA_DISABLE COLL_TRANSPORT
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_collbench_cuda.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    shift
-    for line in "$@"; do echo "# $line"; done
-    for f in "$TMP"/out "$TMP"/err; do
-        [ -s "$f" ] && sed 's/^/#   /' "$f" | tail -n 15
-    done
-}
-check() {
-    local desc=$1
-    shift
-    if "$@"; then ok "$desc"; else not_ok "$desc" "failed: $*"; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+tap_diag() { tap_show "tail -n 15" "$TMP/out" "$TMP/err"; }
 
 # cuda NP ARGS...: collbench --memtype cuda under collrun with the emulated runtime;
 # bench ARGS...: collbench alone. Output in $TMP/out and err, status in $rc.
@@ -74,10 +54,7 @@ says_cuda() {
         grep -q '"memtype": "cuda"' "$TMP/run.json"
 }
 
-if [ ! -r "$FAKECUDART" ]; then
-    echo "1..0 # SKIP no emulated CUDA runtime at '$FAKECUDART'"
-    exit 0
-fi
+[ -r "$FAKECUDART" ] || skip_all "no emulated CUDA runtime at '$FAKECUDART'"
 
 # ---------------------------------------------------------------------------------------
 # Every collective with a stream-ordered call, checked on 2 ranks over shm and tcp: sizes
@@ -179,5 +156,4 @@ check "--device without --memtype cuda: exit 2" \
 bench allreduce --memtype cuda --calibrate
 check "--calibrate --memtype cuda: exit 2" eval '[ "$rc" = 2 ] && [ -s "$TMP/err" ]'
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

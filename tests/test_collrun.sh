@@ -15,8 +15,8 @@ COLLRUN=${1:?usage: test_collrun.sh COLLRUN [COLLBENCH]}
 COLLBENCH=${2:-}
 GUARD="timeout -k 5 60"    # outer bound for one collrun run, far above what any case needs
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_collrun.XXXXXX")
-cleanup() {
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+tap_cleanup() {
     # Kill what a failed case left behind: only processes that carry this run's scratch
     # directory in their environment (a recorded pid may since belong to someone else).
     for f in "$TMP"/*/*.pid; do
@@ -25,29 +25,8 @@ cleanup() {
         case $pid in '' | *[!0-9]*) continue ;; esac
         grep -qzF "W=$TMP/" "/proc/$pid/environ" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
     done
-    rm -rf "$TMP"
 }
-trap cleanup EXIT
-
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    shift
-    for line in "$@"; do echo "# $line"; done
-    for f in "$TMP"/out "$TMP"/err; do
-        [ -s "$f" ] && sed 's/^/#   /' "$f" | head -n 20
-    done
-}
-# check DESC COND...: ok when the command COND succeeds.
-check() {
-    local desc=$1
-    shift
-    if "$@"; then ok "$desc"; else not_ok "$desc" "failed: $*"; fi
-}
+tap_diag() { tap_show "head -n 20" "$TMP/out" "$TMP/err"; }
 
 alive() {
     local pid=$1 state
@@ -203,8 +182,9 @@ export W=$H    # the ranks' scratch directory
 # could see it, and a shell cannot undo an ignore it inherited: nothing to test then.
 sigign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)
 if [ $((0x${sigign:-0} & 1)) -ne 0 ]; then
-    ok "SIGHUP to collrun kills ranks that do not catch it # SKIP SIGHUP is ignored by this test's parent"
-    ok "no rank survives a forwarded SIGHUP # SKIP SIGHUP is ignored by this test's parent"
+    why="SIGHUP is ignored by this test's parent"
+    skip "SIGHUP to collrun kills ranks that do not catch it" "$why"
+    skip "no rank survives a forwarded SIGHUP" "$why"
 else
     "$COLLRUN" --timeout 60 -n 2 sh -c 'echo $$ > "$W/rank$COLL_RANK.pid"; exec sleep 300' \
         >"$TMP/out" 2>"$TMP/err" </dev/null &
@@ -391,5 +371,4 @@ if [ -n "$COLLBENCH" ]; then
     bench_usage "root out of range" broadcast -r 1 -b 8 -e 8
 fi
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

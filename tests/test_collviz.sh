@@ -12,21 +12,8 @@ set -u
 COLLVIZ=${1:?usage: test_collviz.sh COLLVIZ}
 HERE=$(cd "$(dirname "$0")" && pwd)
 GOLDEN=$HERE/golden
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_collviz.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 GUARD="timeout -k 5 60"
-n=0
-failed=0
-
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    shift
-    for l in "$@"; do echo "# $l"; done
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
 
 # ---- golden drawings ------------------------------------------------------------------------
 golden() { # name, then collviz arguments
@@ -239,5 +226,4 @@ else
     fi
 fi
 
-echo "1..$n"
-[ $failed = 0 ]
+tap_done

@@ -14,21 +14,8 @@ DPTRAIN=${2:?usage: test_dptrain.sh COLLRUN DPTRAIN}
 GUARD="timeout -k 5 60"
 export COLL_TIMEOUT_MS=${COLL_TIMEOUT_MS:-60000}
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_dptrain.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    for f in "$TMP"/out "$TMP"/err; do
-        [ -s "$f" ] && sed 's/^/#   /' "$f" | tail -n 15
-    done
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+tap_diag() { tap_show "tail -n 15" "$TMP/out" "$TMP/err"; }
 
 # A small model on synthetic data. Batch 30 does not divide by 4: ranks get uneven slices.
 # Buckets of 4 KB split the model into three, so several all-reduces are in flight.
@@ -378,5 +365,4 @@ else
     not_ok "--plot writes PNGs"
 fi
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

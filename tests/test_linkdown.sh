@@ -19,59 +19,51 @@ tag=cl$$
 A=${tag}a B=${tag}b VA=${tag}va VB=${tag}vb
 net=$((($$ % 200) + 20))
 
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null 2>&1; then
-    echo "1..0 # SKIP needs root and iproute2"
-    exit 0
+    skip_all "needs root and iproute2"
 fi
-if ! ip netns add "$A" 2>/dev/null; then
-    echo "1..0 # SKIP cannot create network namespaces here"
-    exit 0
-fi
-W=$(mktemp -d "${TMPDIR:-/tmp}/test_linkdown.XXXXXX")
+ip netns add "$A" 2>/dev/null || skip_all "cannot create network namespaces here"
 pids=()
-cleanup() {
+tap_cleanup() {
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
     ip netns del "$A" 2>/dev/null
     ip netns del "$B" 2>/dev/null
-    rm -rf "$W"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
 
 if ! { ip netns add "$B" && ip link add "$VA" type veth peer name "$VB" &&
        ip link set "$VA" netns "$A" && ip link set "$VB" netns "$B" &&
        ip -n "$A" addr add "10.231.$net.1/24" dev "$VA" &&
        ip -n "$B" addr add "10.231.$net.2/24" dev "$VB" &&
        ip -n "$A" link set "$VA" up && ip -n "$B" link set "$VB" up &&
-       ip -n "$A" link set lo up && ip -n "$B" link set lo up; } 2>"$W/ip.err"; then
-    echo "1..0 # SKIP cannot build the veth pair: $(head -n 1 "$W/ip.err")"
-    exit 0
+       ip -n "$A" link set lo up && ip -n "$B" link set lo up; } 2>"$TMP/ip.err"; then
+    skip_all "cannot build the veth pair: $(head -n 1 "$TMP/ip.err")"
 fi
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # The bootstrap root lives in namespace A, in a process of its own, until we end it.
-mkfifo "$W/idin"
-ip netns exec "$A" env COLL_SOCKET_IFNAME="=$VA" "$REL" id <"$W/idin" >"$W/id" 2>"$W/id.err" &
+mkfifo "$TMP/idin"
+ip netns exec "$A" env COLL_SOCKET_IFNAME="=$VA" "$REL" id <"$TMP/idin" >"$TMP/id" 2>"$TMP/id.err" &
 pids+=($!)
-exec 7>"$W/idin"
-for _ in $(seq 100); do [ -s "$W/id" ] && break; sleep 0.1; done
-id=$(head -n 1 "$W/id")
+exec 7>"$TMP/idin"
+for _ in $(seq 100); do [ -s "$TMP/id" ] && break; sleep 0.1; done
+id=$(head -n 1 "$TMP/id")
 
-echo "1..3"
 if [ -z "$id" ]; then
-    echo "not ok 1 - the bootstrap root starts in namespace $A"
-    sed 's/^/# /' "$W/id.err"
-    echo "not ok 2 - # SKIP no root"
-    echo "not ok 3 - # SKIP no root"
-    exit 1
+    not_ok "the bootstrap root starts in namespace $A" "$(cat "$TMP/id.err")"
+    skip "rank 0 returns an error after the link went down" "no root"
+    skip "rank 1 returns an error after the link went down" "no root"
+    tap_done
+    exit
 fi
 
 start_rank() { # RANK NS IF
     ip netns exec "$2" env COLL_UNIQUE_ID="$id" COLL_RANK="$1" COLL_SIZE=2 \
         COLL_SOCKET_IFNAME="=$3" COLL_TRANSPORT=tcp COLL_TIMEOUT_MS="$TIMEOUT_MS" \
-        COLL_BOOTSTRAP_TIMEOUT_MS=20000 "$REL" run 7 0 65536 >"$W/out$1" 2>"$W/err$1" &
+        COLL_BOOTSTRAP_TIMEOUT_MS=20000 "$REL" run 7 0 65536 >"$TMP/out$1" 2>"$TMP/err$1" &
     pids+=($!)
 }
 start_rank 0 "$A" "$VA"
@@ -79,15 +71,18 @@ rank0=${pids[-1]}
 start_rank 1 "$B" "$VB"
 rank1=${pids[-1]}
 for _ in $(seq 200); do
-    grep -q READY "$W/out0" 2>/dev/null && grep -q READY "$W/out1" 2>/dev/null && break
+    grep -q READY "$TMP/out0" 2>/dev/null && grep -q READY "$TMP/out1" 2>/dev/null && break
     sleep 0.1
 done
-if ! grep -q READY "$W/out0" || ! grep -q READY "$W/out1"; then
-    echo "not ok 1 - both ranks run collectives across the veth pair"
-    tail -n 5 "$W"/out* "$W"/err* | sed 's/^/# /'
-    exit 1
+if ! grep -q READY "$TMP/out0" || ! grep -q READY "$TMP/out1"; then
+    not_ok "both ranks run collectives across the veth pair" \
+        "$(tail -n 5 "$TMP"/out* "$TMP"/err*)"
+    skip "rank 0 returns an error after the link went down" "no collective to interrupt"
+    skip "rank 1 returns an error after the link went down" "no collective to interrupt"
+    tap_done
+    exit
 fi
-echo "ok 1 - both ranks run collectives across the veth pair"
+ok "both ranks run collectives across the veth pair"
 sleep 0.5
 down_ms=$(now_ms)
 ip -n "$A" link set "$VA" down
@@ -98,29 +93,23 @@ while kill -0 "$rank0" 2>/dev/null || kill -0 "$rank1" 2>/dev/null; do
     [ "$(now_ms)" -gt "$limit" ] && break
     sleep 0.1
 done
-n=1
-failed=0
 for r in 0 1; do
-    n=$((n + 1))
-    line=$(grep -m1 '^ERROR' "$W/out$r")
+    line=$(grep -m1 '^ERROR' "$TMP/out$r")
     pid=$rank0
     [ "$r" = 1 ] && pid=$rank1
     if kill -0 "$pid" 2>/dev/null; then
-        echo "not ok $n - rank $r returns after the link went down (still running: a hang)"
-        failed=$((failed + 1))
-    elif grep -q '^WRONG' "$W/out$r" || [ -z "$line" ]; then
-        echo "not ok $n - rank $r reports an error, not a wrong result"
-        failed=$((failed + 1))
+        not_ok "rank $r returns after the link went down (still running: a hang)"
+    elif grep -q '^WRONG' "$TMP/out$r" || [ -z "$line" ]; then
+        not_ok "rank $r reports an error, not a wrong result"
     else
         t_ms=$(($(echo "$line" | awk '{print $3}') / 1000000 - down_ms))
         lim=$((TIMEOUT_MS + SLACK_MS))
         if [ "$t_ms" -le "$lim" ]; then
-            echo "ok $n - rank $r: error $t_ms ms after the link went down (limit $lim ms)"
+            ok "rank $r: error $t_ms ms after the link went down (limit $lim ms)"
         else
-            echo "not ok $n - rank $r: error only $t_ms ms after the link went down (limit $lim ms)"
-            failed=$((failed + 1))
+            not_ok "rank $r: error only $t_ms ms after the link went down (limit $lim ms)"
         fi
     fi
-    sed 's/^/# /' "$W/out$r" | grep -v '^# READY' | head -n 3
+    sed 's/^/# /' "$TMP/out$r" | grep -v '^# READY' | head -n 3
 done
-[ "$failed" -eq 0 ]
+tap_done

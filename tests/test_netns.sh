@@ -14,22 +14,13 @@ COLLRUN=$(readlink -f "${1:?usage: test_netns.sh COLLRUN COLLBENCH}")
 COLLBENCH=$(readlink -f "${2:?usage: test_netns.sh COLLRUN COLLBENCH}")
 BED=$(dirname "$(readlink -f "$0")")/../bench/netns_hosts.sh
 
-why=$("$BED" check 2>&1) || { echo "1..0 # SKIP network namespaces unavailable: $why"; exit 0; }
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+tap_diag() { tap_show "tail -n 25" "$TMP/out"; }
 
-W=$(mktemp -d "${TMPDIR:-/tmp}/test_netns.XXXXXX")
-export NETNS_STATE="$W/state"
-trap '"$BED" down; rm -rf "$W"' EXIT
-trap 'exit 1' INT TERM
+why=$("$BED" check 2>&1) || skip_all "network namespaces unavailable: $why"
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    [ -s "$W/out" ] && sed 's/^/#   /' "$W/out" | tail -n 25
-}
+export NETNS_STATE="$TMP/state"
+tap_cleanup() { "$BED" down; }
 
 export COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
 COLLS="allreduce broadcast reduce allgather reducescatter alltoall gather scatter sendrecv barrier"
@@ -37,20 +28,20 @@ COLLS="allreduce broadcast reduce allgather reducescatter alltoall gather scatte
 for cfg in "2 4" "4 2"; do
     read -r k per <<<"$cfg"
     np=$((k * per))
-    if ! "$BED" up "$k" -r 1gbit >"$W/out" 2>&1; then
+    if ! "$BED" up "$k" -r 1gbit >"$TMP/out" 2>&1; then
         not_ok "$k hosts: the test bed comes up"
         continue
     fi
     id=$(cat "$NETNS_STATE")
     on_hosts() { # collrun over the hosts, the root on the bridge
         COLL_SOCKET_IFNAME="=cn${id}br" timeout -k 5 60 "$COLLRUN" -n "$np" "$BED" _enter "$id" \
-            "$per" "$@" >"$W/out" 2>&1
+            "$per" "$@" >"$TMP/out" 2>&1
     }
     # the hosts coll sees: k of them, host h holding ranks h*per .. h*per+per-1
     want="$np ranks on $k hosts"
-    if on_hosts "$COLLBENCH" --topo && grep -q "^$want\$" "$W/out" &&
-        [ "$(grep -c '^  host [0-9]* host[0-9] *ranks' "$W/out")" -eq "$k" ] &&
-        grep -q "^  host 1 host1 *ranks $(seq -s ' ' "$per" $((2 * per - 1)))\$" "$W/out"; then
+    if on_hosts "$COLLBENCH" --topo && grep -q "^$want\$" "$TMP/out" &&
+        [ "$(grep -c '^  host [0-9]* host[0-9] *ranks' "$TMP/out")" -eq "$k" ] &&
+        grep -q "^  host 1 host1 *ranks $(seq -s ' ' "$per" $((2 * per - 1)))\$" "$TMP/out"; then
         ok "$k hosts x $per ranks: collbench --topo sees $want"
     else
         not_ok "$k hosts x $per ranks: collbench --topo sees $want"
@@ -58,19 +49,18 @@ for cfg in "2 4" "4 2"; do
     bad=""
     for c in $COLLS; do
         if ! on_hosts "$COLLBENCH" "$c" -b 8 -e 256K -f 32 -n 1 -w 1 -c 1 ||
-            ! grep -q "Out of bounds values : 0 OK" "$W/out"; then
+            ! grep -q "Out of bounds values : 0 OK" "$TMP/out"; then
             bad="$bad $c"
-            cp "$W/out" "$W/out.$c"
+            cp "$TMP/out" "$TMP/out.$c"
         fi
     done
     if [ -z "$bad" ]; then
         ok "$k hosts x $per ranks: every collective checked (-c 1)"
     else
-        for c in $bad; do cp "$W/out.$c" "$W/out"; done
+        for c in $bad; do cp "$TMP/out.$c" "$TMP/out"; done
         not_ok "$k hosts x $per ranks: wrong or failed:$bad"
     fi
     "$BED" down
 done
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -17,30 +17,15 @@ COLLBENCH=$(readlink -f "${1:?usage: test_torchrun.sh COLLBENCH LAUNCH_CHECK}")
 CHECK=$(readlink -f "${2:?usage: test_torchrun.sh COLLBENCH LAUNCH_CHECK}")
 PY=/usr/bin/python3
 
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+# the ranks' own lines first: torch's traceback after them is long
+ranks_lines() { grep -E 'launch_check|coll (WARN|ERROR)' | head -n 20; }
+tap_diag() { tap_show ranks_lines "$TMP/out"; tap_show "tail -n 25" "$TMP/out"; }
+
 [ -x "$PY" ] && "$PY" -c 'import torch.distributed.run' 2>/dev/null ||
-    { echo "1..0 # SKIP python3-torch is not installed (apt-get install python3-torch)"; exit 0; }
+    skip_all "python3-torch is not installed (apt-get install python3-torch)"
 
-W=$(mktemp -d "${TMPDIR:-/tmp}/test_torchrun.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    # the ranks' own lines first: torch's traceback after them is long
-    [ -s "$W/out" ] && grep -E 'launch_check|coll (WARN|ERROR)' "$W/out" | head -n 20 |
-        sed 's/^/#   /'
-    [ -s "$W/out" ] && sed 's/^/#   /' "$W/out" | tail -n 25
-}
-check() {
-    local desc=$1
-    shift
-    if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
-run() { "$@" >"$W/out" 2>&1; }
+run() { "$@" >"$TMP/out" 2>&1; }
 
 export OMP_NUM_THREADS=1 COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
 # A free port for each run: torchrun's agent binds MASTER_PORT itself. Taken from
@@ -66,16 +51,16 @@ for _ in range(200):
 TR="timeout -k 5 60 $PY -m torch.distributed.run --redirects 1 --tee 1 --monitor_interval 0.2"
 
 static_ok() {
-    run $TR --log_dir "$W/l1" --nproc_per_node 4 --master_addr 127.0.0.1 \
+    run $TR --log_dir "$TMP/l1" --nproc_per_node 4 --master_addr 127.0.0.1 \
         --master_port "$(port)" --no_python "$CHECK" RANK WORLD_SIZE &&
-        [ "$(grep -c 'launch_check: rank [0-3] of 4 .* OK' "$W/out")" -eq 4 ]
+        [ "$(grep -c 'launch_check: rank [0-3] of 4 .* OK' "$TMP/out")" -eq 4 ]
 }
 check "torchrun --nproc_per_node 4 (agent store): launch_check, two comms" static_ok
 
 c10d_ok() {
-    run $TR --log_dir "$W/l3" --nproc_per_node 3 --rdzv_backend c10d \
+    run $TR --log_dir "$TMP/l3" --nproc_per_node 3 --rdzv_backend c10d \
         --rdzv_endpoint "127.0.0.1:$(port)" --no_python "$CHECK" RANK WORLD_SIZE &&
-        [ "$(grep -c 'launch_check: rank [0-2] of 3 .* OK' "$W/out")" -eq 3 ]
+        [ "$(grep -c 'launch_check: rank [0-2] of 3 .* OK' "$TMP/out")" -eq 3 ]
 }
 check "torchrun c10d rendezvous (rank 0 serves MASTER_PORT): launch_check" c10d_ok
 
@@ -87,7 +72,7 @@ torch_env() {
 }
 noresolve() {
     ! run torch_env MASTER_ADDR=no-such-host.invalid MASTER_PORT=29999 RANK=1 WORLD_SIZE=2 \
-        "$CHECK" RANK && grep -q "MASTER_ADDR='no-such-host.invalid'.*does not resolve" "$W/out"
+        "$CHECK" RANK && grep -q "MASTER_ADDR='no-such-host.invalid'.*does not resolve" "$TMP/out"
 }
 check "MASTER_ADDR that does not resolve: error names it" noresolve
 
@@ -95,28 +80,28 @@ unreachable() {
     local p
     p=$(port)
     ! run torch_env MASTER_ADDR=127.0.0.1 MASTER_PORT="$p" RANK=1 WORLD_SIZE=2 "$CHECK" RANK &&
-        grep -q "MASTER_ADDR='127.0.0.1' MASTER_PORT=$p is not reachable within 1500 ms" "$W/out"
+        grep -q "MASTER_ADDR='127.0.0.1' MASTER_PORT=$p is not reachable within 1500 ms" "$TMP/out"
 }
 check "nobody serves MASTER_PORT: error names it within the timeout" unreachable
 
 rank_range() {
     ! run torch_env MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 RANK=4 WORLD_SIZE=4 "$CHECK" RANK &&
-        grep -q "RANK=4 is out of range for WORLD_SIZE=4" "$W/out"
+        grep -q "RANK=4 is out of range for WORLD_SIZE=4" "$TMP/out"
 }
 check "RANK >= WORLD_SIZE: error names both" rank_range
 
 missing() {
     ! run torch_env MASTER_PORT=29999 RANK=0 WORLD_SIZE=2 "$CHECK" RANK &&
-        grep -q "MASTER_ADDR is not set" "$W/out"
+        grep -q "MASTER_ADDR is not set" "$TMP/out"
 }
 check "MASTER_ADDR missing: error names it" missing
 
 disagree() {
     ! run torch_env MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 RANK=1 WORLD_SIZE=4 \
         OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=4 "$CHECK" RANK &&
-        grep -q "launcher environments disagree: torchrun's RANK=1.*OMPI_COMM_WORLD_RANK=2" "$W/out"
+        grep -q "launcher environments disagree: torchrun's RANK=1.*OMPI_COMM_WORLD_RANK=2" \
+            "$TMP/out"
 }
 check "torchrun's and mpirun's variables disagree: error names both" disagree
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -13,27 +13,11 @@ set -u
 COLLRUN=${1:?usage: test_trace.sh COLLRUN COLLBENCH COLLVIZ}
 COLLBENCH=${2:?usage: test_trace.sh COLLRUN COLLBENCH COLLVIZ}
 COLLVIZ=${3:?usage: test_trace.sh COLLRUN COLLBENCH COLLVIZ}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_trace.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 GUARD="timeout -k 5 90"
 export COLL_TIMEOUT_MS=${COLL_TIMEOUT_MS:-60000}
-n=0
-failed=0
 
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() {
-    n=$((n + 1))
-    failed=$((failed + 1))
-    echo "not ok $n - $1"
-    shift
-    for l in "$@"; do echo "# $l"; done
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-
-if ! command -v python3 >/dev/null; then
-    echo "1..0 # SKIP python3 is needed to read the JSON"
-    exit 0
-fi
+command -v python3 >/dev/null || skip_all "python3 is needed to read the JSON"
 
 # bench NP ALGO TRACE [collbench args]: a short traced all-reduce sweep
 bench() {
@@ -43,10 +27,10 @@ bench() {
         allreduce -c 1 -z 1 "$@" >"$TMP/bench.out" 2>"$TMP/bench.err"
 }
 
-# check FILES...: valid JSON; coll_trace metadata and the end record on every rank; ops and
+# check_trace FILES...: valid JSON; coll_trace metadata and the end record on every rank; ops and
 # steps well formed; every flow start has exactly one flow end with its id, on the rank the
 # id names, and the other way round; each op has as many step slices as its schedule.
-check() {
+check_trace() {
     python3 - "$@" <<'PY'
 import json, sys, collections
 files = sys.argv[1:]
@@ -103,7 +87,7 @@ if bench 4 ring "$t" -b 8 -e 4K -f 8 -n 2 -w 1 && [ -s "$TMP/ring.r0.json" ] &&
 else
     not_ok "COLL_TRACE: files per rank" "$(tail -3 "$TMP/bench.err")" "$(ls "$TMP")"
 fi
-if out=$(check "$TMP"/ring.r?.json 2>&1); then
+if out=$(check_trace "$TMP"/ring.r?.json 2>&1); then
     ok "ring trace: valid JSON, flows matched across ranks ($out)"
 else
     not_ok "ring trace: valid JSON, flows matched across ranks" "$(echo "$out" | tail -3)"
@@ -111,7 +95,7 @@ fi
 
 if bench 3 tree "$TMP/tree-%r.json" -b 4K -e 64K -f 16 -n 2 -w 1 &&
     [ -s "$TMP/tree-0.json" ] && [ -s "$TMP/tree-2.json" ] &&
-    out=$(check "$TMP"/tree-?.json 2>&1); then
+    out=$(check_trace "$TMP"/tree-?.json 2>&1); then
     ok "COLL_TRACE with %r, tree on 3 ranks: valid, flows matched ($out)"
 else
     not_ok "COLL_TRACE with %r, tree" "$(tail -3 "$TMP/bench.err")" "${out:-}"
@@ -119,7 +103,7 @@ fi
 
 # more events than one buffer holds (32768): the writer thread's flush path
 if bench 2 ring "$TMP/many.json" -b 8 -e 8 -n 6000 -w 0 -c 0 &&
-    out=$(check "$TMP"/many.r?.json 2>&1); then
+    out=$(check_trace "$TMP"/many.r?.json 2>&1); then
     ok "a trace larger than the buffer stays valid ($out)"
 else
     not_ok "a trace larger than the buffer" "$(tail -3 "$TMP/bench.err")" "${out:-}"
@@ -229,5 +213,4 @@ PY
     done
 fi
 
-echo "1..$n"
-[ $failed = 0 ]
+tap_done
