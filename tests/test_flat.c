@@ -512,6 +512,55 @@ TEST(slot_reuse_np8)
     ASSERT_EQ(run_ranks(8, rank_reuse, &iters, -1), 8);
 }
 
+/* Reduces and broadcasts only, in runs of 40 alike: a reduce's leaves and a broadcast's root
+ * write and go on, so they run as far ahead of the reading ranks as the segment lets them.
+ * The readers sometimes sleep, so every line and slot is rewritten while some rank is still
+ * behind; each call's values are its own, so a slot rewritten before its reader got to it
+ * shows as a wrong result. Sizes take the line, a small slot and a big slot in turn. */
+static void rank_run_ahead(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    const int iters = *(const int *)arg;
+    const size_t counts[] = {1, 300, 3000}; /* x 8 bytes: line, small slot, sliced piece */
+    int64_t *v = malloc(3000 * sizeof(*v)), *r = malloc(3000 * sizeof(*r));
+
+    RCHECK(v && r);
+    for (int it = 0; it < iters; it++) {
+        const int root = (it / 80) % n;
+        const size_t count = counts[(it / 3) % 3];
+        const bool reduce = (it / 40) % 2 == 0;
+
+        if (reduce) {
+            if (rank == root && it % 13 == 0)
+                usleep(it % 3 ? 50 : 2000);
+            for (size_t i = 0; i < count; i++)
+                v[i] = (int64_t)it * 1000003 + (int64_t)rank * 101 + (int64_t)i;
+            RCALL(coll_reduce(v, r, count, COLL_INT64, COLL_SUM, root, comm));
+            if (rank == root)
+                for (size_t i = 0; i < count; i += count / 3 + 1)
+                    RCHECK(r[i] == n * ((int64_t)it * 1000003 + (int64_t)i) +
+                                       101 * (int64_t)n * (n - 1) / 2);
+            continue;
+        }
+        if (rank != root && it % 11 == rank)
+            usleep(it % 2 ? 50 : 2000);
+        for (size_t i = 0; i < count; i++)
+            r[i] = rank == root ? (int64_t)it * 7 + (int64_t)i : -1;
+        RCALL(coll_broadcast(r, r, count, COLL_INT64, root, comm));
+        RCHECK(r[0] == (int64_t)it * 7 && r[count - 1] == (int64_t)it * 7 + (int64_t)count - 1);
+    }
+    RCHECK(coll__flat_calls(comm) == (uint64_t)iters);
+    free(v);
+    free(r);
+}
+
+TEST(run_ahead_np4)
+{
+    int iters = 1500;
+    setenv("COLL_SHM_SLICED_BYTES", "16K", 1);
+    ASSERT_EQ(run_ranks(4, rank_run_ahead, &iters, -1), 4);
+    unsetenv("COLL_SHM_SLICED_BYTES");
+}
+
 static void rank_mixed(coll_comm_t *comm, int rank, int n, void *arg)
 {
     const size_t big = 100000;
