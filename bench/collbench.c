@@ -78,6 +78,7 @@
 #include "core/topo.h"
 #include "cuda/cuda.h"
 #include "reduce/reduce.h"
+#include "transport/shm_flat.h"
 #include "transport/transport.h"
 #define CI(x) (x) /* an internal enum value */
 #else
@@ -2162,6 +2163,13 @@ static const char *algo_for(struct bench *b, const struct rowspec *rs, int nrank
     if (b->o.coll == B_SENDRECV) {
         snprintf(why, whylen, "point to point");
         return "p2p";
+    }
+    /* what the calls of this run take: blocking ones on host buffers, one per iteration, of
+     * this comm's ranks go through the shared-memory fast path where it runs them */
+    if (b->o.blocking && b->o.agg_iters == 1 && !b->o.memtype_cuda && nranks == b->comm->nranks &&
+        coll__flat_takes(b->comm, a.coll, a.count * a.elem_size)) {
+        snprintf(why, whylen, "shared-memory fast path (blocking, one host; not priced)");
+        return "flat";
     }
     if (coll__select(b->comm, &a, &algo, why, whylen) != COLL_SUCCESS || !algo)
         return "?";

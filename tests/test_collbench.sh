@@ -431,6 +431,25 @@ explain_cols >"$TMP/explain-pinned.txt"
 check "--explain over 2 ranks pinned without COLL_HOST_CPUS: priced as not pinned" \
     eval '[ -s "$TMP/explain-none.txt" ] && cmp -s "$TMP/explain-none.txt" "$TMP/explain-pinned.txt"'
 
+# Blocking calls of a one-host comm run on the shared-memory fast path, which the model does
+# not price: --explain and the records say "flat" for them, and only for them.
+explain_sel() { grep -E '^ +[0-9]' "$TMP/out" | awk '{ print $1, $3 }' | tr '\n' ' '; }
+$GUARD "$COLLRUN" -n 3 "$COLLBENCH" reduce -z 1 --explain -b 8 -e 8K -f 1024 \
+    >"$TMP/out" 2>"$TMP/err" </dev/null
+check "--explain -z 1 over shm: blocking calls on the fast path say flat" \
+    eval '[ "$(explain_sel)" = "8 flat 8192 flat " ]'
+$GUARD "$COLLRUN" -n 3 "$COLLBENCH" reduce -z 0 --explain -b 8 -e 8K -f 1024 \
+    >"$TMP/out" 2>"$TMP/err" </dev/null
+check "--explain -z 0: non-blocking calls never take the fast path" \
+    eval 'explain_sel | grep -q "^8 [a-z]" && ! explain_sel | grep -q flat'
+$GUARD "$COLLRUN" -n 3 env COLL_SHM_FLAT=0 "$COLLBENCH" reduce -z 1 --explain -b 8 -e 8 \
+    >"$TMP/out" 2>"$TMP/err" </dev/null
+check "--explain -z 1 with COLL_SHM_FLAT=0: the model's pick" \
+    eval 'explain_sel | grep -q "^8 [a-z]" && ! explain_sel | grep -q flat'
+$GUARD "$COLLRUN" -n 3 "$COLLBENCH" allreduce -z 1 -b 8 -e 8 -n 3 -w 1 \
+    --json "$TMP/flat.json" >"$TMP/out" 2>"$TMP/err" </dev/null
+check "a blocking run's records say it ran flat" grep -q '"algo": *"flat"' "$TMP/flat.json"
+
 # ---------------------------------------------------------------------------------------
 # Modes without a communicator.
 bench --help

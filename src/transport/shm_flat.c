@@ -947,6 +947,16 @@ static bool host_memory(struct coll_comm *comm, const void *p)
                   kind != COLL_MEM_DEVICE);
 }
 
+bool coll__flat_takes(struct coll_comm *comm, enum coll_coll coll, size_t bytes)
+{
+    if (comm->flat_state == 0)
+        flat_decide(comm);
+    if (comm->flat_state < 0 || (unsigned)coll >= 32 || !(comm->flat_colls & (1u << coll)))
+        return false;
+    return bytes <= (size_t)comm->cfg.shm_flat_bytes ||
+           ((FLAT_LARGE_COLLS & (1u << coll)) && comm->flat_sliced);
+}
+
 bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sendbuf,
                     void *recvbuf, size_t count, coll_dtype_t dtype, coll_op_t op, int root,
                     coll_status_t *st_p)
@@ -956,15 +966,10 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
     size_t bytes, esz, chunk;
     coll_status_t st;
 
-    if (comm->flat_state == 0)
-        flat_decide(comm);
-    if (comm->flat_state < 0 || !(comm->flat_colls & (1u << coll)))
-        return false;
     /* the API checked that count * size (* nranks) fits a size_t */
     esz = coll__dtype_size(dtype);
     bytes = count * esz;
-    if (bytes > (size_t)comm->cfg.shm_flat_bytes &&
-        (!(FLAT_LARGE_COLLS & (1u << coll)) || !comm->flat_sliced))
+    if (!coll__flat_takes(comm, coll, bytes))
         return false;
     if (comm->flat_cuda && (!host_memory(comm, sendbuf) || !host_memory(comm, recvbuf)))
         return false;

@@ -27,6 +27,12 @@ COLL_INTERNAL bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll,
                                   coll_dtype_t dtype, coll_op_t op, int root,
                                   coll_status_t *st_p);
 
+/* Would a blocking call of coll of `bytes` per rank (all-gather: each rank's part), on host
+ * buffers and outside a group, take the fast path on this comm? Decides the comm's
+ * eligibility the first time (the same answer on every rank; nothing is exchanged). The
+ * model does not price the fast path, so collbench asks this to report what a call runs. */
+COLL_INTERNAL bool coll__flat_takes(struct coll_comm *comm, enum coll_coll coll, size_t bytes);
+
 /* From shm.c's shutdown (comm failed or aborted; engine lock held): tell every rank of the
  * segment, and wake those that sleep in it. */
 COLL_INTERNAL void coll__flat_shutdown(struct coll_flat *f);
