@@ -82,6 +82,13 @@
 #define FLAT_SEGMENT_MAX ((size_t)256 << 20)
 #define FLAT_SLEEP_MS 10 /* longest sleep between looks at peers' health */
 #define FLAT_PAUSE_NS 20000 /* a wait polls this long before it starts yielding its core */
+/* A reduce of up to this many bytes that fits one slot goes whole to the root, which
+ * reduces every input, as a reduce up to COLL_SHM_FLAT_BYTES does, rather than sliced: the
+ * other ranks then write and return instead of waiting for two all-rank steps. Blocking
+ * reduces, medians of 4 interleaved runs on 2 cores (docs/results/flat-reduce-whole.tsv):
+ * whole took 0.52-0.58x the sliced time at 8 KiB on 2, 4 and 8 ranks, 0.54-0.87x at 16 KiB,
+ * 0.66-0.91x at 32-64 KiB; at 128 KiB the sliced one was as fast, so it keeps the rest. */
+#define FLAT_REDUCE_WHOLE_BYTES ((size_t)64 << 10)
 /* The collectives that run above COLL_SHM_FLAT_BYTES (sliced, in pieces of one slot). */
 #define FLAT_LARGE_COLLS                                                                   \
     ((1u << COLL_COLL_ALLREDUCE) | (1u << COLL_COLL_BROADCAST) | (1u << COLL_COLL_REDUCE))
@@ -770,9 +777,11 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
     return COLL_SUCCESS;
 }
 
+/* whole: a reduce that goes whole to the root even above COLL_SHM_FLAT_BYTES (coll__flat_run
+ * decides from the size of the whole call) */
 static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const void *sendbuf,
                                void *recvbuf, size_t count, coll_dtype_t dt, coll_op_t op,
-                               int root)
+                               int root, bool whole)
 {
     const size_t esz = coll__dtype_size(dt), bytes = count * esz;
     const uint32_t c = f->call + 1;
@@ -780,7 +789,7 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     struct flat_line *ml = &me->line[c & 1];
     const bool writes = coll != COLL_COLL_BARRIER && (coll != COLL_COLL_BROADCAST || f->rank == root);
     /* a piece of a large call: the sliced protocol (reduce) */
-    const bool big = bytes > (size_t)f->comm->cfg.shm_flat_bytes;
+    const bool big = bytes > (size_t)f->comm->cfg.shm_flat_bytes && !whole;
     coll_status_t st = COLL_SUCCESS;
 
     /* once any rank failed, no call of any rank starts (a peer's published input could
@@ -964,6 +973,7 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
     struct coll_flat *f;
     uint64_t t0 = 0;
     size_t bytes, esz, chunk;
+    bool whole;
     coll_status_t st;
 
     /* the API checked that count * size (* nranks) fits a size_t */
@@ -1001,10 +1011,11 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
      * ones still read piece k). Every rank cuts alike: the slot size is checked equal on
      * every rank when the segment is mapped. */
     chunk = bytes > (size_t)comm->cfg.shm_flat_bytes ? f->slot_bytes / esz : count;
+    whole = coll == COLL_COLL_REDUCE && bytes <= COLL_MIN(FLAT_REDUCE_WHOLE_BYTES, f->slot_bytes);
     for (size_t off = 0;; off += chunk) {
         size_t m = COLL_MIN(chunk, count - off);
         st = flat_call(f, coll, sendbuf ? (const uint8_t *)sendbuf + off * esz : NULL,
-                       recvbuf ? (uint8_t *)recvbuf + off * esz : NULL, m, dtype, op, root);
+                       recvbuf ? (uint8_t *)recvbuf + off * esz : NULL, m, dtype, op, root, whole);
         if (st != COLL_SUCCESS || count - off <= chunk)
             break;
     }
