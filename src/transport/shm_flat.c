@@ -34,8 +34,9 @@
  * k + 1 fills the other slot while slower ranks still read piece k. A reduction piece is
  * "sliced": every rank copies its piece in, rank r reduces slice r of all n pieces, and every
  * rank (all-reduce) or the root (reduce) copies the n slices out; the reduction is spread
- * over all ranks and each byte is reduced once. A broadcast piece is written once by the
- * root and copied out by every other rank.
+ * over all ranks and each byte is reduced once (a reduce of up to FLAT_REDUCE_WHOLE_BYTES
+ * goes whole to the root instead). A broadcast piece is written once by the root and copied
+ * out by every other rank.
  *
  * Waiting spins (yielding the core when the host has more ranks than cores), then sleeps on
  * a futex on the awaited word. The segment is shared memory, so the futex is a shared one
