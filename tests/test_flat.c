@@ -426,6 +426,17 @@ LARGE_CASE(3)
 LARGE_CASE(5)
 LARGE_CASE(8)
 
+/* The same calls with copies into recvbuf streaming past the cache, as large calls make
+ * them (a threshold of 64 KiB puts every size above 8 KiB on that path at 3 ranks). */
+TEST(large_streaming_np3)
+{
+    setenv("COLL_SHM_SLICED_BYTES", "16K", 1);
+    setenv("COLL_REDUCE_STREAM_BYTES", "64K", 1);
+    ASSERT_EQ(run_ranks(3, rank_large, NULL, -1), 3);
+    unsetenv("COLL_REDUCE_STREAM_BYTES");
+    unsetenv("COLL_SHM_SLICED_BYTES");
+}
+
 /* A rank killed at a random moment while all run large all-reduces, broadcasts and reduces
  * (many pieces each): every survivor fails with COLL_REMOTE_ERROR, long before the timeout. */
 static void *killer(void *arg)

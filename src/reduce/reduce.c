@@ -213,14 +213,14 @@ static void stream_fence(void)
 #endif
 }
 
-void coll__copy(void *dst_, const void *src_, size_t bytes)
+static void copy(void *dst_, const void *src_, size_t bytes, size_t stream_from)
 {
     const struct coll__reduce_isa *k = isa_get();
     uint8_t *dst = dst_;
     const uint8_t *src = src_;
     size_t head;
 
-    if (!k->stream || bytes < coll__reduce_stream_bytes()) {
+    if (!k->stream || bytes < stream_from || bytes < 64) {
         if (bytes)
             memcpy(dst, src, bytes);
         return;
@@ -229,6 +229,16 @@ void coll__copy(void *dst_, const void *src_, size_t bytes)
     memcpy(dst, src, head);
     copy_out(k, dst + head, src + head, bytes - head);
     stream_fence();
+}
+
+void coll__copy(void *dst, const void *src, size_t bytes)
+{
+    copy(dst, src, bytes, coll__reduce_stream_bytes());
+}
+
+void coll__copy_stream(void *dst, const void *src, size_t bytes)
+{
+    copy(dst, src, bytes, 0);
 }
 
 /* ---- 2 two inputs ---------------------------------------------------------------------- */

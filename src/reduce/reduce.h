@@ -50,6 +50,9 @@ COLL_INTERNAL coll_status_t coll__reduce_n(void *dst, const void *const *src, in
 /* memcpy(dst, src, bytes) for buffers that do not overlap, with non-temporal stores from
  * coll__reduce_stream_bytes() up (then ordered by an sfence before it returns). */
 COLL_INTERNAL void coll__copy(void *dst, const void *src, size_t bytes);
+/* coll__copy with non-temporal stores whatever the size (where the CPU has them): for a
+ * piece of a larger destination that as a whole will not stay in cache. */
+COLL_INTERNAL void coll__copy_stream(void *dst, const void *src, size_t bytes);
 
 /* dst[i] = dst[i] / n: the end of COLL_AVG (integers: truncating division). */
 COLL_INTERNAL void coll__reduce_div(void *dst, size_t count, coll_dtype_t dt, uint64_t n);

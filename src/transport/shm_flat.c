@@ -90,6 +90,11 @@
  * whole took 0.52-0.58x the sliced time at 8 KiB on 2, 4 and 8 ranks, 0.54-0.87x at 16 KiB,
  * 0.66-0.91x at 32-64 KiB; at 128 KiB the sliced one was as fast, so it keeps the rest. */
 #define FLAT_REDUCE_WHOLE_BYTES ((size_t)64 << 10)
+/* How coll__flat_run tells flat_call about the whole call its piece belongs to. */
+enum {
+    FLAT_WHOLE = 1,  /* a reduce that goes whole to the root (FLAT_REDUCE_WHOLE_BYTES) */
+    FLAT_STREAM = 2, /* copies into recvbuf stream past the cache (see flat_streams) */
+};
 /* The collectives that run above COLL_SHM_FLAT_BYTES (sliced, in pieces of one slot). */
 #define FLAT_LARGE_COLLS                                                                   \
     ((1u << COLL_COLL_ALLREDUCE) | (1u << COLL_COLL_BROADCAST) | (1u << COLL_COLL_REDUCE))
@@ -743,7 +748,7 @@ static coll_status_t read_all(struct coll_flat *f, uint32_t c, const struct flat
  * COLL_REDUCE_MAX_INPUTS (one fold). The root of a reduce reduces its own slice straight
  * into recvbuf: nobody reads it from the segment. */
 static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size_t count,
-                            coll_dtype_t dt, coll_op_t op, int root)
+                            coll_dtype_t dt, coll_op_t op, int root, unsigned how)
 {
     const size_t esz = coll__dtype_size(dt), n = (size_t)f->n, r = (size_t)f->rank;
     const size_t lo = count * r / n, hi = count * (r + 1) / n;
@@ -772,17 +777,16 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
                 return st;
         }
         if (phi > plo)
-            memcpy((uint8_t *)recvbuf + plo * esz, slot_of(f, pr, c) + plo * esz,
-                   (phi - plo) * esz);
+            (how & FLAT_STREAM ? coll__copy_stream : coll__copy)(
+                (uint8_t *)recvbuf + plo * esz, slot_of(f, pr, c) + plo * esz, (phi - plo) * esz);
     }
     return COLL_SUCCESS;
 }
 
-/* whole: a reduce that goes whole to the root even above COLL_SHM_FLAT_BYTES (coll__flat_run
- * decides from the size of the whole call) */
+/* how: FLAT_* flags, which coll__flat_run sets from the size of the whole call */
 static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const void *sendbuf,
                                void *recvbuf, size_t count, coll_dtype_t dt, coll_op_t op,
-                               int root, bool whole)
+                               int root, unsigned how)
 {
     const size_t esz = coll__dtype_size(dt), bytes = count * esz;
     const uint32_t c = f->call + 1;
@@ -790,7 +794,9 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     struct flat_line *ml = &me->line[c & 1];
     const bool writes = coll != COLL_COLL_BARRIER && (coll != COLL_COLL_BROADCAST || f->rank == root);
     /* a piece of a large call: the sliced protocol (reduce) */
-    const bool big = bytes > (size_t)f->comm->cfg.shm_flat_bytes && !whole;
+    const bool big = bytes > (size_t)f->comm->cfg.shm_flat_bytes && !(how & FLAT_WHOLE);
+    void (*const copy_out)(void *, const void *, size_t) =
+        how & FLAT_STREAM ? coll__copy_stream : coll__copy;
     coll_status_t st = COLL_SUCCESS;
 
     /* once any rank failed, no call of any rank starts (a peer's published input could
@@ -826,13 +832,13 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
         if (bytes <= (size_t)f->comm->cfg.shm_flat_bytes)
             reduce_all(f, recvbuf, c, count, dt, op);
         else
-            st = sliced(f, recvbuf, c, count, dt, op, -1);
+            st = sliced(f, recvbuf, c, count, dt, op, -1, how);
         break;
     case COLL_COLL_REDUCE:
         if (big) { /* every rank reduces a slice, the root gathers them */
             st = read_all(f, c, ml);
             if (st == COLL_SUCCESS)
-                st = sliced(f, recvbuf, c, count, dt, op, root);
+                st = sliced(f, recvbuf, c, count, dt, op, root, how);
             break;
         }
         if (f->rank != root)
@@ -844,12 +850,12 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     case COLL_COLL_BROADCAST:
         if (f->rank == root) {
             if (bytes && sendbuf != recvbuf)
-                memcpy(recvbuf, sendbuf, bytes);
+                copy_out(recvbuf, sendbuf, bytes);
             break;
         }
         st = read_line(f, root, c, ml);
         if (st == COLL_SUCCESS && bytes)
-            memcpy(recvbuf, input_of(f, root, c, bytes), bytes);
+            copy_out(recvbuf, input_of(f, root, c, bytes), bytes);
         break;
     case COLL_COLL_ALLGATHER:
         st = read_all(f, c, ml);
@@ -924,6 +930,20 @@ static void flat_decide(struct coll_comm *comm)
                   comm->flat_forced ? " (forced by COLL_ALGO)" : "");
 }
 
+/* Do a call's copies into recvbuf stream past the cache? Yes when the buffers the call
+ * touches on this host (every rank's input and output; a broadcast's one input) come to at
+ * least coll__reduce_stream_bytes(), about half the last-level cache: what a piece writes
+ * into recvbuf is then evicted before anyone reads it again, and a plain store would first
+ * read the line it overwrites. Interleaved A/B on 2 cores (32 MiB L3; docs/results/
+ * flat-stream.tsv): 0.5-0.8x the time from there up to 64 MiB at NP 2, 4 and 8; below it,
+ * e.g. a 2-rank broadcast of 4 MiB, streaming was slower. */
+static bool flat_streams(const struct coll_flat *f, enum coll_coll coll, size_t bytes)
+{
+    size_t bufs = coll == COLL_COLL_BROADCAST ? (size_t)f->n + 1 : 2 * (size_t)f->n;
+
+    return bytes >= coll__reduce_stream_bytes() / bufs;
+}
+
 /* Non-blocking ops issued before this call must be done first: ops on a comm run in order. */
 static coll_status_t flat_drain(struct coll_flat *f)
 {
@@ -974,7 +994,7 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
     struct coll_flat *f;
     uint64_t t0 = 0;
     size_t bytes, esz, chunk;
-    bool whole;
+    unsigned how;
     coll_status_t st;
 
     /* the API checked that count * size (* nranks) fits a size_t */
@@ -1012,11 +1032,15 @@ bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sen
      * ones still read piece k). Every rank cuts alike: the slot size is checked equal on
      * every rank when the segment is mapped. */
     chunk = bytes > (size_t)comm->cfg.shm_flat_bytes ? f->slot_bytes / esz : count;
-    whole = coll == COLL_COLL_REDUCE && bytes <= COLL_MIN(FLAT_REDUCE_WHOLE_BYTES, f->slot_bytes);
+    how = coll == COLL_COLL_REDUCE && bytes <= COLL_MIN(FLAT_REDUCE_WHOLE_BYTES, f->slot_bytes)
+              ? FLAT_WHOLE
+              : 0;
+    if (flat_streams(f, coll, bytes))
+        how |= FLAT_STREAM;
     for (size_t off = 0;; off += chunk) {
         size_t m = COLL_MIN(chunk, count - off);
         st = flat_call(f, coll, sendbuf ? (const uint8_t *)sendbuf + off * esz : NULL,
-                       recvbuf ? (uint8_t *)recvbuf + off * esz : NULL, m, dtype, op, root, whole);
+                       recvbuf ? (uint8_t *)recvbuf + off * esz : NULL, m, dtype, op, root, how);
         if (st != COLL_SUCCESS || count - off <= chunk)
             break;
     }
