@@ -15,6 +15,10 @@
  *   - the first rank to fail (non-zero exit or killed by a signal) is reported on stderr;
  *     the others get SIGTERM, then SIGKILL after a grace period, and collrun exits with the
  *     failed rank's status (128 + signal for a signal, as shells do);
+ *   - once collrun has forwarded a signal, a failure is the signal's: collrun exits 128 +
+ *     that signal (130 for Ctrl-C), whichever rank it saw die first. The ranks get the
+ *     signal one after another, so one may exit 1 on seeing a peer killed by it (coll
+ *     reports a peer's death) before its own arrives, and its status must not decide;
  *   - --timeout SEC kills everything the same way after SEC seconds and exits 124;
  *   - PR_SET_PDEATHSIG kills a rank whose collrun dies, even by SIGKILL.
  *
@@ -103,6 +107,7 @@ struct job {
     int failed_rank; /* first rank that failed, -1 if none */
     int exit_status; /* what collrun exits with */
     bool timed_out;
+    int interrupted; /* the first signal collrun forwarded, 0: none */
     bool killing; /* SIGTERM sent to all; SIGKILL at kill_at_ns */
     uint64_t kill_at_ns;
     uint64_t deadline_ns; /* --timeout; 0: none */
@@ -128,7 +133,8 @@ static void usage(FILE *f)
             "  -h, --help     show this help\n"
             "Each rank gets COLL_UNIQUE_ID, COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK and\n"
             "COLL_LOCAL_SIZE. collrun exits with the status of the first rank that fails\n"
-            "(128+N for signal N) after killing the others, or 0.\n",
+            "(128+N for signal N) after killing the others, or 0; after it forwarded\n"
+            "signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT), a failure makes it exit 128+N.\n",
             MAX_RANKS);
 }
 
@@ -686,6 +692,8 @@ static void handle_signal(struct job *job, const struct signalfd_siginfo *si)
     }
     /* Forward; the ranks decide what it means. If they die of it, that is a failure like
      * any other and the rest are killed. */
+    if (!job->interrupted)
+        job->interrupted = sig;
     signal_all(job, sig);
 }
 
@@ -922,6 +930,8 @@ int main(int argc, char **argv)
     signal_all(&job, SIGKILL);
     if (job.timed_out)
         rc = EXIT_TIMEOUT;
+    else if (job.failed_rank >= 0 && job.interrupted)
+        rc = 128 + job.interrupted;
     else if (job.failed_rank >= 0)
         rc = job.exit_status;
     else
