@@ -931,12 +931,12 @@ static void flat_decide(struct coll_comm *comm)
 }
 
 /* Do a call's copies into recvbuf stream past the cache? Yes when the buffers the call
- * touches on this host (every rank's input and output; a broadcast's one input) come to at
- * least coll__reduce_stream_bytes(), about half the last-level cache: what a piece writes
- * into recvbuf is then evicted before anyone reads it again, and a plain store would first
- * read the line it overwrites. Interleaved A/B on 2 cores (32 MiB L3; docs/results/
- * flat-stream.tsv): 0.5-0.8x the time from there up to 64 MiB at NP 2, 4 and 8; below it,
- * e.g. a 2-rank broadcast of 4 MiB, streaming was slower. */
+ * touches on this host (every rank's input and output; a broadcast's one input and n
+ * outputs) come to at least coll__reduce_stream_bytes(), about half the last-level cache:
+ * what a piece writes into recvbuf is then evicted before anyone reads it again, and a
+ * plain store would first read the line it overwrites. Interleaved A/B on 2 cores (32 MiB
+ * L3; docs/results/flat-stream.tsv): 0.45-0.9x the time from there up to 64 MiB at NP 2, 4
+ * and 8; below it, e.g. a 2-rank broadcast of 4 MiB, streaming was slower. */
 static bool flat_streams(const struct coll_flat *f, enum coll_coll coll, size_t bytes)
 {
     size_t bufs = coll == COLL_COLL_BROADCAST ? (size_t)f->n + 1 : 2 * (size_t)f->n;
