@@ -130,7 +130,11 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
         if (coll__transports[i]->arm(comm->tp_ctx[i]))
             timeout_ms = 0;
     }
-    if (timeout_ms == ENGINE_NO_POLL)
+    /* A look that may not sleep, with no op left to advance (the call waited for finished in
+     * the advance above, as a small one often does when its peer's message was already
+     * there): nothing it could find would matter before the next op, whose own wait looks
+     * then. Edge-triggered events stay queued until that look; it saves a syscall a call. */
+    if (timeout_ms == ENGINE_NO_POLL || (timeout_ms == 0 && !comm->ops_head))
         return moved;
     pthread_mutex_unlock(&comm->lock);
     n = epoll_wait(comm->epfd, evs, ENGINE_MAX_EVENTS, timeout_ms);
