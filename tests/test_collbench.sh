@@ -434,10 +434,15 @@ check "--explain over 2 ranks pinned without COLL_HOST_CPUS: priced as not pinne
 # Blocking calls of a one-host comm run on the shared-memory fast path, which the model does
 # not price: --explain and the records say "flat" for them, and only for them.
 explain_sel() { grep -E '^ +[0-9]' "$TMP/out" | awk '{ print $1, $3 }' | tr '\n' ' '; }
-$GUARD "$COLLRUN" -n 3 "$COLLBENCH" reduce -z 1 --explain -b 8 -e 8K -f 1024 \
+$GUARD "$COLLRUN" -n 3 "$COLLBENCH" allreduce -z 1 --explain -b 8 -e 8K -f 1024 \
     >"$TMP/out" 2>"$TMP/err" </dev/null
 check "--explain -z 1 over shm: blocking calls on the fast path say flat" \
     eval '[ "$(explain_sel)" = "8 flat 8192 flat " ]'
+# 3 ranks on fewer CPUs: a small reduce is left to the model's tree, a larger one is not
+$GUARD "$COLLRUN" -n 3 env COLL_HOST_CPUS=2 "$COLLBENCH" reduce -z 1 --explain -b 8 -e 8K \
+    -f 1024 >"$TMP/out" 2>"$TMP/err" </dev/null
+check "--explain -z 1, more ranks than CPUs: small reduce to the model, 8 KiB flat" \
+    eval 'explain_sel | grep -Eq "^8 [a-z]+ 8192 flat $" && ! explain_sel | grep -q "^8 flat"'
 $GUARD "$COLLRUN" -n 3 "$COLLBENCH" reduce -z 0 --explain -b 8 -e 8K -f 1024 \
     >"$TMP/out" 2>"$TMP/err" </dev/null
 check "--explain -z 0: non-blocking calls never take the fast path" \

@@ -921,7 +921,51 @@ TEST(trace_records_np2)
     }
 }
 
+/* ---- rooted small calls of an oversubscribed host take the general path ------------- */
+
+static void rank_rooted(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    const bool forced = arg != NULL;
+    int64_t v[1024], r[1024];
+    uint64_t before;
+
+    for (int i = 0; i < 1024; i++)
+        v[i] = rank + i;
+    for (int it = 0; it < 20; it++) {
+        const int root = it % n;
+        const size_t count = it % 2 ? 4 : 512; /* 32 B and 4 KiB: both small */
+
+        before = coll__flat_calls(comm);
+        RCALL(coll_reduce(v, r, count, COLL_INT64, COLL_SUM, root, comm));
+        RCHECK(rank != root || (r[0] == (int64_t)n * (n - 1) / 2 &&
+                                r[count - 1] == (int64_t)n * (n - 1) / 2 + n * (int64_t)(count - 1)));
+        for (size_t i = 0; i < count; i++)
+            r[i] = rank == root ? it + (int64_t)i : -1;
+        RCALL(coll_broadcast(r, r, count, COLL_INT64, root, comm));
+        RCHECK(r[0] == it && r[count - 1] == it + (int64_t)count - 1);
+        /* forced by COLL_ALGO: the fast path; else the general path, every rank alike */
+        RCHECK(coll__flat_calls(comm) == before + (forced ? 2 : 0));
+        /* all-reduce stays on the fast path, and so does a reduce above COLL_SHM_FLAT_BYTES */
+        RCALL(coll_allreduce(v, r, 4, COLL_INT64, COLL_SUM, comm));
+        RCALL(coll_reduce(v, r, 1024, COLL_INT64, COLL_SUM, root, comm));
+        RCHECK(coll__flat_calls(comm) == before + (forced ? 4 : 2));
+    }
+}
+
+TEST(rooted_small_general_oversubscribed_np4)
+{
+    setenv("COLL_HOST_CPUS", "2", 1);
+    ASSERT_EQ(run_ranks(4, rank_rooted, NULL, -1), 4);
+    setenv("COLL_ALGO", "reduce=flat,broadcast=flat", 1);
+    ASSERT_EQ(run_ranks(4, rank_rooted, "forced", -1), 4);
+    unsetenv("COLL_ALGO");
+    setenv("COLL_HOST_CPUS", "64", 1);
+}
+
 int main(int argc, char **argv)
 {
+    /* a CPU per rank, as the tests above count calls on the fast path; the case just above
+     * sets fewer */
+    setenv("COLL_HOST_CPUS", "64", 0);
     return harness_main(argc, argv);
 }
