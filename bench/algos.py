@@ -69,9 +69,11 @@ DEFAULT_COLLS = ["allreduce", "broadcast", "reduce", "allgather", "reducescatter
 # blocks whatever COLL_CHUNK_BYTES says
 PIPELINED = {"ring", "tree", "dbtree", "chain", "binomial", "vdg"}
 # The shared-memory fast path for small blocking calls (src/transport/shm_flat.c), where the
-# library has it: it bypasses the schedule, so the model does not price it, and the library
-# takes it wherever it can run (COLL_SHM_FLAT=1, the default), so there it is the pick.
+# library has it: it bypasses the schedule, so the model does not price it. Where the library
+# takes it (`collbench --explain -z 1` says `flat`) it is the pick; where it does not (small
+# reduce and broadcast on a host with more ranks than CPUs) the model picks as elsewhere.
 FLAT = "flat"
+TAKES_FLAT = "(takes flat)"  # a key of explain()'s prices: the library runs this size flat
 FLAT_MAX = "4K"  # COLL_SHM_FLAT_BYTES' default
 # ... and these take it at every size, in pieces of COLL_SHM_SLICED_BYTES (2 to 16 ranks)
 FLAT_ANY_SIZE = {"allreduce", "broadcast", "reduce"}
@@ -151,7 +153,8 @@ def explain(build, env, np_, coll, hi, chunk):
     e = dict(env, COLL_CHUNK_BYTES=chunk)
     e.pop("COLL_ALGO", None)
     cmd = [build + "/collrun", "-n", str(np_), "--timeout", "600", build + "/collbench",
-           coll, "--explain", "-b", "8", "-e", "8" if coll == "barrier" else hi, "-f", "4"]
+           coll, "--explain", "-z", "1", "-b", "8", "-e", "8" if coll == "barrier" else hi,
+           "-f", "4"]
     rc, out, err = run(cmd, e)
     if rc != 0:
         sys.exit("explain failed: " + err)
@@ -161,7 +164,7 @@ def explain(build, env, np_, coll, hi, chunk):
             continue
         f = line.split()
         size = f[0]
-        pred[size] = {}
+        pred[size] = {TAKES_FLAT: 0.0} if f[2] == FLAT else {}
         for name, est in re.findall(r"(\w+) ([0-9.]+)/\d+", " ".join(f[5:])):
             pred[size][variant(name, chunk == WHOLE)] = float(est)
     return pred
@@ -199,7 +202,8 @@ def evaluate(run_, pred):
             if not measured or not priced:
                 continue
             best = min(measured, key=measured.get)
-            pick = FLAT if FLAT in measured else min(priced, key=priced.get)
+            takes = TAKES_FLAT in pred.get(key, {}).get(s, {})
+            pick = FLAT if FLAT in measured and takes else min(priced, key=priced.get)
             rows.append({"np": int(np_), "coll": coll, "size": int(s), "best": best,
                          "pick": pick, "t_pick": measured[pick], "t_best": measured[best],
                          "ok": measured[pick] <= 1.10 * measured[best],
@@ -471,9 +475,10 @@ def write_report(a, runs, preds, base_preds):
     if any(FLAT in m for r_ in runs for m in r_["meas"].values()):
         w("`flat` is the shared-memory fast path for blocking calls (all of them up to "
           "COLL_SHM_FLAT_BYTES, and all-reduce, broadcast and reduce at every size on 2 to "
-          "16 ranks, in pieces): it bypasses the schedule, so the model does not price it, "
-          "and the library takes it wherever it can run; at those points the pick is "
-          "`flat`, whatever the model says, and the rows *without the `flat` points* leave "
+          "16 ranks, in pieces): it bypasses the schedule, so the model does not price it. "
+          "Where the library takes it (`collbench --explain -z 1` says so; not for small "
+          "reduce and broadcast on a host with more ranks than CPUs) the pick is `flat`, "
+          "whatever the model says, and the rows *without the `flat` points* leave "
           "them out (they judge the model where it still chooses: non-blocking and grouped "
           "calls, and the other collectives).\n")
     w("\nEvery point of run 1:\n")
