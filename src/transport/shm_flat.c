@@ -754,6 +754,15 @@ static coll_status_t read_all(struct coll_flat *f, uint32_t c, const struct flat
     return COLL_SUCCESS;
 }
 
+/* A copy into the caller's recvbuf, streaming past the cache where `how` says so. */
+static void copy_out(unsigned how, void *dst, const void *src, size_t bytes)
+{
+    if (how & FLAT_STREAM)
+        coll__copy_stream(dst, src, bytes);
+    else
+        coll__copy(dst, src, bytes);
+}
+
 /* Above COLL_SHM_FLAT_BYTES: every input is in its rank's slot; rank r reduces slice r of
  * all of them into its own slot (in place over its own input there, which no other rank
  * reads), says so, and every rank (all-reduce) or the root (reduce, root >= 0) copies every
@@ -790,8 +799,8 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
                 return st;
         }
         if (phi > plo)
-            (how & FLAT_STREAM ? coll__copy_stream : coll__copy)(
-                (uint8_t *)recvbuf + plo * esz, slot_of(f, pr, c) + plo * esz, (phi - plo) * esz);
+            copy_out(how, (uint8_t *)recvbuf + plo * esz, slot_of(f, pr, c) + plo * esz,
+                     (phi - plo) * esz);
     }
     return COLL_SUCCESS;
 }
@@ -808,8 +817,6 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     const bool writes = coll != COLL_COLL_BARRIER && (coll != COLL_COLL_BROADCAST || f->rank == root);
     /* a piece of a large call: the sliced protocol (reduce) */
     const bool big = bytes > (size_t)f->comm->cfg.shm_flat_bytes && !(how & FLAT_WHOLE);
-    void (*const copy_out)(void *, const void *, size_t) =
-        how & FLAT_STREAM ? coll__copy_stream : coll__copy;
     coll_status_t st = COLL_SUCCESS;
 
     /* once any rank failed, no call of any rank starts (a peer's published input could
@@ -863,12 +870,12 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     case COLL_COLL_BROADCAST:
         if (f->rank == root) {
             if (bytes && sendbuf != recvbuf)
-                copy_out(recvbuf, sendbuf, bytes);
+                copy_out(how, recvbuf, sendbuf, bytes);
             break;
         }
         st = read_line(f, root, c, ml);
         if (st == COLL_SUCCESS && bytes)
-            copy_out(recvbuf, input_of(f, root, c, bytes), bytes);
+            copy_out(how, recvbuf, input_of(f, root, c, bytes), bytes);
         break;
     case COLL_COLL_ALLGATHER:
         st = read_all(f, c, ml);
