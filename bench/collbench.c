@@ -1461,6 +1461,10 @@ static coll_status_t cuda_copy(struct bench *b, void *dst, const void *src, size
         return cuda_fail(
             b, kind == CUDA_MEMCPY_H2D ? "cudaMemcpy to the device" : "cudaMemcpy from the device",
             err);
+    /* From pageable memory, cudaMemcpy may return before its DMA has landed, and the
+     * collective's stream is non-blocking: it would not wait for the legacy stream. */
+    if (kind == CUDA_MEMCPY_H2D && (err = coll__cudart()->StreamSynchronize(NULL)) != 0)
+        return cuda_fail(b, "cudaStreamSynchronize of the legacy stream", err);
     return COLL_SUCCESS;
 }
 #else

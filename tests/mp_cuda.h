@@ -27,6 +27,7 @@ static struct {
     int (*StreamSynchronize)(void *s);
     int (*StreamDestroy)(void *s);
     int (*SetDevice)(int dev);
+    int (*GetDeviceCount)(int *n);
     /* the emulator's: CUDA calls it refused as illegal, and kernels it ran; NULL on a GPU */
     int (*violations)(void);
     long (*kernels)(void);
@@ -65,6 +66,7 @@ static inline bool cuda_load(void)
     SYM(StreamSynchronize, "cudaStreamSynchronize");
     SYM(StreamDestroy, "cudaStreamDestroy");
     SYM(SetDevice, "cudaSetDevice");
+    SYM(GetDeviceCount, "cudaGetDeviceCount");
 #undef SYM
     {
         void *v = dlsym(lib, "fakecuda_violations"), *k = dlsym(lib, "fakecuda_kernel_launches");
@@ -81,9 +83,12 @@ static inline void *dev_alloc(size_t bytes)
     return p;
 }
 
+/* From pageable memory cudaMemcpy may return before its DMA has landed; the tests' streams
+ * are non-blocking and would not wait for the legacy stream: wait for it here. */
 static inline void upload(void *dev, const void *host, size_t bytes)
 {
     CU(cu.Memcpy(dev, host, bytes, MEMCPY_DEFAULT));
+    CU(cu.StreamSynchronize(NULL));
 }
 
 static inline void download(void *host, const void *dev, size_t bytes)
