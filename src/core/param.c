@@ -87,6 +87,11 @@ const struct coll_param coll__params[] = {
     {"COLL_CUDA_LIBRARY", "",
      "libcudart to dlopen; empty = libcudart.so.13, then libcudart.so; read once per process",
      COLL_PARAM_STRING, NOCFG, 0, 0},
+    {"COLL_CUDA_WAIT_VALUE", "1",
+     "1: a stream waiting for a stream-ordered collective's piece waits with "
+     "cuStreamWaitValue32 on a page-locked word (where the runtime or libcuda.so.1 has it); "
+     "0: in a host function instead, which rules out CUDA IPC; read once per process",
+     COLL_PARAM_INT, NOCFG, 0, 1},
     {"COLL_CUDA_STAGING_BYTES", "16M",
      "page-locked host memory per comm through which stream-ordered collectives on device "
      "buffers pass (coll_allreduce_stream, ...): messages move in pieces of an eighth of it, up "

@@ -189,7 +189,31 @@ void coll__cuda_error_text(int err, char *buf, size_t size)
     X(MemsetAsync) X(HostAlloc) X(StreamQuery) X(StreamWaitEvent) X(StreamGetDevice)               \
         X(EventCreateWithFlags) X(EventRecord) X(EventQuery) X(EventSynchronize) X(EventDestroy)   \
             X(LaunchHostFunc) X(DeviceSynchronize) X(IpcGetMemHandle) X(IpcOpenMemHandle)          \
-                X(IpcCloseMemHandle)
+                X(IpcCloseMemHandle) X(HostGetDevicePointer) X(FuncGetAttributes)
+
+/* cuStreamWaitValue32 lets a stream wait for a word that a host thread writes, where a host
+ * function would have to block CUDA's callback thread (which holds back other streams'
+ * work on a GPU). It is a driver call: from the runtime library where that has it (the
+ * emulator), else from libcuda.so.1, which a working runtime has loaded already. The _v2
+ * entry point is the one enabled on every driver since CUDA 11.7; the plain name may need
+ * a driver option. COLL_CUDA_WAIT_VALUE=0 leaves it out (host functions only). */
+static void cuda_resolve_wait_value(void *lib)
+{
+    static const char *const names[] = {"cuStreamWaitValue32_v2", "cuStreamWaitValue32"};
+    const char *env = getenv("COLL_CUDA_WAIT_VALUE");
+    void *sym = NULL, *drv;
+
+    if (env && strcmp(env, "0") == 0)
+        return;
+    for (size_t i = 0; i < 2 && !sym; i++)
+        sym = dlsym(lib, names[i]);
+    if (!sym && (drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) != NULL) {
+        for (size_t i = 0; i < 2 && !sym; i++)
+            sym = dlsym(drv, names[i]);
+        /* kept open, as the runtime is */
+    }
+    memcpy(&cuda.rt.StreamWaitValue32, &sym, sizeof(sym));
+}
 
 /* Resolve every symbol; false (with why set) at the first one missing: a libcudart older
  * than 12.0 lacks the cudaLibrary* calls, and we would rather not use it at all. */
@@ -214,6 +238,7 @@ static bool cuda_resolve(void *lib, const char *libname)
     memcpy(&cuda.rt.name, &sym, sizeof(sym));
     CUDART_OPTIONAL(RESOLVE_OPT)
 #undef RESOLVE_OPT
+    cuda_resolve_wait_value(lib);
     return true;
 }
 
@@ -483,6 +508,40 @@ static void rc_load_all(void)
 
     memcpy(&rc_occupancy, &sym, sizeof(sym)); /* optional: NULL falls back */
     rc_load();
+}
+
+/*
+ * CUDA loads a kernel into a device lazily (CUDA_MODULE_LOADING=LAZY, the default since
+ * CUDA 12.2), at its first launch or attribute query, and that load may wait for the
+ * device's other work as a context synchronisation would. The stream worker launches the
+ * kernels while a user's stream waits for the worker: a first launch there waits for the
+ * stream that waits for the launch. So the first stream-ordered call of a comm loads every
+ * kernel into its device before it queues anything: cudaFuncGetAttributes and the occupancy
+ * query each force the load (the latter also fills the grid cache).
+ */
+static _Atomic bool rc_device_loaded[RC_GRID_CACHE_DEVICES];
+
+void coll__cuda_kernels_load(int dev)
+{
+    unsigned char attr[1024] __attribute__((aligned(16))); /* struct cudaFuncAttributes */
+
+    if (coll__cuda_state(NULL) != COLL_CUDA_READY || dev < 0)
+        return;
+    if (dev < RC_GRID_CACHE_DEVICES && atomic_load(&rc_device_loaded[dev]))
+        return;
+    pthread_once(&rc.once, rc_load_all);
+    if (rc.status != COLL_SUCCESS)
+        return; /* no kernels: the IPC path says so when asked */
+    for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
+        for (int op = 0; op < COLL_NUM_OPS; op++) {
+            if (cuda.rt.FuncGetAttributes &&
+                cuda.rt.FuncGetAttributes(attr, rc.kernel[dt][op]) != CUDA_SUCCESS)
+                cuda.rt.GetLastError();
+            (void)rc_full_grid((coll_dtype_t)dt, (coll_op_t)op);
+        }
+    }
+    if (dev < RC_GRID_CACHE_DEVICES)
+        atomic_store(&rc_device_loaded[dev], true);
 }
 
 coll_status_t coll__cuda_reduce_copy(struct coll_comm *comm, void *const dst[], int ndsts,

@@ -145,6 +145,10 @@ COLL_INTERNAL enum coll_cuda_state coll__cuda_state(const char **why_p);
 COLL_INTERNAL bool coll__cuda_available(void);
 /* Whether this build has the kernels (nvcc was found at build time). */
 COLL_INTERNAL bool coll__cuda_have_kernels(void);
+/* Load every reduce-copy kernel into device dev, the calling thread's current device, once:
+ * before anything of ours waits on a stream, since a lazy first load may wait for the
+ * device's other work (cuda.c says why). Without CUDA or kernels it does nothing. */
+COLL_INTERNAL void coll__cuda_kernels_load(int dev);
 
 /*
  * The libcudart entry points coll uses, loaded with dlsym. Types are spelled without the
@@ -207,7 +211,17 @@ struct coll_cudart {
     int (*IpcGetMemHandle)(struct coll_cuda_ipc_handle *handle, void *ptr);
     int (*IpcOpenMemHandle)(void **ptr, struct coll_cuda_ipc_handle handle, unsigned int flags);
     int (*IpcCloseMemHandle)(void *ptr);
+    int (*HostGetDevicePointer)(void **dev_p, void *host, unsigned int flags);
+    int (*FuncGetAttributes)(void *attr, const void *func);
+    /* Optional, from the driver (libcuda.so.1: cuStreamWaitValue32_v2), or from the runtime
+     * library itself where it has it (the emulator): the stream waits until the 32-bit word
+     * at device address addr satisfies flags' test against value (0: GEQ, cyclic). NULL
+     * when absent or when COLL_CUDA_WAIT_VALUE=0. */
+    int (*StreamWaitValue32)(void *stream, unsigned long long addr, uint32_t value,
+                             unsigned int flags);
 };
+/* CU_STREAM_WAIT_VALUE_GEQ: until (int32_t)(*addr - value) >= 0 */
+#define COLL_CUDA_WAIT_VALUE_GEQ 0
 /* cudaMemcpyKind cudaMemcpyDefault: direction from the pointers (unified addressing). */
 #define COLL_CUDA_MEMCPY_DEFAULT 4
 

@@ -45,6 +45,7 @@
  * the scratch be freed at destroy while a peer still reads it.
  */
 #include "ipc.h"
+#include "stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +246,11 @@ static bool ipc_local(struct coll_ipc *ipc, struct ipc_rec *rec, char *why, size
     }
     if (!coll__cuda_have_kernels()) {
         snprintf(why, whylen, "this build has no CUDA kernels (no nvcc)");
+        return false;
+    }
+    if (!coll__stream_waits_on_words()) {
+        snprintf(why, whylen, "no cuStreamWaitValue32 (COLL_CUDA_WAIT_VALUE=0, or neither the "
+                              "runtime nor libcuda.so.1 has it)");
         return false;
     }
     rc = rt->Malloc(&p, COLL_IPC_SLOTS * ipc->slot_bytes);

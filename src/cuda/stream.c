@@ -236,6 +236,11 @@ struct sop {
     bool finished;
     coll_status_t status;
     bool hostfn_timed_out;
+    /* WAITs by cuStreamWaitValue32: a word of the flag pool, its value when the op took
+     * it, and how many leading pieces the word says are done; flag < 0: none taken */
+    int flag;
+    uint32_t flag_base;
+    size_t flag_done;
 };
 
 struct qent {
@@ -272,10 +277,14 @@ struct coll_stream_ctx {
     void *wstream, *wevent;
 };
 
+static void flag_advance(struct sop *op, bool all);
+
 static void sop_unref(struct sop *op)
 {
     if (atomic_fetch_sub(&op->refs, 1) != 1)
         return;
+    if (op->flag >= 0) /* an op that failed before it was queued: its word goes back */
+        flag_advance(op, true);
     pthread_mutex_destroy(&op->mu);
     pthread_cond_destroy(&op->cv);
     free(op->pieces);
@@ -302,6 +311,124 @@ static void comm_fail(struct coll_comm *comm, coll_status_t st)
     pthread_mutex_unlock(&comm->lock);
 }
 
+/*
+ * The flag pool: page-locked words, one per op in flight, that WAITs watch through
+ * cuStreamWaitValue32 instead of blocking in a host function. On a GPU a blocked host
+ * function holds CUDA's callback thread, and with it other streams' work: the CUDA IPC
+ * copies and kernels the worker queues for that very piece would never run. A word only
+ * ever grows (an op starts from the value its last op left, and its piece j waits for
+ * base + j + 1), so a word can go to the next op as soon as its op is over: a stream still
+ * behind an old WAIT sees a value at least as large as the one it waits for. Allocated once
+ * per process and never freed, since a stream may read a word after its comm is gone.
+ */
+#define FLAG_WORDS 4096
+
+static struct {
+    pthread_mutex_t mu;
+    bool tried, off;
+    volatile uint32_t *words; /* page-locked, mapped */
+    unsigned long long dev;   /* the device address of words[0] */
+    int free[FLAG_WORDS], nfree;
+} flags = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Under flags.mu: the words, made on first use. */
+static void flag_pool_init(void)
+{
+    const struct coll_cudart *rt = coll__cudart();
+
+    if (!flags.tried) {
+        void *mem = NULL, *dev = NULL;
+
+        flags.tried = true;
+        flags.off = true;
+        /* portable and mapped: every device reads the words (cudaHostAllocMapped = 2) */
+        if (rt->StreamWaitValue32 && rt->HostAlloc &&
+            rt->HostAlloc(&mem, FLAG_WORDS * sizeof(uint32_t), CUDA_HOST_ALLOC_PORTABLE | 2) ==
+                CUDA_SUCCESS) {
+            memset(mem, 0, FLAG_WORDS * sizeof(uint32_t));
+            if (!rt->HostGetDevicePointer || rt->HostGetDevicePointer(&dev, mem, 0) != CUDA_SUCCESS) {
+                rt->GetLastError();
+                dev = mem; /* unified addressing: the host address is the device's */
+            }
+            flags.words = mem;
+            flags.dev = (unsigned long long)(uintptr_t)dev;
+            for (int i = 0; i < FLAG_WORDS; i++)
+                flags.free[i] = FLAG_WORDS - 1 - i;
+            flags.nfree = FLAG_WORDS;
+            flags.off = false;
+        } else if (rt->StreamWaitValue32) {
+            rt->GetLastError();
+        }
+        COLL_INFO(COLL_SUB_COLL, "stream waits: %s",
+                  flags.off ? "host functions (no cuStreamWaitValue32 or no page-locked words)"
+                            : "cuStreamWaitValue32 on page-locked words");
+    }
+}
+
+bool coll__stream_waits_on_words(void)
+{
+    bool on;
+
+    pthread_mutex_lock(&flags.mu);
+    flag_pool_init();
+    on = !flags.off;
+    pthread_mutex_unlock(&flags.mu);
+    return on;
+}
+
+/* A word for op, or -1 (host functions then): no cuStreamWaitValue32, no page-locked
+ * memory, or every word taken. */
+static int flag_take(struct sop *op)
+{
+    int w = -1;
+
+    pthread_mutex_lock(&flags.mu);
+    flag_pool_init();
+    if (!flags.off && flags.nfree > 0) {
+        w = flags.free[--flags.nfree];
+        op->flag_base = flags.words[w];
+    }
+    pthread_mutex_unlock(&flags.mu);
+    op->flag = w;
+    op->flag_done = 0;
+    return w;
+}
+
+/* After cuStreamWaitValue32 failed on a stream: host functions from now on. */
+static void flag_turn_off(const char *why)
+{
+    pthread_mutex_lock(&flags.mu);
+    if (!flags.off)
+        COLL_WARN(COLL_SUB_COLL, "cuStreamWaitValue32 failed (%s): stream waits use host "
+                                 "functions from now on", why);
+    flags.off = true;
+    pthread_mutex_unlock(&flags.mu);
+}
+
+/* Under op->mu: publish the leading done pieces; at the end (all), give the word back. */
+static void flag_advance(struct sop *op, bool all)
+{
+    size_t d = op->flag_done;
+
+    if (op->flag < 0)
+        return;
+    while (d < op->npieces && op->pieces[d].done)
+        d++;
+    if (all)
+        d = op->npieces;
+    if (d != op->flag_done || all) {
+        op->flag_done = d;
+        /* the results this piece's stream copies next are written before the word */
+        __atomic_store_n(&flags.words[op->flag], op->flag_base + (uint32_t)d, __ATOMIC_RELEASE);
+    }
+    if (all) {
+        pthread_mutex_lock(&flags.mu);
+        flags.free[flags.nfree++] = op->flag;
+        pthread_mutex_unlock(&flags.mu);
+        op->flag = -1;
+    }
+}
+
 /* Mark every piece not yet done as done with st and wake their host functions. */
 static void release_all(struct sop *op, coll_status_t st)
 {
@@ -311,6 +438,7 @@ static void release_all(struct sop *op, coll_status_t st)
     for (size_t j = 0; j < op->npieces; j++)
         op->pieces[j].done = true;
     op->finished = true;
+    flag_advance(op, true);
     pthread_cond_broadcast(&op->cv);
     pthread_mutex_unlock(&op->mu);
 }
@@ -319,6 +447,7 @@ static void piece_done(struct sop *op, size_t j)
 {
     pthread_mutex_lock(&op->mu);
     op->pieces[j].done = true;
+    flag_advance(op, false);
     pthread_cond_broadcast(&op->cv);
     pthread_mutex_unlock(&op->mu);
 }
@@ -363,6 +492,22 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the stream state");
     ctx->comm = comm;
     ctx->cap = (size_t)comm->cfg.cuda_staging_bytes;
+    /* the kernels the worker may launch, loaded now, while nothing of ours is queued */
+    if (comm->cuda_dev >= 0) {
+        int prev = -1;
+
+        if (rt->GetDevice(&prev) != CUDA_SUCCESS) {
+            rt->GetLastError();
+            prev = -1;
+        }
+        if (prev == comm->cuda_dev || rt->SetDevice(comm->cuda_dev) == CUDA_SUCCESS) {
+            coll__cuda_kernels_load(comm->cuda_dev);
+            if (prev >= 0 && prev != comm->cuda_dev && rt->SetDevice(prev) != CUDA_SUCCESS)
+                rt->GetLastError();
+        } else {
+            rt->GetLastError();
+        }
+    }
     /* portable: the worker and other threads may run on another current device */
     rc = rt->HostAlloc(&mem, ctx->cap, CUDA_HOST_ALLOC_PORTABLE);
     if (rc != CUDA_SUCCESS) {
@@ -1307,6 +1452,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     atomic_init(&op->refs, 1);
     pthread_mutex_init(&op->mu, NULL);
     pthread_cond_init(&op->cv, NULL);
+    op->flag = -1;
     op->calls = calls;
     op->ncalls = ncalls;
     op->owner = first;
@@ -1361,6 +1507,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     }
     for (size_t j = 0; j < op->npieces; j++)
         op->pieces[j].op = op;
+    flag_take(op);
     if (rt->GetDevice(&cur_dev) != CUDA_SUCCESS) {
         rt->GetLastError();
         cur_dev = -1;
@@ -1406,6 +1553,17 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
                         st = cuda_fail(c->comm, rc, "cudaEventRecord after a piece's copy in");
                     break;
                 case COLL_SSTEP_WAIT:
+                    if (op->flag >= 0) {
+                        rc = rt->StreamWaitValue32(
+                            c->stream, flags.dev + (unsigned long long)op->flag * 4,
+                            op->flag_base + (uint32_t)(j + 1), COLL_CUDA_WAIT_VALUE_GEQ);
+                        if (rc == CUDA_SUCCESS)
+                            break;
+                        /* the piece's word is still published: a host function waits
+                         * for the same thing */
+                        rt->GetLastError();
+                        flag_turn_off("a stream refused it");
+                    }
                     atomic_fetch_add(&op->refs, 1);
                     rc = rt->LaunchHostFunc(c->stream, hostfn_wait, &op->pieces[j]);
                     if (rc != CUDA_SUCCESS) {

@@ -82,4 +82,10 @@ struct coll_stream_step {
 COLL_INTERNAL size_t coll__stream_order(size_t npieces, size_t nslots,
                                         struct coll_stream_step *out);
 
+/* Whether stream waits go through cuStreamWaitValue32 on page-locked words (the runtime or
+ * driver has it and the words could be made), not host functions. The CUDA IPC path needs
+ * it: on a GPU, a stream held by a blocking host function holds back the worker's copies
+ * and kernels on other streams, which are what the host function waits for. */
+COLL_INTERNAL bool coll__stream_waits_on_words(void);
+
 #endif /* COLL_CUDA_STREAM_H */

@@ -40,7 +40,15 @@
  * process exits is a violation), COLL_FAKECUDA_CORRUPT_RC=N (the N-th reduce-copy kernel
  * of the process, counted from 1, inverts every bit of element count / 2 of its first
  * output: a wrong result that no NaN rule can excuse, so that a check of kernel results is
- * seen to fail).
+ * seen to fail), COLL_FAKECUDA_HOSTFN_HOLDS=1 (while a host function runs, no copy, memset
+ * or kernel of any stream starts: CUDA documents that a host function must not wait for
+ * work not ordered before it, and this makes code that does so hang),
+ * COLL_FAKECUDA_LAZY_LOADING=0 (kernels load at once; by default, as CUDA's lazy loading,
+ * a kernel's first launch or attribute query on a device waits until no stream of the
+ * device has work queued: see fc_kernel_load).
+ *
+ * cuStreamWaitValue32 (and its _v2 name), a driver call, is exported too: the stream waits
+ * until a 32-bit word of page-locked or managed memory passes the test (GEQ, EQ, AND, NOR).
  */
 #include "cuda/cuda.h"
 #include "reduce/elem.h"
@@ -192,6 +200,9 @@ static struct {
     atomic_int violations;
     bool abort_on_violation; /* COLL_FAKECUDA_STRICT=1 */
     long corrupt_rc;         /* COLL_FAKECUDA_CORRUPT_RC: 0 none, else the launch to spoil */
+    bool hostfn_holds;       /* COLL_FAKECUDA_HOSTFN_HOLDS=1 */
+    bool lazy_loading;       /* COLL_FAKECUDA_LAZY_LOADING, default 1 */
+    int hostfn_running;
 } fc = {.once = PTHREAD_ONCE_INIT,
         .mu = PTHREAD_MUTEX_INITIALIZER,
         .cv = PTHREAD_COND_INITIALIZER,
@@ -284,6 +295,10 @@ static void fc_init(void)
     v = getenv("COLL_FAKECUDA_CHECK_LEAKS");
     if (v && strcmp(v, "1") == 0)
         atexit(fc_leak_check);
+    v = getenv("COLL_FAKECUDA_LAZY_LOADING");
+    fc.lazy_loading = !(v && strcmp(v, "0") == 0);
+    v = getenv("COLL_FAKECUDA_HOSTFN_HOLDS");
+    fc.hostfn_holds = v && strcmp(v, "1") == 0;
     v = getenv("COLL_FAKECUDA_CORRUPT_RC");
     if (v && *v) {
         char *end;
@@ -534,7 +549,15 @@ struct fc_dep {
     uint32_t gen;
 };
 
-enum fc_op_kind { FC_OP_NOP, FC_OP_COPY, FC_OP_SET, FC_OP_KERNEL, FC_OP_RECORD, FC_OP_HOSTFN };
+enum fc_op_kind {
+    FC_OP_NOP,
+    FC_OP_COPY,
+    FC_OP_SET,
+    FC_OP_KERNEL,
+    FC_OP_RECORD,
+    FC_OP_HOSTFN,
+    FC_OP_WAITVAL
+};
 
 struct fc_op {
     struct fc_op *next;
@@ -555,6 +578,10 @@ struct fc_op {
     struct fc_event *ev;
     uint64_t gen;
     uint32_t ipc_gen;
+    /* WAITVAL */
+    const uint32_t *word;
+    uint32_t want;
+    unsigned wflags;
     /* HOSTFN */
     void (*fn)(void *);
     void *data;
@@ -729,6 +756,22 @@ static void fc_op_run(struct fc_op *op)
     case FC_OP_HOSTFN:
         fc_host_fn_run(op);
         break;
+    case FC_OP_WAITVAL:
+        for (;;) {
+            uint32_t v = __atomic_load_n(op->word, __ATOMIC_ACQUIRE);
+            bool ok;
+            switch (op->wflags & 3u) {
+            case 0: ok = (int32_t)(v - op->want) >= 0; break; /* GEQ, cyclic */
+            case 1: ok = v == op->want; break;                /* EQ */
+            case 2: ok = (v & op->want) != 0; break;          /* AND */
+            default: ok = ~(v | op->want) != 0; break;        /* NOR */
+            }
+            if (ok)
+                break;
+            struct timespec ts = {0, 20 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        break;
     }
 }
 
@@ -746,6 +789,9 @@ static void *fc_worker(void *arg)
             break;
         op = s->head;
         fc_wait_deps(op->deps, op->ndeps);
+        while (fc.hostfn_holds && fc.hostfn_running &&
+               (op->kind == FC_OP_COPY || op->kind == FC_OP_SET || op->kind == FC_OP_KERNEL))
+            pthread_cond_wait(&fc.cv, &fc.mu);
         pthread_mutex_unlock(&fc.mu);
         fc_op_run(op);
         pthread_mutex_lock(&fc.mu);
@@ -940,11 +986,13 @@ static void *fc_callback_thread(void *arg)
         fc.cbq_head = op->cb_next;
         if (!fc.cbq_head)
             fc.cbq_tail = NULL;
+        fc.hostfn_running++;
         pthread_mutex_unlock(&fc.mu);
         tls.in_callback = true;
         op->fn(op->data);
         tls.in_callback = false;
         pthread_mutex_lock(&fc.mu);
+        fc.hostfn_running--;
         op->cb_done = true;
         pthread_cond_broadcast(&fc.cv);
     }
@@ -1839,6 +1887,60 @@ FC_API int cudaLaunchHostFunc(void *stream, void (*fn)(void *), void *data)
     return fc_err(rc);
 }
 
+/* cuStreamWaitValue32 (a driver call: CUresult, CUdeviceptr): the word must be 4-byte
+ * aligned in page-locked or managed memory, which the emulator reads where it lies. */
+static int fc_wait_value32(const char *name, void *stream, unsigned long long addr,
+                           uint32_t value, unsigned flags)
+{
+    const uint32_t *word = (const uint32_t *)(uintptr_t)addr;
+    struct fc_alloc *a;
+    struct fc_stream *s;
+    struct fc_op *op;
+    int rc;
+
+    rc = fc_enter(name, FC_NEED_DEVICE);
+    if (rc)
+        return rc;
+    /* GEQ 0, EQ 1, AND 2, NOR 3; CU_STREAM_WAIT_VALUE_FLUSH 1 << 30 */
+    if ((flags & ~(3u | (1u << 30))) || !word || (addr & 3))
+        return fc_err(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc.mu);
+    a = fc_find(word);
+    if (!a || (a->type != FC_HOST && a->type != FC_MANAGED) ||
+        (const char *)word + 4 > a->base + a->size) {
+        pthread_mutex_unlock(&fc.mu);
+        fc_violation("%s on %p: not a word of page-locked or managed memory", name,
+                     (const void *)word);
+        return fc_err(cudaErrorInvalidValue);
+    }
+    rc = fc_stream_get(stream, &s);
+    if (rc == cudaSuccess) {
+        op = fc_op_new(FC_OP_WAITVAL);
+        if (!op) {
+            rc = cudaErrorMemoryAllocation;
+        } else {
+            op->word = (const uint32_t *)(a->alias + ((const char *)word - a->base));
+            op->want = value;
+            op->wflags = flags;
+            rc = fc_enqueue(s, op, NULL);
+        }
+    }
+    pthread_mutex_unlock(&fc.mu);
+    return fc_err(rc);
+}
+
+FC_API int cuStreamWaitValue32_v2(void *stream, unsigned long long addr, uint32_t value,
+                                  unsigned int flags)
+{
+    return fc_wait_value32(__func__, stream, addr, value, flags);
+}
+
+FC_API int cuStreamWaitValue32(void *stream, unsigned long long addr, uint32_t value,
+                               unsigned int flags)
+{
+    return fc_wait_value32(__func__, stream, addr, value, flags);
+}
+
 /* ---- 10 events ----------------------------------------------------------------------- */
 
 static void fc_event_unref(struct fc_event *e)
@@ -2144,6 +2246,7 @@ static const struct fc_kdef fc_kdefs[] = {COLL_RC_LIST(FC_RC_DEF)};
 struct fc_kernel {
     struct fc_lib *lib;
     const struct fc_kdef *def;
+    bool loaded[FC_MAX_DEVICES]; /* lazy loading: into which devices */
 };
 struct fc_lib {
     bool live;
@@ -2174,7 +2277,7 @@ FC_API int cudaLibraryLoadData(void **lib_p, const void *code, void *jit_opts, v
         return fc_err(cudaErrorMemoryAllocation);
     l->live = true;
     for (size_t i = 0; i < FC_NKERNELS; i++)
-        l->kernels[i] = (struct fc_kernel){l, &fc_kdefs[i]};
+        l->kernels[i] = (struct fc_kernel){l, &fc_kdefs[i], {false}};
     pthread_mutex_lock(&fc.mu);
     l->next = fc.libs;
     fc.libs = l; /* kept after unload, so that stale kernel handles are recognised */
@@ -2229,6 +2332,28 @@ FC_API int cudaLibraryGetKernel(void **kernel_p, void *lib, const char *name)
     return fc_err(rc);
 }
 
+/* Lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA's default): a kernel's first launch or
+ * attribute query on a device loads it there, and the load waits until no stream of the
+ * device has work queued, as the context synchronisation such a load may need would. Code
+ * that launches a kernel for the first time while a stream waits on it hangs here as on a
+ * GPU. COLL_FAKECUDA_LAZY_LOADING=0: loaded at once. Caller holds fc.mu. */
+static void fc_kernel_load(const struct fc_kernel *kc, int dev)
+{
+    struct fc_kernel *k = (struct fc_kernel *)kc;
+
+    if (!fc.lazy_loading || dev < 0 || dev >= FC_MAX_DEVICES || k->loaded[dev])
+        return;
+    for (;;) {
+        struct fc_stream *t;
+        for (t = fc.streams; t && !(t->device == dev && t->done < t->enq); t = t->next)
+            ;
+        if (!t)
+            break;
+        pthread_cond_wait(&fc.cv, &fc.mu);
+    }
+    k->loaded[dev] = true;
+}
+
 /* The kernel a handle names, in a live library. Caller holds fc.mu. */
 static const struct fc_kernel *fc_kernel_get(const void *h)
 {
@@ -2250,10 +2375,37 @@ FC_API int cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *nblocks, const voi
         return fc_err(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc.mu);
     k = fc_kernel_get(func);
+    if (k)
+        fc_kernel_load(k, tls.dev);
     pthread_mutex_unlock(&fc.mu);
     if (!k)
         return fc_err(cudaErrorInvalidDeviceFunction);
     *nblocks = 2048 / block;
+    return cudaSuccess;
+}
+
+/* struct cudaFuncAttributes begins: sharedSizeBytes, constSizeBytes, localSizeBytes
+ * (size_t), maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion (int), ...; the rest is
+ * left zero. */
+FC_API int cudaFuncGetAttributes(void *attr, const void *func)
+{
+    const struct fc_kernel *k;
+    struct {
+        size_t shared, constant, local;
+        int max_threads, regs, ptx, binary;
+    } a = {0, 0, 0, 1024, 32, 90, 90};
+
+    FC_ENTER(FC_NEED_DEVICE);
+    if (!attr)
+        return fc_err(cudaErrorInvalidValue);
+    pthread_mutex_lock(&fc.mu);
+    k = fc_kernel_get(func);
+    if (k)
+        fc_kernel_load(k, tls.dev);
+    pthread_mutex_unlock(&fc.mu);
+    if (!k)
+        return fc_err(cudaErrorInvalidDeviceFunction);
+    memcpy(attr, &a, sizeof(a));
     return cudaSuccess;
 }
 
@@ -2311,6 +2463,7 @@ FC_API int cudaLaunchKernel(const void *func, struct coll_cuda_dim3 grid,
         rc = cudaErrorInvalidDeviceFunction;
         goto out_unlock;
     }
+    fc_kernel_load(k, tls.dev);
     threads = (uint64_t)block.x * block.y * block.z;
     if (grid.x < 1 || grid.x > 2147483647u || grid.y < 1 || grid.y > 65535 || grid.z < 1 ||
         grid.z > 65535 || block.x < 1 || block.x > 1024 || block.y < 1 || block.y > 1024 ||
