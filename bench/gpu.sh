@@ -8,7 +8,7 @@
 #   bench/gpu.sh [--build DIR] [--out DIR] [--np "1 2 4"] [--colls "allreduce ..."]
 #                [--device N] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
 #                [--no-torch] [--no-kernels] [--no-colls] [--sanitize] [--python PY]
-#                [--dry-run]
+#                [--no-build] [--dry-run]
 #
 #   --build DIR    build directory (default build-gpu; set up with meson if missing)
 #   --out DIR      where the results go (default docs/results)
@@ -28,6 +28,8 @@
 #                  GPU, the runtime named by COLL_CUDA_LIBRARY or found as libcudart.so.13
 #                  or libcudart.so); builds the tests for it
 #   --python PY    the python with PyTorch (default python3)
+#   --no-build     use the programs in --build as they are (a kit built on another machine,
+#                  see bench/gpu_check.sh); build nothing
 #   --dry-run      print what would run; check nothing, run nothing
 #
 # Writes, under --out:
@@ -73,6 +75,7 @@ colls_on=1
 sanitize=0
 py=python3
 dry=0
+nobuild=0
 while [ $# -gt 0 ]; do
     opt=$1
     case $opt in
@@ -82,6 +85,7 @@ while [ $# -gt 0 ]; do
     --no-colls) colls_on=0; shift; continue ;;
     --sanitize) sanitize=1; shift; continue ;;
     --dry-run) dry=1; shift; continue ;;
+    --no-build) nobuild=1; shift; continue ;;
     --build | --out | --np | --colls | --device | -b | -e | -f | -n | -w | --python) ;;
     *) bad "unknown argument '$opt'" ;;
     esac
@@ -149,15 +153,21 @@ fi
 # The sanitizers run two test programs, so --sanitize builds the tests too.
 with_tests=false
 [ "$sanitize" = 1 ] && with_tests=true
-if [ ! -f "$build/build.ninja" ]; then
-    run meson setup "$build" -Dtests=$with_tests >&2 || die "meson setup $build failed"
-elif [ "$sanitize" = 1 ]; then
-    run meson configure "$build" -Dtests=true >&2 || die "meson configure $build failed"
-fi
 targets="collbench collrun cuda_rc_bench"
 [ "$sanitize" = 1 ] && targets="$targets tests/test_cuda tests/mp_cuda_ipc"
-# shellcheck disable=SC2086
-run ninja -C "$build" $targets >&2 || die "the build in $build failed"
+if [ "$nobuild" = 1 ]; then
+    for t in $targets; do
+        [ "$dry" = 1 ] || [ -x "$build/$t" ] || die "--no-build: no $build/$t"
+    done
+else
+    if [ ! -f "$build/build.ninja" ]; then
+        run meson setup "$build" -Dtests=$with_tests >&2 || die "meson setup $build failed"
+    elif [ "$sanitize" = 1 ]; then
+        run meson configure "$build" -Dtests=true >&2 || die "meson configure $build failed"
+    fi
+    # shellcheck disable=SC2086
+    run ninja -C "$build" $targets >&2 || die "the build in $build failed"
+fi
 collbench=$build/collbench
 collrun=$build/collrun
 rc_bench=$build/cuda_rc_bench
@@ -165,7 +175,8 @@ rc_bench=$build/cuda_rc_bench
 # collbench itself decides whether the runtime and the device are usable (the same loader
 # as the library: COLL_CUDA_LIBRARY, libcudart.so.13, libcudart.so).
 if [ "$dry" = 0 ]; then
-    probe=$("$collbench" allreduce --memtype cuda --device "$device" -b 8 -e 8 -n 1 -w 0 2>&1) ||
+    probe=$(timeout -k 5 120 "$collbench" allreduce --memtype cuda --device "$device" -b 8 -e 8 \
+        -n 1 -w 0 2>&1) ||
         die "collbench cannot use device $device: $(printf '%s\n' "$probe" | tail -n 1)"
     mkdir -p "$out"
 fi
