@@ -2365,20 +2365,27 @@ static const struct fc_kernel *fc_kernel_get(const void *h)
     return NULL;
 }
 
-FC_API int cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *nblocks, const void *func, int block,
-                                                         size_t shmem)
+/* A query about a kernel (occupancy, attributes): whether the handle names one, which the
+ * query loads into the current device as CUDA's lazy loading does. */
+static bool fc_kernel_query(const void *func)
 {
     const struct fc_kernel *k;
 
-    FC_ENTER(FC_NEED_DEVICE);
-    if (!nblocks || block <= 0 || block > 1024 || shmem > 49152)
-        return fc_err(cudaErrorInvalidValue);
     pthread_mutex_lock(&fc.mu);
     k = fc_kernel_get(func);
     if (k)
         fc_kernel_load(k, tls.dev);
     pthread_mutex_unlock(&fc.mu);
-    if (!k)
+    return k != NULL;
+}
+
+FC_API int cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *nblocks, const void *func, int block,
+                                                         size_t shmem)
+{
+    FC_ENTER(FC_NEED_DEVICE);
+    if (!nblocks || block <= 0 || block > 1024 || shmem > 49152)
+        return fc_err(cudaErrorInvalidValue);
+    if (!fc_kernel_query(func))
         return fc_err(cudaErrorInvalidDeviceFunction);
     *nblocks = 2048 / block;
     return cudaSuccess;
@@ -2389,7 +2396,6 @@ FC_API int cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *nblocks, const voi
  * left zero. */
 FC_API int cudaFuncGetAttributes(void *attr, const void *func)
 {
-    const struct fc_kernel *k;
     struct {
         size_t shared, constant, local;
         int max_threads, regs, ptx, binary;
@@ -2398,12 +2404,7 @@ FC_API int cudaFuncGetAttributes(void *attr, const void *func)
     FC_ENTER(FC_NEED_DEVICE);
     if (!attr)
         return fc_err(cudaErrorInvalidValue);
-    pthread_mutex_lock(&fc.mu);
-    k = fc_kernel_get(func);
-    if (k)
-        fc_kernel_load(k, tls.dev);
-    pthread_mutex_unlock(&fc.mu);
-    if (!k)
+    if (!fc_kernel_query(func))
         return fc_err(cudaErrorInvalidDeviceFunction);
     memcpy(attr, &a, sizeof(a));
     return cudaSuccess;
