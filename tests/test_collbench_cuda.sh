@@ -21,7 +21,7 @@ HOOKED=${4:-}
 GUARD="timeout -k 5 60"
 export COLL_TIMEOUT_MS=30000 COLL_CUDA_STAGING_BYTES=65536
 # As a GPU does: while a host function blocks, no other stream's copy or kernel runs.
-export COLL_FAKECUDA_HOSTFN_HOLDS=1
+export COLL_FAKECUDA_HOSTFN_HOLDS=1 COLL_FAKECUDA_MALLOC_SYNC=1
 # Device buffers staged through page-locked host memory over the transport under test
 # (CUDA IPC between the ranks of one host, which would bypass it, is tested on its own).
 export COLL_CUDA_IPC=0

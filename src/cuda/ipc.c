@@ -344,8 +344,44 @@ static void log_shared_devices(const struct coll_comm *comm, const struct ipc_re
                   list, comm->cuda_dev);
 }
 
-coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc **ipc_p,
-                              struct coll_ipc **unused_p, char *why, size_t whylen)
+static struct coll_ipc *ipc_new(const struct coll_comm *comm)
+{
+    struct coll_ipc *ipc = calloc(1, sizeof(*ipc));
+
+    if (ipc) {
+        ipc->base = calloc((size_t)comm->nranks, sizeof(*ipc->base));
+        ipc->opened = calloc((size_t)comm->nranks, sizeof(*ipc->opened));
+    }
+    if (ipc && (!ipc->base || !ipc->opened)) {
+        free(ipc->base);
+        free(ipc->opened);
+        free(ipc);
+        return NULL;
+    }
+    if (ipc) {
+        ipc->rank = comm->rank;
+        ipc->nranks = comm->nranks;
+        ipc->slot_bytes = (size_t)comm->cfg.cuda_staging_bytes / COLL_IPC_SLOTS / 256 * 256;
+    }
+    return ipc;
+}
+
+struct coll_ipc *coll__ipc_prepare(struct coll_comm *comm)
+{
+    struct coll_ipc *ipc;
+    struct ipc_rec rec;
+
+    if (parse_want(comm) == WANT_OFF || comm->nhosts != 1 || !(ipc = ipc_new(comm)))
+        return NULL;
+    memset(&rec, 0, sizeof(rec));
+    ipc->capable = ipc_local(ipc, &rec, ipc->why, sizeof(ipc->why));
+    ipc->handle = rec.handle;
+    return ipc;
+}
+
+coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc *prep,
+                              struct coll_ipc **ipc_p, struct coll_ipc **unused_p, char *why,
+                              size_t whylen)
 {
     struct ipc_rec rec, *all = NULL;
     struct coll_ipc *ipc;
@@ -358,13 +394,9 @@ coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc **ipc_p,
 
     *ipc_p = *unused_p = NULL;
     why[0] = '\0';
-    ipc = calloc(1, sizeof(*ipc));
+    ipc = prep ? prep : ipc_new(comm);
     all = calloc((size_t)comm->nranks, sizeof(*all));
-    if (ipc) {
-        ipc->base = calloc((size_t)comm->nranks, sizeof(*ipc->base));
-        ipc->opened = calloc((size_t)comm->nranks, sizeof(*ipc->opened));
-    }
-    if (!ipc || !all || !ipc->base || !ipc->opened) {
+    if (!ipc || !all) {
         st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the CUDA IPC exchange");
         goto out_free;
     }
@@ -374,15 +406,16 @@ coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc **ipc_p,
     rec.pid = (int32_t)getpid();
     rec.device = comm->cuda_dev;
     rec.host_hash = comm->self.host_hash;
-    {
-        ipc->rank = comm->rank;
-        ipc->nranks = comm->nranks;
-        ipc->slot_bytes = (size_t)comm->cfg.cuda_staging_bytes / COLL_IPC_SLOTS / 256 * 256;
-        rec.slot_bytes = ipc->slot_bytes;
-        if (want == WANT_OFF)
-            snprintf(mywhy, sizeof(mywhy), "COLL_CUDA_IPC=0");
-        else
-            rec.capable = ipc_local(ipc, &rec, mywhy, sizeof(mywhy));
+    rec.slot_bytes = ipc->slot_bytes;
+    if (want == WANT_OFF) {
+        snprintf(mywhy, sizeof(mywhy), "COLL_CUDA_IPC=0");
+    } else if (prep) {
+        rec.capable = prep->capable;
+        rec.handle = prep->handle;
+        rec.ptr = (uint64_t)(uintptr_t)prep->mine;
+        snprintf(mywhy, sizeof(mywhy), "%s", prep->why);
+    } else {
+        rec.capable = ipc_local(ipc, &rec, mywhy, sizeof(mywhy));
     }
     st = coll_iallgather(&rec, all, sizeof(rec), COLL_UINT8, comm, &req);
     if (st == COLL_SUCCESS)

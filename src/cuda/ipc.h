@@ -25,6 +25,10 @@ struct coll_ipc {
     bool *opened;      /* [nranks]: base[r] came from cudaIpcOpenMemHandle */
     void *stream;      /* non-blocking stream of the comm's device: kernels and gathers */
     void *event;       /* recorded on it to wait for what was queued there */
+    /* this rank's part, made ahead by coll__ipc_prepare */
+    bool capable;
+    struct coll_cuda_ipc_handle handle; /* of mine */
+    char why[256];                      /* !capable: what stopped it */
 };
 
 /* Whether a stream-ordered call of this kind and op can go through IPC: the five
@@ -47,8 +51,20 @@ COLL_INTERNAL bool coll__ipc_eligible(enum coll_stream_kind kind, coll_op_t op);
  * coll__ipc_fini once no stream can be waiting (cudaFree waits for the whole device).
  * Called on the worker thread with the comm's device current.
  */
-COLL_INTERNAL coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc **ipc_p,
-                                            struct coll_ipc **unused_p, char *why, size_t whylen);
+COLL_INTERNAL coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc *prep,
+                                            struct coll_ipc **ipc_p, struct coll_ipc **unused_p,
+                                            char *why, size_t whylen);
+
+/*
+ * This rank's part of the decision, made ahead by the thread of the comm's first
+ * stream-ordered call before anything of the comm is queued, with the comm's device
+ * current: the scratch (cudaMalloc, which may wait for the device's streams: on the worker,
+ * a stream of ours could be waiting for it), its handle, the stream and the event; or why
+ * this rank cannot take part. coll__ipc_setup takes it over (prep; NULL: it makes its own
+ * part there). NULL here when IPC cannot apply anyway (COLL_CUDA_IPC=0, several hosts) or
+ * out of memory.
+ */
+COLL_INTERNAL struct coll_ipc *coll__ipc_prepare(struct coll_comm *comm);
 
 /* Close the peers' mappings, free the scratch and the stream. The caller makes sure no
  * stream of this process still uses them (stream.c: the worker has stopped, the user

@@ -272,6 +272,7 @@ struct coll_stream_ctx {
     _Atomic int ipc_state;  /* 0 undecided, 1 on, -1 off */
     struct coll_ipc *ipc;
     struct coll_ipc *ipc_unused; /* what a decision against IPC left, freed at fini */
+    struct coll_ipc *ipc_prep;   /* this rank's part, made at the first call (ctx_get) */
     /* the worker's own copies (calls issued before the decision, staged): a
      * non-blocking stream and an event on it, made when first needed */
     void *wstream, *wevent;
@@ -502,6 +503,8 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
         }
         if (prev == comm->cuda_dev || rt->SetDevice(comm->cuda_dev) == CUDA_SUCCESS) {
             coll__cuda_kernels_load(comm->cuda_dev);
+            /* the IPC scratch too: cudaMalloc may wait for the device's streams */
+            ctx->ipc_prep = coll__ipc_prepare(comm);
             if (prev >= 0 && prev != comm->cuda_dev && rt->SetDevice(prev) != CUDA_SUCCESS)
                 rt->GetLastError();
         } else {
@@ -511,6 +514,7 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
     /* portable: the worker and other threads may run on another current device */
     rc = rt->HostAlloc(&mem, ctx->cap, CUDA_HOST_ALLOC_PORTABLE);
     if (rc != CUDA_SUCCESS) {
+        coll__ipc_fini(ctx->ipc_prep); /* nothing queued yet: nothing uses it */
         free(ctx);
         return cuda_fail(comm, rc, "cudaHostAlloc of COLL_CUDA_STAGING_BYTES");
     }
@@ -519,6 +523,7 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
     pthread_cond_init(&ctx->cv, NULL);
     if (pthread_create(&ctx->thread, NULL, worker_main, ctx) != 0) {
         rt->FreeHost(mem);
+        coll__ipc_fini(ctx->ipc_prep);
         pthread_mutex_destroy(&ctx->mu);
         pthread_cond_destroy(&ctx->cv);
         free(ctx);
@@ -946,7 +951,8 @@ static coll_status_t ipc_decide(struct coll_stream_ctx *ctx)
 
     if (atomic_load(&ctx->ipc_state) != 0)
         return COLL_SUCCESS;
-    st = coll__ipc_setup(ctx->comm, &ipc, &ctx->ipc_unused, why, sizeof(why));
+    st = coll__ipc_setup(ctx->comm, ctx->ipc_prep, &ipc, &ctx->ipc_unused, why, sizeof(why));
+    ctx->ipc_prep = NULL; /* setup took it: now in ipc or ipc_unused */
     ctx->ipc = ipc;
     atomic_store(&ctx->ipc_state, ipc ? 1 : -1);
     if (st == COLL_INVALID_USAGE)
@@ -1209,6 +1215,7 @@ void coll__stream_comm_fini(struct coll_comm *comm)
          * scratch, and this rank's streams are done with its own */
         coll__ipc_fini(ctx->ipc);
         coll__ipc_fini(ctx->ipc_unused);
+        coll__ipc_fini(ctx->ipc_prep);
         if (ctx->wevent)
             rt->EventDestroy(ctx->wevent);
         if (ctx->wstream)

@@ -43,7 +43,9 @@
  * seen to fail), COLL_FAKECUDA_HOSTFN_HOLDS=1 (while a host function runs, no copy, memset
  * or kernel of any stream starts: CUDA documents that a host function must not wait for
  * work not ordered before it, and this makes code that does so hang),
- * COLL_FAKECUDA_LAZY_LOADING=0 (kernels load at once; by default, as CUDA's lazy loading,
+ * COLL_FAKECUDA_MALLOC_SYNC=1 (cudaMalloc first waits for every stream of its device, as
+ * CUDA's implicit synchronisation rules allow), COLL_FAKECUDA_LAZY_LOADING=0 (kernels load
+ * at once; by default, as CUDA's lazy loading,
  * a kernel's first launch or attribute query on a device waits until no stream of the
  * device has work queued: see fc_kernel_load).
  *
@@ -202,6 +204,7 @@ static struct {
     long corrupt_rc;         /* COLL_FAKECUDA_CORRUPT_RC: 0 none, else the launch to spoil */
     bool hostfn_holds;       /* COLL_FAKECUDA_HOSTFN_HOLDS=1 */
     bool lazy_loading;       /* COLL_FAKECUDA_LAZY_LOADING, default 1 */
+    bool malloc_sync;        /* COLL_FAKECUDA_MALLOC_SYNC=1 */
     int hostfn_running;
 } fc = {.once = PTHREAD_ONCE_INIT,
         .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -295,6 +298,8 @@ static void fc_init(void)
     v = getenv("COLL_FAKECUDA_CHECK_LEAKS");
     if (v && strcmp(v, "1") == 0)
         atexit(fc_leak_check);
+    v = getenv("COLL_FAKECUDA_MALLOC_SYNC");
+    fc.malloc_sync = v && strcmp(v, "1") == 0;
     v = getenv("COLL_FAKECUDA_LAZY_LOADING");
     fc.lazy_loading = !(v && strcmp(v, "0") == 0);
     v = getenv("COLL_FAKECUDA_HOSTFN_HOLDS");
@@ -1306,6 +1311,11 @@ FC_API int cudaMalloc(void **p, size_t bytes)
         return cudaSuccess;
     }
     pthread_mutex_lock(&fc.mu);
+    /* CUDA lists a device memory allocation among what may synchronise the device */
+    if (fc.malloc_sync && (rc = fc_device_drain(tls.dev)) != cudaSuccess) {
+        pthread_mutex_unlock(&fc.mu);
+        return fc_err(rc);
+    }
     rc = fc_alloc_device(p, bytes, tls.dev, &a);
     if (rc == cudaSuccess)
         fc.dev_bytes[tls.dev] += a->mapped;
