@@ -38,7 +38,8 @@ COLL_INTERNAL bool coll__ipc_eligible(enum coll_stream_kind kind, coll_op_t op);
 
 /*
  * Decide, with every rank of comm (all reach the same first eligible call, so this blocking
- * exchange is matched): each rank allocates its scratch, exports it and all-gathers (host,
+ * exchange is matched): each rank's scratch, allocated and exported by coll__ipc_prepare
+ * (prep) or here, goes into an all-gather (host,
  * pid, device, capability, COLL_CUDA_IPC, handle); IPC is on when every rank is capable, on
  * this host, and none set COLL_CUDA_IPC=0. Then each maps the others' scratch, and a second
  * exchange checks that all did. Every rank reaches the same answer:
