@@ -21,13 +21,15 @@
 #                  refused mix, a killed rank), mp_cuda_stream (device buffers over shm and
 #                  tcp, bad arguments, a killed rank), nccl_device (NCCL's API on device
 #                  buffers); each must pass: a SKIP here is a failure
-#        bench     bench/gpu.sh --no-build: the reduce-copy kernels against a device copy,
-#                  collbench --memtype cuda all-reduce with 1, 2 and 4 ranks, PyTorch's NCCL
-#                  beside it
+#        bench     bench/gpu.sh --no-build: the reduce-copy kernels against a device copy
+#                  (a step of its own), then collbench --memtype cuda all-reduce with 1, 2
+#                  and 4 ranks and PyTorch's NCCL beside it (with COLL_CUDA_IPC=0 where the
+#                  smoke stage saw CUDA IPC fail)
 #        sanitize  bench/gpu.sh --no-build --sanitize: compute-sanitizer memcheck and
 #                  racecheck
 #      GPU_CHECK_PACK: where the .tgz goes (default DIR.tgz).
-#      GPU_CHECK_BENCH_ARGS: more bench/gpu.sh arguments for the bench stage.
+#      GPU_CHECK_BENCH_ARGS: more bench/gpu.sh arguments for the sweeps of the bench stage;
+#      GPU_CHECK_KERNELS=0 leaves out its kernel step.
 #      GPU_CHECK_BUDGET (seconds, default 420) bounds the whole run: a step gets what is
 #      left, and a step with under 15 s left is not started ("no time").
 # Exit status: 0 every step passed; 1 a step failed or did not run; 2 bad arguments.
@@ -171,9 +173,20 @@ for s in $stages; do
             "$K/collrun" -n 2 --timeout 50 "$T/nccl_device" colls
         ;;
     bench)
+        # the kernels first, on their own: they need no collective path
+        [ "${GPU_CHECK_KERNELS:-1}" = 0 ] ||
+            step gpu_kernels 120 bench/gpu.sh --build "$K" --no-build --out "$dir/results" \
+                --no-colls
+        # where the smoke stage saw CUDA IPC fail, the sweeps measure staging instead
+        ipc_env=
+        if awk -F '\t' '$1 == "mp_cuda_ipc_colls_np2" && $2 != "passed" { f = 1 }
+                END { exit !f }' "$summary"; then
+            ipc_env=COLL_CUDA_IPC=0
+            echo "   (CUDA IPC failed in the smoke stage: the sweeps run with $ipc_env)"
+        fi
         # shellcheck disable=SC2086
-        step gpu_bench 200 bench/gpu.sh --build "$K" --no-build --out "$dir/results" \
-            ${GPU_CHECK_BENCH_ARGS:-}
+        step gpu_bench 200 env $ipc_env bench/gpu.sh --build "$K" --no-build \
+            --out "$dir/results" --no-kernels ${GPU_CHECK_BENCH_ARGS:-}
         ;;
     sanitize)
         step gpu_sanitize 400 bench/gpu.sh --build "$K" --no-build --out "$dir/results" \
