@@ -34,7 +34,7 @@
 #      left, and a step with under 15 s left is not started ("no time").
 # Exit status: 0 every step passed; 1 a step failed or did not run; 2 bad arguments.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 bad() { echo "gpu_check.sh: $*" >&2; exit 2; }
 
@@ -137,15 +137,17 @@ echo "COLL_CUDA_LIBRARY=$COLL_CUDA_LIBRARY" | tee -a "$dir/machine.log"
 head -n 30 "$dir/machine.log" | grep -E 'NVIDIA|Driver|CUDA|name,' || true
 
 export K=$kit T=$kit/tests
+# shellcheck disable=SC2317 # ipc and stream run through bash -c (export -f)
 ipc() { # MODE NP IPC: mp_cuda_ipc as CI runs it, on the real runtime
     env COLL_CUDA_STAGING_BYTES=65536 COLL_CUDA_IPC="$3" \
-        COLL_TIMEOUT_MS=$([ "$1" = kill ] && echo 10000 || echo 30000) \
+        COLL_TIMEOUT_MS="$([ "$1" = kill ] && echo 10000 || echo 30000)" \
         "$K/collrun" -n "$2" --timeout 50 "$T/mp_cuda_ipc" "$1"
 }
+# shellcheck disable=SC2317
 stream() { # MODE NP TRANSPORT
     env COLL_CUDA_STAGING_BYTES=65536 COLL_TRANSPORT="$3" \
-        COLL_CUDA_IPC=$([ "$3" = tcp ] && echo 0 || echo auto) \
-        COLL_TIMEOUT_MS=$([ "$1" = kill ] && echo 10000 || echo 30000) \
+        COLL_CUDA_IPC="$([ "$3" = tcp ] && echo 0 || echo auto)" \
+        COLL_TIMEOUT_MS="$([ "$1" = kill ] && echo 10000 || echo 30000)" \
         "$K/collrun" -n "$2" --timeout 50 "$T/mp_cuda_stream" "$1"
 }
 export -f ipc stream
