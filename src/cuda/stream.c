@@ -314,9 +314,10 @@ static void comm_fail(struct coll_comm *comm, coll_status_t st)
 
 /*
  * The flag pool: page-locked words, one per op in flight, that WAITs watch through
- * cuStreamWaitValue32 instead of blocking in a host function. On a GPU a blocked host
- * function holds CUDA's callback thread, and with it other streams' work: the CUDA IPC
- * copies and kernels the worker queues for that very piece would never run. A word only
+ * cuStreamWaitValue32 instead of blocking in a host function. CUDA documents that a host
+ * function must not wait for work not ordered before it (it holds CUDA's callback thread,
+ * which may hold other streams' work back), and a WAIT waits for the worker, whose CUDA
+ * IPC copies and kernels for that very piece are on another stream. A word only
  * ever grows (an op starts from the value its last op left, and its piece j waits for
  * base + j + 1), so a word can go to the next op as soon as its op is over: a stream still
  * behind an old WAIT sees a value at least as large as the one it waits for. Allocated once
