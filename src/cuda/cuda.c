@@ -192,8 +192,8 @@ void coll__cuda_error_text(int err, char *buf, size_t size)
                 X(IpcCloseMemHandle) X(HostGetDevicePointer) X(FuncGetAttributes)
 
 /* cuStreamWaitValue32 lets a stream wait for a word that a host thread writes, where a host
- * function would have to block CUDA's callback thread (which holds back other streams'
- * work on a GPU). It is a driver call: from the runtime library where that has it (the
+ * function would have to block in CUDA's callback thread, waiting for work not ordered
+ * before it, which CUDA's documentation rules out. It is a driver call: from the runtime library where that has it (the
  * emulator), else from libcuda.so.1, which a working runtime has loaded already. The _v2
  * entry point is the one enabled on every driver since CUDA 11.7; the plain name may need
  * a driver option. COLL_CUDA_WAIT_VALUE=0 leaves it out (host functions only). */

@@ -371,7 +371,8 @@ struct coll_ipc *coll__ipc_prepare(struct coll_comm *comm)
     struct coll_ipc *ipc;
     struct ipc_rec rec;
 
-    if (parse_want(comm) == WANT_OFF || comm->nhosts != 1 || !(ipc = ipc_new(comm)))
+    /* not parse_want: its warning about a bad value comes once, from the setup */
+    if (strcmp(comm->cfg.cuda_ipc, "0") == 0 || comm->nhosts != 1 || !(ipc = ipc_new(comm)))
         return NULL;
     memset(&rec, 0, sizeof(rec));
     ipc->capable = ipc_local(ipc, &rec, ipc->why, sizeof(ipc->why));
