@@ -21,7 +21,7 @@ nps=("$@")
 for f in build/collbench build/collrun build/tcp_floor "$mpi"; do
     [ -x "$f" ] || { echo "tcp_8b.sh: no $f" >&2; exit 1; }
 done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 coll() {
     COLL_TRANSPORT=tcp build/collrun -n "$1" build/collbench allreduce -c 0 -z 1 -a 3 \
