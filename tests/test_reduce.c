@@ -18,6 +18,7 @@
  */
 #include "reduce/elem.h"
 #include "reduce/reduce.h"
+#include "reduce/reduce_isa.h"
 
 #include "harness.h"
 
@@ -1044,8 +1045,11 @@ TEST(isa_every_supported_set_is_offered)
     if (__builtin_cpu_supports("avx2"))
         want[nwant++] = "avx2";
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
         want[nwant++] = "avx512";
+        if (__builtin_cpu_supports("avx512vbmi"))
+            want[nwant++] = "avx512vbmi";
+    }
 #endif
     while (coll__reduce_isa_supported(n))
         n++;
@@ -1145,6 +1149,11 @@ TEST(isa_avx2_all_dtypes_ops)
 TEST(isa_avx512_all_dtypes_ops)
 {
     check_isa("avx512");
+}
+
+TEST(isa_avx512vbmi_all_dtypes_ops)
+{
+    check_isa("avx512vbmi");
 }
 
 /* Reduce with the named set into a fresh buffer (the caller frees it). */
@@ -1453,6 +1462,89 @@ static void check_reduce_n_once(coll_dtype_t dt, coll_op_t op, int k, size_t cou
                        count);
     }
     free(bd);
+}
+
+/*
+ * The n-input folds' widen, accumulate and narrow loops, called directly: acc[i] is element i
+ * (the vector fp8 loops reorder elements inside registers and must undo it), widened and
+ * narrowed exactly as elem.h does (NaN payloads aside: F16C quiets them), every code and
+ * lengths across the vector width.
+ */
+static float widen1(coll_dtype_t dt, const uint8_t *p)
+{
+    uint16_t h;
+
+    if (coll__dtype_size(dt) == 1)
+        return dt == COLL_FLOAT8E4M3 ? coll__e4m3_to_f32(*p) : coll__e5m2_to_f32(*p);
+    memcpy(&h, p, 2);
+    return dt == COLL_FLOAT16 ? coll__f16_to_f32(h) : coll__bf16_to_f32(h);
+}
+
+static uint16_t narrow1(coll_dtype_t dt, float f)
+{
+    switch (dt) {
+    case COLL_FLOAT8E4M3:
+        return coll__f32_to_e4m3(f);
+    case COLL_FLOAT8E5M2:
+        return coll__f32_to_e5m2(f);
+    case COLL_FLOAT16:
+        return coll__f32_to_f16(f);
+    default:
+        return coll__f32_to_bf16(f);
+    }
+}
+
+TEST(isa_widen_narrow_keep_element_order)
+{
+    enum { N = 1024 + 67 };
+    static const size_t lens[] = {N, 64, 63, 129, 1};
+    uint8_t *a = malloc(N * 2), *out = malloc(N * 2);
+    float *acc = malloc(N * sizeof(float)), *want = malloc(N * sizeof(float));
+
+    ASSERT(a && out && acc && want);
+    for (size_t s = 0; s < coll__reduce_nisas; s++) {
+        const struct coll__reduce_isa *k = coll__reduce_isas[s];
+        if (!k->supported())
+            continue;
+        for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
+            size_t sz = coll__dtype_size(dt);
+            if (!k->widen[dt])
+                continue;
+            for (size_t li = 0; li < COLL_ARRAY_SIZE(lens); li++) {
+                size_t n = lens[li];
+                for (size_t i = 0; i < n * sz; i++)
+                    a[i] = (uint8_t)(sz == 1 ? i : rnd());
+                k->widen[dt](acc, a, n);
+                for (size_t i = 0; i < n; i++) {
+                    want[i] = widen1((coll_dtype_t)dt, a + i * sz);
+                    if (memcmp(&acc[i], &want[i], 4) != 0 && !(isnan(acc[i]) && isnan(want[i])))
+                        HARNESS_FAIL("%s %s widen: element %zu of %zu is %a, want %a", k->name,
+                                     coll__dtype_name(dt), i, n, acc[i], want[i]);
+                }
+                /* acc += widen(a): element order holds through the accumulation */
+                k->accum[dt][COLL_SUM](acc, a, n);
+                for (size_t i = 0; i < n; i++)
+                    if (acc[i] != want[i] * 2 && !(isnan(acc[i]) && isnan(want[i])))
+                        HARNESS_FAIL("%s %s accumulate: element %zu of %zu is %a, want %a", k->name,
+                                     coll__dtype_name(dt), i, n, acc[i], want[i] * 2);
+                /* narrowing of values that need rounding: x * (1 + 2^-k) for varying k */
+                for (size_t i = 0; i < n; i++)
+                    acc[i] = want[i] * (1.0f + ldexpf(1.0f, -(int)(i % 24)));
+                k->narrow[dt](out, acc, n);
+                for (size_t i = 0; i < n; i++) {
+                    uint16_t got = 0, w = narrow1((coll_dtype_t)dt, acc[i]);
+                    memcpy(&got, out + i * sz, sz);
+                    if (got != w)
+                        HARNESS_FAIL("%s %s narrow: element %zu of %zu (%a) is 0x%x, want 0x%x",
+                                     k->name, coll__dtype_name(dt), i, n, acc[i], got, w);
+                }
+            }
+        }
+    }
+    free(a);
+    free(out);
+    free(acc);
+    free(want);
 }
 
 TEST(reduce_n_every_dtype_op_and_set)

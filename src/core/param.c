@@ -105,8 +105,8 @@ const struct coll_param coll__params[] = {
      "first such call fails when IPC cannot be used)",
      COLL_PARAM_STRING, CFG(cuda_ipc), 0, 0},
     {"COLL_REDUCE_ISA", "",
-     "instruction set of the host reduction kernels: scalar, sse2, avx2 or avx512; empty = the "
-     "best this CPU runs; read once per process",
+     "instruction set of the host reduction kernels: scalar, sse2, avx2, avx512 or avx512vbmi; "
+     "empty = the best this CPU runs; read once per process",
      COLL_PARAM_STRING, NOCFG, 0, 0},
     {"COLL_REDUCE_STREAM_BYTES", "0",
      "host reductions with outputs of at least this many bytes write them with non-temporal "

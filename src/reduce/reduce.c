@@ -107,7 +107,8 @@ static void isa_setup(void)
             COLL_INFO(COLL_SUB_ENV, "COLL_REDUCE_ISA set by environment to %s", env);
         } else {
             COLL_WARN(COLL_SUB_ENV, "COLL_REDUCE_ISA='%s' is %s; using '%s'", env,
-                      want ? "not supported by this CPU" : "unknown (scalar, sse2, avx2, avx512)",
+                      want ? "not supported by this CPU"
+                           : "unknown (scalar, sse2, avx2, avx512, avx512vbmi)",
                       isa_best->name);
         }
     }

@@ -3,8 +3,8 @@
  *
  * The per-element math (fp16/bf16/fp8 <-> fp32 conversions with round-to-nearest-even, and
  * op application) lives in elem.h, written so that CUDA kernels include the same header.
- * The loops run on the best instruction set the CPU has (scalar, sse2, avx2, avx512; see
- * reduce_isa.c), chosen once; every set gives the same bits as the scalar reference (the one
+ * The loops run on the best instruction set the CPU has (scalar, sse2, avx2, avx512, avx512vbmi;
+ * see reduce_isa.c), chosen once; every set gives the same bits as the scalar reference (the one
  * freedom: which NaN an fp32/fp64 sum or product returns when both operands are NaN).
  *
  * Outputs of at least coll__reduce_stream_bytes() bytes are written with non-temporal
@@ -63,7 +63,8 @@ COLL_INTERNAL void coll__reduce_div(void *dst, size_t count, coll_dtype_t dt, ui
  * setters are for tests and benchmarks; they are process-wide and not meant to race with
  * reductions running in other threads.
  */
-/* Name of the set in use: "scalar", "sse2", "avx2", "avx512" ("generic" off x86). */
+/* Name of the set in use: "scalar", "sse2", "avx2", "avx512", "avx512vbmi" ("generic"
+ * off x86). */
 COLL_INTERNAL const char *coll__reduce_isa(void);
 /* The i-th set this CPU can run, from the scalar reference up; NULL past the last. */
 COLL_INTERNAL const char *coll__reduce_isa_supported(size_t i);

@@ -16,7 +16,7 @@
  *   - the streaming copies (non-temporal stores) that reduce.c uses for large outputs.
  *
  * Divisions: 1 vectorizer switches, 2 fp8 tables, 3 scalar and SSE2 sets, 4 AVX2 set,
- * 5 AVX-512 set, 6 the list.
+ * 5 AVX-512 set, 6 AVX-512 VBMI set (fp8 converted in vector registers), 7 the list.
  */
 #include "reduce_isa.h"
 
@@ -466,16 +466,268 @@ FP8T_FNS(avx512, AVX512_ATTR, fp8_lookup_avx512)
 #undef KERN_F16
 #undef KERN_FP8
 
+/* ---- 6 AVX-512 VBMI set: fp8 by vector conversion ------------------------------------ */
+
+/*
+ * The AVX-512 set with its fp8 loops replaced by conversions in vector registers, 64
+ * elements at a time, which run near memory speed where the table lookup makes about a
+ * third of it. VBMI's two-table byte permute (vpermi2b) is what makes the widening cheap:
+ *
+ *   - widening: the fp32 value of an fp8 code has two zero low bytes, so two 128-entry
+ *     lookups of the magnitude (bytes 3 and 2; the sign is or'ed into byte 3) and two
+ *     rounds of unpacking with zeros give 64 floats, exactly the ones elem.h gives. The
+ *     unpacks leave the elements in a lane-interleaved order that the packs of the
+ *     narrowing undo, so a two-input op needs no reordering; the widen/accumulate/narrow
+ *     loops of the n-input folds, whose fp32 buffer is in element order, reorder the bytes
+ *     with one vpermb (the order is a 4 x 4 transpose of 4-byte groups, its own inverse).
+ *   - narrowing: for |x| with fp32 exponent e, let M = 2^(e' + 23 - mbits), e' = max(e, the
+ *     format's smallest normal exponent). |x| + M, rounded to nearest even by the add
+ *     itself (embedded rounding: independent of MXCSR), is M plus |x| rounded to the
+ *     format's grid at that exponent, which covers subnormals too (e' = the smallest normal
+ *     exponent gives the subnormal spacing). M is chosen with the format's code of 2^e' in
+ *     its low mantissa bits (a multiple of 2^mbits, so even, and ties still round to the even
+ *     code), so the low byte of the sum's bits is the magnitude code. M depends only on e;
+ *     one vpermi2d looks it up among 32 exponents, |x| being clamped first to a value that
+ *     rounds to the overflow code (E4M3 480 -> NaN, E5M2 65536 -> Inf), and exponents below
+ *     the table saturating to its first entry, whose M is the subnormal one.
+ *     Then the sign goes into bit 7, and NaN lanes become 0x7f, as elem.h does.
+ * Every float op on a path to the result is exact or rounds once as elem.h does; the tests
+ * compare all codes and pairs bit for bit with the scalar reference.
+ */
+#define VBMI_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi" KERN_512)))
+
+static bool isa_avx512vbmi(void)
+{
+    return isa_avx512() && __builtin_cpu_supports("avx512vbmi");
+}
+
+/* One fp8 format's tables; 64-byte aligned for whole-register loads. */
+struct f8v_tabs {
+    _Alignas(64) uint8_t b3[128];  /* byte 3 of the fp32 value of each magnitude code */
+    _Alignas(64) uint8_t b2[128];  /* byte 2 (bytes 1 and 0 are always zero) */
+    _Alignas(64) uint32_t m[32];   /* M (above) for exponent fields base .. base + 31 */
+    _Alignas(64) uint8_t perm[64]; /* element order <-> the unpacks' order */
+    uint32_t clamp;                /* fp32 bits of the clamp of |x| */
+    uint32_t base;                 /* exponent field of m[0] */
+};
+static struct f8v_tabs f8v_tabs[2];
+static pthread_once_t f8v_once = PTHREAD_ONCE_INIT;
+
+static void f8v_build_one(struct f8v_tabs *t, float (*widen)(uint8_t), int mbits, uint32_t emin,
+                          uint32_t clamp)
+{
+    t->clamp = clamp;
+    t->base = (clamp >> 23) - 31; /* the clamp's exponent is the table's last */
+    for (uint32_t c = 0; c < 128; c++) {
+        uint32_t u = coll__f32_bits(widen((uint8_t)c));
+        t->b3[c] = (uint8_t)(u >> 24);
+        t->b2[c] = (uint8_t)(u >> 16); /* NaN payloads too: they sit in byte 2 (fp16 ones) */
+    }
+    for (uint32_t i = 0; i < 32; i++) {
+        uint32_t e = t->base + i < emin ? emin : t->base + i;
+        t->m[i] = ((e + 23 - (uint32_t)mbits) << 23) + ((e - emin) << mbits);
+    }
+    for (uint32_t l = 0; l < 4; l++)
+        for (uint32_t k = 0; k < 4; k++)
+            for (uint32_t d = 0; d < 4; d++)
+                t->perm[l * 16 + 4 * k + d] = (uint8_t)(16 * k + 4 * l + d);
+}
+
+static void f8v_build(void)
+{
+    /* E4M3: smallest normal 2^-6 (field 121), clamp 480 (0x43f00000) -> code 0x7f.
+     * E5M2: smallest normal 2^-14 (field 113), clamp 65536 (0x47800000) -> 0x7c, Inf. */
+    f8v_build_one(&f8v_tabs[0], coll__e4m3_to_f32, 3, 121, 0x43f00000u);
+    f8v_build_one(&f8v_tabs[1], coll__e5m2_to_f32, 2, 113, 0x47800000u);
+}
+
+/* A format's tables, in registers for the length of one loop. */
+struct f8v_regs {
+    __m512i b3lo, b3hi, b2lo, b2hi, mlo, mhi, perm, clamp, base;
+};
+
+static inline VBMI_ATTR struct f8v_regs f8v_regs(int f)
+{
+    const struct f8v_tabs *t = &f8v_tabs[f];
+    struct f8v_regs r;
+
+    pthread_once(&f8v_once, f8v_build);
+    r.b3lo = _mm512_load_si512(t->b3);
+    r.b3hi = _mm512_load_si512(t->b3 + 64);
+    r.b2lo = _mm512_load_si512(t->b2);
+    r.b2hi = _mm512_load_si512(t->b2 + 64);
+    r.mlo = _mm512_load_si512(t->m);
+    r.mhi = _mm512_load_si512(t->m + 16);
+    r.perm = _mm512_load_si512(t->perm);
+    r.clamp = _mm512_set1_epi32((int)t->clamp);
+    r.base = _mm512_set1_epi32((int)(t->base << 23));
+    return r;
+}
+
+/* 64 codes -> 4 x 16 floats, in the unpacks' order */
+static inline VBMI_ATTR void f8v_widen64(__m512i v, __m512 f[4], const struct f8v_regs *r)
+{
+    const __m512i z = _mm512_setzero_si512();
+    __m512i b3 = _mm512_permutex2var_epi8(r->b3lo, v, r->b3hi);
+    __m512i b2 = _mm512_permutex2var_epi8(r->b2lo, v, r->b2hi);
+    __m512i w0, w1;
+
+    b3 = _mm512_ternarylogic_epi32(b3, v, _mm512_set1_epi8((char)0x80), 0xf8); /* b3 | v & 80 */
+    w0 = _mm512_unpacklo_epi8(b2, b3);
+    w1 = _mm512_unpackhi_epi8(b2, b3);
+    f[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, w0));
+    f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, w0));
+    f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, w1));
+    f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, w1));
+}
+
+/* 16 floats -> 16 codes, one per 32-bit lane */
+static inline VBMI_ATTR __m512i f8v_narrow16(__m512 x, const struct f8v_regs *r)
+{
+    const __m512i xi = _mm512_castps_si512(x);
+    __mmask16 num = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+    /* min(|x|, clamp), sign cleared, in one vrangeps (NaN stays NaN: masked out below) */
+    __m512i ax = _mm512_castps_si512(_mm512_range_ps(x, _mm512_castsi512_ps(r->clamp), 0x0a));
+    /* (exponent - base) in bits 23+, saturating at 0: the 16-bit subtraction leaves the low
+     * half alone (it subtracts 0 there) */
+    __m512i idx = _mm512_srli_epi32(_mm512_subs_epu16(ax, r->base), 23);
+    __m512 m = _mm512_castsi512_ps(_mm512_permutex2var_epi32(r->mlo, idx, r->mhi));
+    __m512i t = _mm512_castps_si512(_mm512_add_round_ps(
+        _mm512_castsi512_ps(ax), m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+
+    /* numbers: (t & 7f) | (sign in bit 7); NaN lanes keep 7f */
+    return _mm512_mask_ternarylogic_epi32(_mm512_set1_epi32(0x7f), num, t,
+                                          _mm512_srli_epi32(xi, 24), 0xca);
+}
+
+/* 4 x 16 floats in the unpacks' order -> 64 codes in element order */
+static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v_regs *r)
+{
+    __m512i c01 = _mm512_packus_epi32(f8v_narrow16(f[0], r), f8v_narrow16(f[1], r));
+    __m512i c23 = _mm512_packus_epi32(f8v_narrow16(f[2], r), f8v_narrow16(f[3], r));
+
+    return _mm512_packus_epi16(c01, c23);
+}
+
+#define F8V_LOAD(p) _mm512_loadu_si512((const void *)(p))
+/* S four times, with K_ = 0..3: GCC keeps a 4-iteration loop over __m512 arrays as a loop
+ * through the stack */
+#define F8V_EACH4(S)                                                                               \
+    do {                                                                                           \
+        enum { K_ = 0 };                                                                           \
+        S;                                                                                         \
+    } while (0);                                                                                   \
+    do {                                                                                           \
+        enum { K_ = 1 };                                                                           \
+        S;                                                                                         \
+    } while (0);                                                                                   \
+    do {                                                                                           \
+        enum { K_ = 2 };                                                                           \
+        S;                                                                                         \
+    } while (0);                                                                                   \
+    do {                                                                                           \
+        enum { K_ = 3 };                                                                           \
+        S;                                                                                         \
+    } while (0)
+
+#define F8V_OP(tag, f, op)                                                                         \
+    static VBMI_ATTR void f8v_##tag##_##op##_avx512vbmi(void *dst_, const void *a_,                \
+                                                        const void *b_, size_t count)              \
+    {                                                                                              \
+        uint8_t *dst = dst_;                                                                       \
+        const uint8_t *a = a_, *b = b_;                                                            \
+        const struct f8v_regs r = f8v_regs(f);                                                     \
+        size_t i = 0;                                                                              \
+        for (; i + 64 <= count; i += 64) {                                                         \
+            __m512 fa[4], fb[4];                                                                   \
+            f8v_widen64(F8V_LOAD(a + i), fa, &r);                                                  \
+            f8v_widen64(F8V_LOAD(b + i), fb, &r);                                                  \
+            F8V_EACH4(fa[K_] = v16_##op(fa[K_], fb[K_]));                                          \
+            _mm512_storeu_si512((void *)(dst + i), f8v_narrow64(fa, &r));                          \
+        }                                                                                          \
+        for (; i < count; i++)                                                                     \
+            dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
+    }
+
+#define F8V_ACC(tag, f, op)                                                                        \
+    static VBMI_ATTR void f8v_##tag##_acc_##op##_avx512vbmi(float *acc, const void *a_,            \
+                                                            size_t count)                          \
+    {                                                                                              \
+        const uint8_t *a = a_;                                                                     \
+        const struct f8v_regs r = f8v_regs(f);                                                     \
+        size_t i = 0;                                                                              \
+        for (; i + 64 <= count; i += 64) {                                                         \
+            __m512 fa[4];                                                                          \
+            f8v_widen64(_mm512_permutexvar_epi8(r.perm, F8V_LOAD(a + i)), fa, &r);                 \
+            F8V_EACH4(_mm512_storeu_ps(acc + i + 16 * K_,                                          \
+                                       v16_##op(_mm512_loadu_ps(acc + i + 16 * K_), fa[K_])));     \
+        }                                                                                          \
+        for (; i < count; i++)                                                                     \
+            acc[i] = coll__##op##_f32(acc[i], coll__##tag##_to_f32(a[i]));                         \
+    }
+
+#define F8V_FNS(tag, f)                                                                            \
+    F8V_OP(tag, f, sum)                                                                            \
+    F8V_OP(tag, f, prod)                                                                           \
+    F8V_OP(tag, f, max)                                                                            \
+    F8V_OP(tag, f, min)                                                                            \
+    F8V_ACC(tag, f, sum)                                                                           \
+    F8V_ACC(tag, f, prod)                                                                          \
+    F8V_ACC(tag, f, max)                                                                           \
+    F8V_ACC(tag, f, min)                                                                           \
+    static VBMI_ATTR void f8v_##tag##_widen_avx512vbmi(float *acc, const void *a_, size_t count)   \
+    {                                                                                              \
+        const uint8_t *a = a_;                                                                     \
+        const struct f8v_regs r = f8v_regs(f);                                                     \
+        size_t i = 0;                                                                              \
+        for (; i + 64 <= count; i += 64) {                                                         \
+            __m512 fa[4];                                                                          \
+            f8v_widen64(_mm512_permutexvar_epi8(r.perm, F8V_LOAD(a + i)), fa, &r);                 \
+            F8V_EACH4(_mm512_storeu_ps(acc + i + 16 * K_, fa[K_]));                                \
+        }                                                                                          \
+        for (; i < count; i++)                                                                     \
+            acc[i] = coll__##tag##_to_f32(a[i]);                                                   \
+    }                                                                                              \
+    static VBMI_ATTR void f8v_##tag##_narrow_avx512vbmi(void *dst_, const float *acc,              \
+                                                        size_t count)                              \
+    {                                                                                              \
+        uint8_t *dst = dst_;                                                                       \
+        const struct f8v_regs r = f8v_regs(f);                                                     \
+        size_t i = 0;                                                                              \
+        for (; i + 64 <= count; i += 64) {                                                         \
+            __m512 fa[4];                                                                          \
+            F8V_EACH4(fa[K_] = _mm512_loadu_ps(acc + i + 16 * K_));                                \
+            _mm512_storeu_si512((void *)(dst + i),                                                 \
+                                _mm512_permutexvar_epi8(r.perm, f8v_narrow64(fa, &r)));            \
+        }                                                                                          \
+        for (; i < count; i++)                                                                     \
+            dst[i] = coll__f32_to_##tag(acc[i]);                                                   \
+    }
+
+F8V_FNS(e4m3, 0)
+F8V_FNS(e5m2, 1)
+
+/* the rest of the set is the AVX-512 one, compiled again with VBMI allowed */
+F16H_LOOPS(avx512vbmi, VBMI_ATTR, 16, v16, h16_load, h16_store, v16)
+
+#define KERN_SFX avx512vbmi
+#define KERN_ATTR KERN_VEC VBMI_ATTR
+#define KERN_LOOP
+#define KERN_NAME "avx512vbmi"
+#define KERN_SUPPORTED isa_avx512vbmi
+#define KERN_STREAM stream_avx512
+#define KERN_F16 1
+#define KERN_FP8 2
+#include "reduce_kern.h"
+
 #endif /* KERN_X86 */
 
-/* ---- 6 the list ------------------------------------------------------------------------ */
+/* ---- 7 the list ------------------------------------------------------------------------ */
 
 const struct coll__reduce_isa *const coll__reduce_isas[] = {
     &kern_set_scalar,
 #if KERN_X86
-    &kern_set_sse2,
-    &kern_set_avx2,
-    &kern_set_avx512,
+    &kern_set_sse2,   &kern_set_avx2, &kern_set_avx512, &kern_set_avx512vbmi,
 #else
     &kern_set_generic,
 #endif

@@ -1,7 +1,7 @@
 /*
  * reduce_isa.h - the kernel sets behind coll__reduce and friends: one set per instruction
- * set (scalar, sse2, avx2, avx512), each a table of plain loops over the per-element math of
- * elem.h. reduce_isa.c builds them; reduce.c picks one at run time and does the blocking,
+ * set (scalar, sse2, avx2, avx512, avx512vbmi), each a table of plain loops over the per-element
+ * math of elem.h. reduce_isa.c builds them; reduce.c picks one at run time and does the blocking,
  * the fused second output, the n-input folds and the streaming stores on top.
  *
  * Every loop here computes exactly elem.h's function of its inputs, element by element, so
@@ -24,7 +24,7 @@ typedef void (*coll__kern_narrow_fn)(void *dst, const float *acc, size_t count);
 typedef void (*coll__kern_stream_fn)(void *dst, const void *src, size_t bytes);
 
 struct coll__reduce_isa {
-    const char *name; /* "scalar", "sse2", "avx2", "avx512" (COLL_REDUCE_ISA) */
+    const char *name; /* "scalar", "sse2", "avx2", "avx512", "avx512vbmi" */
     bool (*supported)(void);
     coll__kern_op_fn op[COLL_NUM_DTYPES][COLL_NUM_OPS]; /* AVG rows hold the SUM loop */
     coll__kern_widen_fn widen[COLL_NUM_DTYPES];         /* NULL except narrow floats */

@@ -3,7 +3,8 @@
  * Not a normal header: it has no include guard and defines functions.
  *
  * The includer defines:
- *   KERN_SFX        name suffix of this set (scalar, sse2, avx2, avx512)
+ *   KERN_SFX        name suffix of this set (scalar, sse2, avx2, avx512,
+ *                   avx512vbmi)
  *   KERN_ATTR       attributes of every loop (target ISA, vectorizer switches)
  *   KERN_LOOP       a pragma placed before each loop (empty, or clang's "do not vectorize")
  *   KERN_NAME       the set's name as a string
@@ -11,7 +12,9 @@
  *   KERN_STREAM     the streaming copy, or NULL
  *   KERN_FP8        1 when the includer has defined table-lookup fp8 loops for this set
  *                   (KN(fp8t_e4m3_sum) ... KN(fp8t_e5m2_min)), which then replace the
- *                   generic two-input ones
+ *                   generic two-input ones; 2 when it has defined vector fp8 loops
+ *                   (f8v_<tag>_<op>, f8v_<tag>_acc_<op>, f8v_<tag>_widen, f8v_<tag>_narrow,
+ *                   each with the set's suffix), which replace all the generic fp8 ones
  *   KERN_F16        1 when the includer has defined hardware fp16 loops for this set
  *                   (KN(f16h_sum) ... KN(f16h_narrow)), which then replace the generic ones
  *
@@ -109,7 +112,20 @@ KERN_NARROW_FAMILY(e5m2, uint8_t)
 #define KERN_F16_NARROW KN(knarrow_f16)
 #endif
 
-#if KERN_FP8
+#if KERN_FP8 == 2
+#define KERN_FP8_ROW(t)                                                                            \
+    {                                                                                              \
+        KN(f8v_##t##_sum), KN(f8v_##t##_prod), KN(f8v_##t##_max), KN(f8v_##t##_min),               \
+            KN(f8v_##t##_sum)                                                                      \
+    }
+#define KERN_FP8_ACC_ROW(t)                                                                        \
+    {                                                                                              \
+        KN(f8v_##t##_acc_sum), KN(f8v_##t##_acc_prod), KN(f8v_##t##_acc_max),                      \
+            KN(f8v_##t##_acc_min), KN(f8v_##t##_acc_sum)                                           \
+    }
+#define KERN_FP8_WIDEN(t) KN(f8v_##t##_widen)
+#define KERN_FP8_NARROW(t) KN(f8v_##t##_narrow)
+#elif KERN_FP8
 #define KERN_FP8_ROW(t)                                                                            \
     {                                                                                              \
         KN(fp8t_##t##_sum), KN(fp8t_##t##_prod), KN(fp8t_##t##_max), KN(fp8t_##t##_min),           \
@@ -117,6 +133,11 @@ KERN_NARROW_FAMILY(e5m2, uint8_t)
     }
 #else
 #define KERN_FP8_ROW(t) KERN_ROW(t, t)
+#endif
+#ifndef KERN_FP8_ACC_ROW
+#define KERN_FP8_ACC_ROW(t) KERN_ACC_ROW(t)
+#define KERN_FP8_WIDEN(t) KN(kwiden_##t)
+#define KERN_FP8_NARROW(t) KN(knarrow_##t)
 #endif
 
 /* Row order is coll_op_t's: SUM, PROD, MAX, MIN, AVG (which sums). */
@@ -154,28 +175,31 @@ static const struct coll__reduce_isa KN(kern_set) = {
         {
             [COLL_FLOAT16] = KERN_F16_WIDEN,
             [COLL_BFLOAT16] = KN(kwiden_bf16),
-            [COLL_FLOAT8E4M3] = KN(kwiden_e4m3),
-            [COLL_FLOAT8E5M2] = KN(kwiden_e5m2),
+            [COLL_FLOAT8E4M3] = KERN_FP8_WIDEN(e4m3),
+            [COLL_FLOAT8E5M2] = KERN_FP8_WIDEN(e5m2),
         },
     .accum =
         {
             [COLL_FLOAT16] = {KERN_F16_ACC(sum), KERN_F16_ACC(prod), KERN_F16_ACC(max),
                               KERN_F16_ACC(min), KERN_F16_ACC(sum)},
             [COLL_BFLOAT16] = KERN_ACC_ROW(bf16),
-            [COLL_FLOAT8E4M3] = KERN_ACC_ROW(e4m3),
-            [COLL_FLOAT8E5M2] = KERN_ACC_ROW(e5m2),
+            [COLL_FLOAT8E4M3] = KERN_FP8_ACC_ROW(e4m3),
+            [COLL_FLOAT8E5M2] = KERN_FP8_ACC_ROW(e5m2),
         },
     .narrow =
         {
             [COLL_FLOAT16] = KERN_F16_NARROW,
             [COLL_BFLOAT16] = KN(knarrow_bf16),
-            [COLL_FLOAT8E4M3] = KN(knarrow_e4m3),
-            [COLL_FLOAT8E5M2] = KN(knarrow_e5m2),
+            [COLL_FLOAT8E4M3] = KERN_FP8_NARROW(e4m3),
+            [COLL_FLOAT8E5M2] = KERN_FP8_NARROW(e5m2),
         },
     .stream = KERN_STREAM,
 };
 
 #undef KERN_FP8_ROW
+#undef KERN_FP8_ACC_ROW
+#undef KERN_FP8_WIDEN
+#undef KERN_FP8_NARROW
 #undef KERN_F16_OP
 #undef KERN_F16_ACC
 #undef KERN_F16_WIDEN
