@@ -150,14 +150,13 @@ static coll_status_t issue(const struct call *calls, int n, bool is_request,
                            struct coll_op **op_p)
 {
     struct coll_comm *comm = calls[0].comm;
-    struct coll_op *op = calloc(1, sizeof(*op));
+    struct coll_op *op = calloc(1, sizeof(*op) + (size_t)n * sizeof(op->part_mem[0]));
     uint64_t sig = 0;
     coll_status_t st;
 
-    if (!op || !(op->parts = calloc((size_t)n, sizeof(*op->parts)))) {
-        free(op);
+    if (!op)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for an operation");
-    }
+    op->parts = op->part_mem;
     op->comm = comm;
     for (int k = 0; k < n; k++) {
         st = part_plan(&calls[k], &op->parts[k]);
@@ -182,8 +181,7 @@ static coll_status_t issue(const struct call *calls, int n, bool is_request,
 
 static coll_status_t finish(struct coll_comm *comm, struct coll_op *op)
 {
-    coll_status_t st = coll__engine_wait(comm, op);
-    coll__engine_detach(comm, op);
+    coll_status_t st = coll__engine_wait(comm, op, true);
     coll__op_free(op);
     if (st != COLL_SUCCESS)
         coll__set_thread_error(comm->errmsg);

@@ -74,7 +74,7 @@ static void check_timeout(struct coll_comm *comm)
         return;
     if (!op->started)
         return;
-    now = coll__now_ns();
+    now = coll__now_coarse_ns();
     limit = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
     if (now - op->last_progress_ns < limit)
         return;
@@ -271,7 +271,26 @@ void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
     pthread_mutex_unlock(&comm->lock);
 }
 
-coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
+/* Unlink op from the queue if it is still there (a finished op behind an unfinished one). */
+static void op_unlink(struct coll_comm *comm, struct coll_op *op)
+{
+    struct coll_op **pp;
+
+    for (pp = &comm->ops_head; *pp; pp = &(*pp)->next) {
+        if (*pp != op)
+            continue;
+        *pp = op->next;
+        if (comm->ops_tail == op) {
+            comm->ops_tail = NULL;
+            for (struct coll_op *o = comm->ops_head; o; o = o->next)
+                comm->ops_tail = o;
+        }
+        op->next = NULL;
+        break;
+    }
+}
+
+coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op, bool unlink)
 {
     uint64_t spin_ns = (uint64_t)comm->cfg.spin_us * 1000ull;
 
@@ -286,17 +305,24 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
             continue;
         }
         comm->driving = true;
-        t0 = coll__now_ns();
+        /* the spin's clock starts at the first look that finds nothing (0: not yet), as most
+         * small calls finish in their first look and need no clock at all */
+        t0 = 0;
         for (unsigned spins = 0; atomic_load(&op->status) == COLL_IN_PROGRESS; spins++) {
             /* Shared memory is polled, not signalled: while spinning, the fds (pidfds,
              * doorbells) need a look only now and then, and each look is a syscall. */
             bool poll = comm->poll_fds_always || spins % 32 == 0;
             if (engine_progress(comm, poll ? 0 : ENGINE_NO_POLL)) {
-                t0 = coll__now_ns();
+                t0 = 0;
                 continue;
             }
-            if (spins % 8 == 0 && coll__now_ns() - t0 >= spin_ns)
-                break;
+            if (spins % 8 == 0) {
+                uint64_t now = coll__now_ns();
+                if (!t0)
+                    t0 = now;
+                if (now - t0 >= spin_ns)
+                    break;
+            }
             pthread_mutex_unlock(&comm->lock);
             /* with a core each, yielding only adds a syscall to every look; with more ranks
              * than cores, the rank we wait for may need this one */
@@ -316,6 +342,8 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op)
     }
     comm->waiters--;
     reap_head(comm);
+    if (unlink)
+        op_unlink(comm, op);
     pthread_mutex_unlock(&comm->lock);
     return (coll_status_t)atomic_load(&op->status);
 }
@@ -359,21 +387,8 @@ void coll__comm_fail(struct coll_comm *comm, coll_status_t st)
 
 void coll__engine_detach(struct coll_comm *comm, struct coll_op *op)
 {
-    struct coll_op **pp;
-
     pthread_mutex_lock(&comm->lock);
-    for (pp = &comm->ops_head; *pp; pp = &(*pp)->next) {
-        if (*pp != op)
-            continue;
-        *pp = op->next;
-        if (comm->ops_tail == op) {
-            comm->ops_tail = NULL;
-            for (struct coll_op *o = comm->ops_head; o; o = o->next)
-                comm->ops_tail = o;
-        }
-        op->next = NULL;
-        break;
-    }
+    op_unlink(comm, op);
     pthread_mutex_unlock(&comm->lock);
 }
 
@@ -384,6 +399,5 @@ void coll__op_free(struct coll_op *op)
     coll__exec_release(op);
     for (int k = 0; k < op->nparts; k++)
         coll__plan_put(op->parts[k].plan);
-    free(op->parts);
     free(op);
 }

@@ -52,20 +52,35 @@ static size_t scratch_bytes(const struct coll_part *p)
 static coll_status_t exec_start(struct coll_op *op)
 {
     struct coll_comm *comm = op->comm;
-    size_t n2 = 2 * (size_t)comm->nranks, scratch = 0, off = 0;
+    size_t n2 = 2 * (size_t)comm->nranks, scratch = 0, off = 0, nsteps_all = 0;
+    struct coll_xfer *xf;
+    uint32_t *u32;
+    uint8_t *st8;
 
-    op->posted = calloc(n2, sizeof(*op->posted));
-    if (!op->posted)
+    /* One zeroed block per op for all executor arrays (a small call's allocations are a
+     * visible part of its latency): the transfers first, as they need the widest alignment,
+     * then posted and the parts' bases, then the step states. */
+    for (int k = 0; k < op->nparts; k++)
+        nsteps_all += op->parts[k].plan->sched.nsteps ? op->parts[k].plan->sched.nsteps : 1;
+    op->exec_mem = calloc(1, nsteps_all * (sizeof(*xf) + 1) +
+                                 (size_t)(op->nparts + 1) * n2 * sizeof(*u32));
+    if (!op->exec_mem)
         goto out_nomem;
+    xf = op->exec_mem;
+    u32 = (uint32_t *)(void *)(xf + nsteps_all);
+    st8 = (uint8_t *)(u32 + (size_t)(op->nparts + 1) * n2);
+    op->posted = u32;
+    u32 += n2;
     for (int k = 0; k < op->nparts; k++) {
         struct coll_part *p = &op->parts[k];
         uint32_t nsteps = p->plan->sched.nsteps ? p->plan->sched.nsteps : 1;
 
-        p->state = calloc(nsteps, 1);
-        p->xfers = calloc(nsteps, sizeof(*p->xfers));
-        p->base = calloc(n2, sizeof(*p->base));
-        if (!p->state || !p->xfers || !p->base)
-            goto out_nomem;
+        p->xfers = xf;
+        p->base = u32;
+        p->state = st8;
+        xf += nsteps;
+        u32 += n2;
+        st8 += nsteps;
         if (k > 0)
             for (size_t i = 0; i < n2; i++)
                 p->base[i] = op->parts[k - 1].base[i] + op->parts[k - 1].plan->nmsgs[i];
@@ -84,7 +99,7 @@ static coll_status_t exec_start(struct coll_op *op)
         off += scratch_bytes(&op->parts[k]);
     }
     op->started = true;
-    op->last_progress_ns = coll__now_ns();
+    op->last_progress_ns = coll__now_coarse_ns();
     COLL_TRACE_HOOK(comm, op_begin, op);
     COLL_TRACE(COLL_SUB_COLL, "%s #%llu start: %d part(s), algo %s, %u steps",
                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq, op->nparts,
@@ -289,7 +304,7 @@ bool coll__exec_advance(struct coll_op *op)
         all_done &= p->finished;
     }
     if (moved)
-        op->last_progress_ns = coll__now_ns();
+        op->last_progress_ns = coll__now_coarse_ns();
     if (all_done) {
         COLL_TRACE_HOOK(comm, op_end, op, COLL_SUCCESS);
         atomic_store(&op->status, COLL_SUCCESS);
@@ -343,13 +358,11 @@ void coll__exec_release(struct coll_op *op)
 {
     for (int k = 0; k < op->nparts; k++) {
         struct coll_part *p = &op->parts[k];
-        free(p->state);
-        free(p->xfers);
-        free(p->base);
         p->state = NULL;
         p->xfers = NULL;
         p->base = NULL;
     }
-    free(op->posted);
+    free(op->exec_mem);
+    op->exec_mem = NULL;
     op->posted = NULL;
 }

@@ -52,13 +52,15 @@ struct coll_op {
     bool has_coll;               /* any part is a collective (not send/recv) */
     uint64_t wire_seq;           /* sent in each message with sig: see engine_submit */
     int nparts;
-    struct coll_part *parts;     /* [nparts], in call order */
+    struct coll_part *parts;     /* [nparts], in call order: part_mem */
     uint32_t *posted;            /* [2 * nranks]: messages posted so far, per peer/way */
+    void *exec_mem;              /* posted and the parts' executor arrays, one allocation */
     bool started;
-    uint64_t last_progress_ns;
+    uint64_t last_progress_ns;   /* coarse clock (coll__now_coarse_ns) */
     _Atomic int status;          /* COLL_IN_PROGRESS until complete */
     bool is_request;             /* the user holds it (non-blocking call) */
     struct coll_op *next;
+    struct coll_part part_mem[]; /* allocated with the op: one malloc per call, not two */
 };
 
 /* engine.c */
@@ -69,8 +71,10 @@ COLL_INTERNAL void coll__engine_fini(struct coll_comm *comm);
 COLL_INTERNAL void coll__engine_detach(struct coll_comm *comm, struct coll_op *op);
 /* Queue op behind the comm's other ops (lock NOT held). */
 COLL_INTERNAL void coll__engine_submit(struct coll_comm *comm, struct coll_op *op);
-/* Block until op completes; returns its status. Drives progress while waiting. */
-COLL_INTERNAL coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op);
+/* Block until op completes; returns its status. Drives progress while waiting. With unlink,
+ * op also leaves the queue (as coll__engine_detach, under the same lock). */
+COLL_INTERNAL coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op,
+                                              bool unlink);
 /* One non-blocking pass (coll_test). */
 COLL_INTERNAL void coll__engine_poll(struct coll_comm *comm);
 /* Let comm's progress thread drive its ops (after its grace delay) while this thread waits

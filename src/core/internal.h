@@ -269,6 +269,9 @@ COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);
 /* ---- 6 misc -------------------------------------------------------------------------- */
 
 COLL_INTERNAL uint64_t coll__now_ns(void); /* CLOCK_MONOTONIC */
+/* CLOCK_MONOTONIC_COARSE: a few ns to read, a clock tick (1-10 ms) of resolution; for
+ * timeouts counted in milliseconds, read on every call's path */
+COLL_INTERNAL uint64_t coll__now_coarse_ns(void);
 /* n bytes from the kernel's CSPRNG (getrandom); COLL_SYSTEM_ERROR if unavailable. */
 COLL_INTERNAL coll_status_t coll__random(void *buf, size_t n);
 /* 64-bit FNV-1a, for host identity and checksums that are not security relevant. */

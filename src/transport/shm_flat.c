@@ -977,7 +977,7 @@ static coll_status_t flat_drain(struct coll_flat *f)
     /* ops complete in queue order, so the last one done means all are; the user still owns
      * it (a request), so it stays valid */
     if (tail) {
-        st = coll__engine_wait(comm, tail);
+        st = coll__engine_wait(comm, tail, false);
         if (st != COLL_SUCCESS) {
             st = (coll_status_t)atomic_load(&comm->failed);
             coll__set_thread_error(comm->errmsg);
