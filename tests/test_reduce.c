@@ -1470,28 +1470,15 @@ static void check_reduce_n_once(coll_dtype_t dt, coll_op_t op, int k, size_t cou
  * narrowed exactly as elem.h does (NaN payloads aside: F16C quiets them), every code and
  * lengths across the vector width.
  */
-static float widen1(coll_dtype_t dt, const uint8_t *p)
+/* Element i of an array of 1- or 2-byte codes. */
+static uint16_t code_at(const uint8_t *p, size_t i, size_t sz)
 {
     uint16_t h;
 
-    if (coll__dtype_size(dt) == 1)
-        return dt == COLL_FLOAT8E4M3 ? coll__e4m3_to_f32(*p) : coll__e5m2_to_f32(*p);
-    memcpy(&h, p, 2);
-    return dt == COLL_FLOAT16 ? coll__f16_to_f32(h) : coll__bf16_to_f32(h);
-}
-
-static uint16_t narrow1(coll_dtype_t dt, float f)
-{
-    switch (dt) {
-    case COLL_FLOAT8E4M3:
-        return coll__f32_to_e4m3(f);
-    case COLL_FLOAT8E5M2:
-        return coll__f32_to_e5m2(f);
-    case COLL_FLOAT16:
-        return coll__f32_to_f16(f);
-    default:
-        return coll__f32_to_bf16(f);
-    }
+    if (sz == 1)
+        return p[i];
+    memcpy(&h, p + 2 * i, 2);
+    return h;
 }
 
 TEST(isa_widen_narrow_keep_element_order)
@@ -1508,6 +1495,7 @@ TEST(isa_widen_narrow_keep_element_order)
             continue;
         for (int dt = 0; dt < COLL_NUM_DTYPES; dt++) {
             size_t sz = coll__dtype_size(dt);
+            const struct fmt *f = fmt_of((coll_dtype_t)dt);
             if (!k->widen[dt])
                 continue;
             for (size_t li = 0; li < COLL_ARRAY_SIZE(lens); li++) {
@@ -1516,7 +1504,7 @@ TEST(isa_widen_narrow_keep_element_order)
                     a[i] = (uint8_t)(sz == 1 ? i : rnd());
                 k->widen[dt](acc, a, n);
                 for (size_t i = 0; i < n; i++) {
-                    want[i] = widen1((coll_dtype_t)dt, a + i * sz);
+                    want[i] = dut_widen(f, code_at(a, i, sz));
                     if (memcmp(&acc[i], &want[i], 4) != 0 && !(isnan(acc[i]) && isnan(want[i])))
                         HARNESS_FAIL("%s %s widen: element %zu of %zu is %a, want %a", k->name,
                                      coll__dtype_name(dt), i, n, acc[i], want[i]);
@@ -1532,8 +1520,7 @@ TEST(isa_widen_narrow_keep_element_order)
                     acc[i] = want[i] * (1.0f + ldexpf(1.0f, -(int)(i % 24)));
                 k->narrow[dt](out, acc, n);
                 for (size_t i = 0; i < n; i++) {
-                    uint16_t got = 0, w = narrow1((coll_dtype_t)dt, acc[i]);
-                    memcpy(&got, out + i * sz, sz);
+                    uint16_t got = code_at(out, i, sz), w = (uint16_t)dut_narrow(f, acc[i]);
                     if (got != w)
                         HARNESS_FAIL("%s %s narrow: element %zu of %zu (%a) is 0x%x, want 0x%x",
                                      k->name, coll__dtype_name(dt), i, n, acc[i], got, w);

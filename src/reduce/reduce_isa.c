@@ -612,23 +612,16 @@ static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v
 #define F8V_LOAD(p) _mm512_loadu_si512((const void *)(p))
 /* S four times, with K_ = 0..3: GCC keeps a 4-iteration loop over __m512 arrays as a loop
  * through the stack */
-#define F8V_EACH4(S)                                                                               \
+#define F8V_K(k, S)                                                                                \
     do {                                                                                           \
-        enum { K_ = 0 };                                                                           \
-        S;                                                                                         \
-    } while (0);                                                                                   \
-    do {                                                                                           \
-        enum { K_ = 1 };                                                                           \
-        S;                                                                                         \
-    } while (0);                                                                                   \
-    do {                                                                                           \
-        enum { K_ = 2 };                                                                           \
-        S;                                                                                         \
-    } while (0);                                                                                   \
-    do {                                                                                           \
-        enum { K_ = 3 };                                                                           \
+        enum { K_ = k };                                                                           \
         S;                                                                                         \
     } while (0)
+#define F8V_EACH4(S)                                                                               \
+    F8V_K(0, S);                                                                                   \
+    F8V_K(1, S);                                                                                   \
+    F8V_K(2, S);                                                                                   \
+    F8V_K(3, S)
 
 #define F8V_OP(tag, f, op)                                                                         \
     static VBMI_ATTR void f8v_##tag##_##op##_avx512vbmi(void *dst_, const void *a_,                \
@@ -648,6 +641,18 @@ static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v
         for (; i < count; i++)                                                                     \
             dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
     }
+
+/* The "op" of the widening loop, for F8V_ACC: the accumulator's old value is not read. */
+static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
+{
+    (void)acc;
+    return x;
+}
+static inline float coll__set_f32(float acc, float x)
+{
+    (void)acc;
+    return x;
+}
 
 #define F8V_ACC(tag, f, op)                                                                        \
     static VBMI_ATTR void f8v_##tag##_acc_##op##_avx512vbmi(float *acc, const void *a_,            \
@@ -675,19 +680,7 @@ static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v
     F8V_ACC(tag, f, prod)                                                                          \
     F8V_ACC(tag, f, max)                                                                           \
     F8V_ACC(tag, f, min)                                                                           \
-    static VBMI_ATTR void f8v_##tag##_widen_avx512vbmi(float *acc, const void *a_, size_t count)   \
-    {                                                                                              \
-        const uint8_t *a = a_;                                                                     \
-        const struct f8v_regs r = f8v_regs(f);                                                     \
-        size_t i = 0;                                                                              \
-        for (; i + 64 <= count; i += 64) {                                                         \
-            __m512 fa[4];                                                                          \
-            f8v_widen64(_mm512_permutexvar_epi8(r.perm, F8V_LOAD(a + i)), fa, &r);                 \
-            F8V_EACH4(_mm512_storeu_ps(acc + i + 16 * K_, fa[K_]));                                \
-        }                                                                                          \
-        for (; i < count; i++)                                                                     \
-            acc[i] = coll__##tag##_to_f32(a[i]);                                                   \
-    }                                                                                              \
+    F8V_ACC(tag, f, set) /* the widening: acc[i] = widen(a[i]) */                                  \
     static VBMI_ATTR void f8v_##tag##_narrow_avx512vbmi(void *dst_, const float *acc,              \
                                                         size_t count)                              \
     {                                                                                              \

@@ -13,8 +13,9 @@
  *   KERN_FP8        1 when the includer has defined table-lookup fp8 loops for this set
  *                   (KN(fp8t_e4m3_sum) ... KN(fp8t_e5m2_min)), which then replace the
  *                   generic two-input ones; 2 when it has defined vector fp8 loops
- *                   (f8v_<tag>_<op>, f8v_<tag>_acc_<op>, f8v_<tag>_widen, f8v_<tag>_narrow,
- *                   each with the set's suffix), which replace all the generic fp8 ones
+ *                   (f8v_<tag>_<op>, f8v_<tag>_acc_<op>, f8v_<tag>_acc_set for the
+ *                   widening, f8v_<tag>_narrow, each with the set's suffix), which replace
+ *                   all the generic fp8 ones
  *   KERN_F16        1 when the includer has defined hardware fp16 loops for this set
  *                   (KN(f16h_sum) ... KN(f16h_narrow)), which then replace the generic ones
  *
@@ -123,7 +124,7 @@ KERN_NARROW_FAMILY(e5m2, uint8_t)
         KN(f8v_##t##_acc_sum), KN(f8v_##t##_acc_prod), KN(f8v_##t##_acc_max),                      \
             KN(f8v_##t##_acc_min), KN(f8v_##t##_acc_sum)                                           \
     }
-#define KERN_FP8_WIDEN(t) KN(f8v_##t##_widen)
+#define KERN_FP8_WIDEN(t) KN(f8v_##t##_acc_set)
 #define KERN_FP8_NARROW(t) KN(f8v_##t##_narrow)
 #elif KERN_FP8
 #define KERN_FP8_ROW(t)                                                                            \
