@@ -22,8 +22,12 @@
 
 #include "harness.h"
 
+#include <fenv.h>
 #include <math.h>
 #include <stdbool.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 /* ---- 1 reference formats --------------------------------------------------------------- */
 
@@ -1532,6 +1536,80 @@ TEST(isa_widen_narrow_keep_element_order)
     free(out);
     free(acc);
     free(want);
+}
+
+/*
+ * fp8 under other floating-point environments than the default: every set gives the scalar
+ * reference's bits under the same environment (the narrowing is exact integer work in
+ * elem.h; the vector sets round with instructions or tables that must not depend on it).
+ * Every pair of codes, each op, through the two-input loops and the n-input folds (the
+ * fp32 accumulator and its narrowing), with two and three inputs.
+ */
+static void check_fp8_env(const char *env)
+{
+    static const coll_dtype_t dts[] = {COLL_FLOAT8E4M3, COLL_FLOAT8E5M2};
+    const size_t n = 65536;
+    uint8_t *a = malloc(n), *b = malloc(n), *c = malloc(n), *want = malloc(n), *got = malloc(n);
+
+    ASSERT(a && b && c && want && got);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (uint8_t)(i >> 8);
+        b[i] = (uint8_t)i;
+        c[i] = (uint8_t)rnd();
+    }
+    for (size_t t = 0; t < COLL_ARRAY_SIZE(dts); t++)
+        for (int op = 0; op < COLL_NUM_OPS; op++)
+            for (int k = 2; k <= 4; k++) { /* 4: coll__reduce, the two-input loops */
+                const void *src[3] = {a, b, c};
+                ASSERT_EQ(coll__reduce_set_isa("scalar"), COLL_SUCCESS);
+                if (k == 4)
+                    coll__reduce(want, a, b, n, dts[t], (coll_op_t)op);
+                else
+                    ASSERT_EQ(coll__reduce_n(want, src, k, n, dts[t], (coll_op_t)op), COLL_SUCCESS);
+                for (size_t s = 1; coll__reduce_isa_supported(s); s++) {
+                    const char *isa = coll__reduce_isa_supported(s);
+                    ASSERT_EQ(coll__reduce_set_isa(isa), COLL_SUCCESS);
+                    if (k == 4)
+                        coll__reduce(got, a, b, n, dts[t], (coll_op_t)op);
+                    else
+                        ASSERT_EQ(coll__reduce_n(got, src, k, n, dts[t], (coll_op_t)op),
+                                  COLL_SUCCESS);
+                    for (size_t i = 0; i < n; i++)
+                        if (got[i] != want[i])
+                            HARNESS_FAIL("%s, %s %s op %d, %d inputs, [%zu] (0x%02x 0x%02x "
+                                         "0x%02x): 0x%02x, scalar 0x%02x",
+                                         env, isa, coll__dtype_name(dts[t]), op, k, i, a[i], b[i],
+                                         c[i], got[i], want[i]);
+                }
+            }
+    ASSERT_EQ(coll__reduce_set_isa(NULL), COLL_SUCCESS);
+    free(a);
+    free(b);
+    free(c);
+    free(want);
+    free(got);
+}
+
+TEST(isa_fp8_other_rounding_modes_and_flush)
+{
+    static const struct {
+        int mode;
+        const char *name;
+    } modes[] = {{FE_TOWARDZERO, "toward zero"}, {FE_UPWARD, "upward"}, {FE_DOWNWARD, "downward"}};
+
+    for (size_t m = 0; m < COLL_ARRAY_SIZE(modes); m++) {
+        ASSERT_EQ(fesetround(modes[m].mode), 0);
+        check_fp8_env(modes[m].name);
+        fesetround(FE_TONEAREST);
+    }
+#if defined(__x86_64__)
+    {
+        unsigned csr = _mm_getcsr();
+        _mm_setcsr(csr | 0x8040); /* FTZ and DAZ, as some training code sets them */
+        check_fp8_env("FTZ+DAZ");
+        _mm_setcsr(csr);
+    }
+#endif
 }
 
 TEST(reduce_n_every_dtype_op_and_set)

@@ -22,6 +22,7 @@
 
 #include "elem.h"
 
+#include <fenv.h>
 #include <pthread.h>
 
 #if defined(__x86_64__)
@@ -64,6 +65,9 @@ static pthread_once_t fp8_once[2][4] = {
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
 };
 
+/* Tables are built and used under the default rounding mode only (an E5M2 sum can be
+ * inexact in fp32): under another one, the lookups go through elem.h instead, which follows
+ * the mode as the scalar reference does (fp8_rounds_to_nearest). */
 #define FP8_BUILD(f, o, tag, op)                                                                   \
     static void fp8_build_##tag##_##op(void)                                                       \
     {                                                                                              \
@@ -84,12 +88,43 @@ static void (*const fp8_builders[2][4])(void) = {
     {fp8_build_e5m2_sum, fp8_build_e5m2_prod, fp8_build_e5m2_max, fp8_build_e5m2_min},
 };
 
+/* The "op" of the widening loops, which share the accumulate loops' code: the accumulator's
+ * old value is not read. */
+static inline float coll__set_f32(float acc, float x)
+{
+    (void)acc;
+    return x;
+}
+
 /* Built on first use: 64 KiB each, and most programs never reduce fp8. */
 static const uint8_t *fp8_table(int f, int o)
 {
     pthread_once(&fp8_once[f][o], fp8_builders[f][o]);
     return fp8_tabs[f][o];
 }
+
+static inline bool fp8_rounds_to_nearest(void)
+{
+    return fegetround() == FE_TONEAREST;
+}
+
+/* dst[i] = coll__<op>_<tag>(a[i], b[i]), one at a time: under another rounding mode */
+#define FP8_ELEM(tag, op)                                                                          \
+    static void fp8_elem_##tag##_##op(void *dst_, const void *a_, const void *b_, size_t n)        \
+    {                                                                                              \
+        uint8_t *dst = dst_;                                                                       \
+        const uint8_t *a = a_, *b = b_;                                                            \
+        for (size_t i = 0; i < n; i++)                                                             \
+            dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
+    }
+FP8_ELEM(e4m3, sum)
+FP8_ELEM(e4m3, prod)
+FP8_ELEM(e4m3, max)
+FP8_ELEM(e4m3, min)
+FP8_ELEM(e5m2, sum)
+FP8_ELEM(e5m2, prod)
+FP8_ELEM(e5m2, max)
+FP8_ELEM(e5m2, min)
 
 static void fp8_lookup(const uint8_t *t, void *dst_, const void *a_, const void *b_, size_t n)
 {
@@ -104,7 +139,10 @@ static void fp8_lookup(const uint8_t *t, void *dst_, const void *a_, const void 
 #define FP8T_FN(sfx, ATTR, LOOKUP, f, o, tag, op)                                                  \
     static ATTR void fp8t_##tag##_##op##_##sfx(void *dst, const void *a, const void *b, size_t n)  \
     {                                                                                              \
-        LOOKUP(fp8_table(f, o), dst, a, b, n);                                                     \
+        if (fp8_rounds_to_nearest())                                                               \
+            LOOKUP(fp8_table(f, o), dst, a, b, n);                                                 \
+        else                                                                                       \
+            fp8_elem_##tag##_##op(dst, a, b, n);                                                   \
     }
 #define FP8T_FNS(sfx, ATTR, LOOKUP)                                                                \
     FP8T_FN(sfx, ATTR, LOOKUP, 0, 0, e4m3, sum)                                                    \
@@ -233,6 +271,12 @@ static inline AVX2_ATTR void h8_store(uint16_t *p, __m256 x)
     _mm_storeu_si128((__m128i *)(void *)p, h8_canon(h));
 }
 
+/* the widening's "op" (section 2) */
+static inline AVX2_ATTR __m256 v8_set(__m256 acc, __m256 x)
+{
+    (void)acc;
+    return x;
+}
 static inline AVX2_ATTR __m256 v8_sum(__m256 a, __m256 b)
 {
     return _mm256_add_ps(a, b);
@@ -326,27 +370,176 @@ static inline AVX2_ATTR __m256 v8_min(__m256 a, __m256 b)
 #define v8_STOREF _mm256_storeu_ps
 F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
 
-static AVX2_ATTR void fp8_lookup_avx2(const uint8_t *t, void *dst_, const void *a_, const void *b_,
-                                      size_t n)
+/*
+ * fp8 on AVX2: converted in registers, 32 elements at a time, as the AVX-512 VBMI set does
+ * (section 6, whose narrowing this shares), with what AVX2 has instead of byte permutes:
+ *   - widening through fp16 and F16C: E5M2 is the upper byte of an fp16; an E4M3 code,
+ *     shifted into an fp16's exponent and mantissa, is the fp16 of its value times 2^-8
+ *     (subnormals included, which vcvtph2ps widens exactly whatever MXCSR says), and a
+ *     multiplication by 256 restores it. NaN (and E5M2's Inf) would need fixing up, so a
+ *     block of 32 with any such code goes through elem.h instead (rare in gradients);
+ *   - narrowing by the same add of a per-exponent constant, computed rather than looked up:
+ *     the add rounds as MXCSR says, so a call made under another rounding mode than the
+ *     default goes through elem.h; so do blocks with NaN inputs.
+ * The unpacks leave the elements of a block in the order 0-7, 16-23, 8-15, 24-31, which
+ * the packs of the narrowing restore and the fp32 loops store in place.
+ */
+/* 0xff in the bytes of v that hold NaN (E5M2: or Inf, whose sums and products may be NaN) */
+static inline AVX2_ATTR __m256i f8a_special(__m256i v, int e5)
 {
-    uint8_t *dst = dst_;
-    const uint8_t *a = a_, *b = b_;
-    size_t i = 0;
-
-    for (; i + 8 <= n; i += 8) {
-        __m256i va = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(a + i)));
-        __m256i vb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + i)));
-        __m256i g = _mm256_i32gather_epi32((const int *)(const void *)t,
-                                           _mm256_or_si256(_mm256_slli_epi32(va, 8), vb), 1);
-        __m128i w;
-
-        g = _mm256_and_si256(g, _mm256_set1_epi32(0xff));
-        w = _mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
-        _mm_storel_epi64((__m128i *)(void *)(dst + i), _mm_packus_epi16(w, w));
-    }
-    fp8_lookup(t, dst + i, a + i, b + i, n - i);
+    if (e5)
+        return _mm256_cmpeq_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x7c)),
+                                 _mm256_set1_epi8(0x7c));
+    return _mm256_cmpeq_epi8(_mm256_or_si256(v, _mm256_set1_epi8((char)0x80)),
+                             _mm256_set1_epi8(-1));
 }
-FP8T_FNS(avx2, AVX2_ATTR, fp8_lookup_avx2)
+
+/* 32 codes, none special -> 4 x 8 floats: elements 0-7, 16-23, 8-15, 24-31 */
+static inline AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5)
+{
+    const __m256i z = _mm256_setzero_si256();
+    __m256i w0, w1;
+
+    if (e5) {
+        w0 = _mm256_unpacklo_epi8(z, v);
+        w1 = _mm256_unpackhi_epi8(z, v);
+    } else {
+        /* sign-extended words: shifted by 7, the sign lands in bit 15 and bit 14 is cleared */
+        const __m256i keep = _mm256_set1_epi16((short)0xbf80);
+        __m256i neg = _mm256_cmpgt_epi8(z, v);
+        w0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_unpacklo_epi8(v, neg), 7), keep);
+        w1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_unpackhi_epi8(v, neg), 7), keep);
+    }
+    f[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(w0));
+    f[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1));
+    f[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(w1));
+    f[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1));
+    if (!e5)
+        for (int k = 0; k < 4; k++)
+            f[k] = _mm256_mul_ps(f[k], _mm256_set1_ps(256.0f));
+}
+
+/* 8 floats, none NaN, rounding to nearest -> 8 codes in dwords */
+static inline AVX2_ATTR __m256i f8a_narrow8(__m256 x, int e5)
+{
+    const __m256i xi = _mm256_castps_si256(x);
+    const int emin = e5 ? 113 : 121; /* exponent fields of the smallest normals */
+    __m256i ax = _mm256_min_epu32(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffffff)),
+                                  _mm256_set1_epi32(e5 ? 0x47800000 : 0x43f00000));
+    __m256i e = _mm256_max_epu32(_mm256_and_si256(ax, _mm256_set1_epi32(0x7f800000)),
+                                 _mm256_set1_epi32(emin << 23));
+    /* 2^(e' + 23 - mbits) with the code of 2^e', (e' - emin) << mbits, in its mantissa */
+    __m256i m = e5 ? _mm256_add_epi32(_mm256_add_epi32(e, _mm256_srli_epi32(e, 21)),
+                                      _mm256_set1_epi32((21 << 23) - (113 << 2)))
+                   : _mm256_add_epi32(_mm256_add_epi32(e, _mm256_srli_epi32(e, 20)),
+                                      _mm256_set1_epi32((20 << 23) - (121 << 3)));
+    __m256i t = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(ax), _mm256_castsi256_ps(m)));
+
+    return _mm256_or_si256(_mm256_and_si256(t, _mm256_set1_epi32(0x7f)),
+                           _mm256_and_si256(_mm256_srli_epi32(xi, 24), _mm256_set1_epi32(0x80)));
+}
+
+/* 4 x 8 floats in the widening's order -> 32 codes in element order */
+static inline AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
+{
+    __m256i c02 = _mm256_packus_epi32(f8a_narrow8(f[0], e5), f8a_narrow8(f[2], e5));
+    __m256i c13 = _mm256_packus_epi32(f8a_narrow8(f[1], e5), f8a_narrow8(f[3], e5));
+
+    return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(c02, c13),
+                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+#define F8A_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+/* acc + 8 * F8A_AT[k]: where the widening's k-th vector of a block goes */
+static const int f8a_at[4] = {0, 2, 1, 3};
+
+#define F8A_OP(tag, e5, op)                                                                        \
+    static AVX2_ATTR void f8v_##tag##_##op##_avx2(void *dst_, const void *a_, const void *b_,      \
+                                                  size_t count)                                    \
+    {                                                                                              \
+        uint8_t *dst = dst_;                                                                       \
+        const uint8_t *a = a_, *b = b_;                                                            \
+        size_t i = 0;                                                                              \
+        if (!fp8_rounds_to_nearest()) {                                                            \
+            fp8_elem_##tag##_##op(dst, a, b, count);                                               \
+            return;                                                                                \
+        }                                                                                          \
+        for (; i + 32 <= count; i += 32) {                                                         \
+            __m256i va = F8A_LOAD(a + i), vb = F8A_LOAD(b + i);                                    \
+            __m256 fa[4], fb[4];                                                                   \
+            if (_mm256_movemask_epi8(_mm256_or_si256(f8a_special(va, e5), f8a_special(vb, e5)))) { \
+                for (size_t j = i; j < i + 32; j++)                                                \
+                    dst[j] = coll__##op##_##tag(a[j], b[j]);                                       \
+                continue;                                                                          \
+            }                                                                                      \
+            f8a_widen32(va, fa, e5);                                                               \
+            f8a_widen32(vb, fb, e5);                                                               \
+            for (int k = 0; k < 4; k++)                                                            \
+                fa[k] = v8_##op(fa[k], fb[k]);                                                     \
+            _mm256_storeu_si256((__m256i *)(void *)(dst + i), f8a_narrow32(fa, e5));               \
+        }                                                                                          \
+        for (; i < count; i++)                                                                     \
+            dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
+    }
+
+/* acc[i] = acc[i] op widen(a[i]); the "set" op is the widening */
+#define F8A_ACC(tag, e5, op)                                                                       \
+    static AVX2_ATTR void f8v_##tag##_acc_##op##_avx2(float *acc, const void *a_, size_t count)    \
+    {                                                                                              \
+        const uint8_t *a = a_;                                                                     \
+        size_t i = 0;                                                                              \
+        for (; i + 32 <= count; i += 32) {                                                         \
+            __m256i va = F8A_LOAD(a + i);                                                          \
+            __m256 fa[4];                                                                          \
+            if (_mm256_movemask_epi8(f8a_special(va, e5))) {                                       \
+                for (size_t j = i; j < i + 32; j++)                                                \
+                    acc[j] = coll__##op##_f32(acc[j], coll__##tag##_to_f32(a[j]));                 \
+                continue;                                                                          \
+            }                                                                                      \
+            f8a_widen32(va, fa, e5);                                                               \
+            for (int k = 0; k < 4; k++) {                                                          \
+                float *p = acc + i + 8 * f8a_at[k];                                                \
+                _mm256_storeu_ps(p, v8_##op(_mm256_loadu_ps(p), fa[k]));                           \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i < count; i++)                                                                     \
+            acc[i] = coll__##op##_f32(acc[i], coll__##tag##_to_f32(a[i]));                         \
+    }
+
+#define F8A_FNS(tag, e5)                                                                           \
+    F8A_OP(tag, e5, sum)                                                                           \
+    F8A_OP(tag, e5, prod)                                                                          \
+    F8A_OP(tag, e5, max)                                                                           \
+    F8A_OP(tag, e5, min)                                                                           \
+    F8A_ACC(tag, e5, sum)                                                                          \
+    F8A_ACC(tag, e5, prod)                                                                         \
+    F8A_ACC(tag, e5, max)                                                                          \
+    F8A_ACC(tag, e5, min)                                                                          \
+    F8A_ACC(tag, e5, set)                                                                          \
+    static AVX2_ATTR void f8v_##tag##_narrow_avx2(void *dst_, const float *acc, size_t count)      \
+    {                                                                                              \
+        uint8_t *dst = dst_;                                                                       \
+        size_t i = 0;                                                                              \
+        if (fp8_rounds_to_nearest())                                                               \
+            for (; i + 32 <= count; i += 32) {                                                     \
+                __m256 f[4];                                                                       \
+                int nan = 0;                                                                       \
+                for (int k = 0; k < 4; k++) {                                                      \
+                    f[k] = _mm256_loadu_ps(acc + i + 8 * f8a_at[k]);                               \
+                    nan |= _mm256_movemask_ps(_mm256_cmp_ps(f[k], f[k], _CMP_UNORD_Q));            \
+                }                                                                                  \
+                if (nan)                                                                           \
+                    for (size_t j = i; j < i + 32; j++)                                            \
+                        dst[j] = coll__f32_to_##tag(acc[j]);                                       \
+                else                                                                               \
+                    _mm256_storeu_si256((__m256i *)(void *)(dst + i), f8a_narrow32(f, e5));        \
+            }                                                                                      \
+        for (; i < count; i++)                                                                     \
+            dst[i] = coll__f32_to_##tag(acc[i]);                                                   \
+    }
+
+F8A_FNS(e4m3, 0)
+F8A_FNS(e5m2, 1)
 
 #define KERN_SFX avx2
 #define KERN_ATTR KERN_VEC AVX2_ATTR
@@ -355,7 +548,7 @@ FP8T_FNS(avx2, AVX2_ATTR, fp8_lookup_avx2)
 #define KERN_SUPPORTED isa_avx2
 #define KERN_STREAM stream_avx2
 #define KERN_F16 1
-#define KERN_FP8 1
+#define KERN_FP8 2
 #include "reduce_kern.h"
 #undef KERN_SFX
 #undef KERN_SFX_NAME
@@ -642,13 +835,8 @@ static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v
             dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
     }
 
-/* The "op" of the widening loop, for F8V_ACC: the accumulator's old value is not read. */
+/* the widening's "op" (section 2) */
 static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
-{
-    (void)acc;
-    return x;
-}
-static inline float coll__set_f32(float acc, float x)
 {
     (void)acc;
     return x;
