@@ -54,6 +54,24 @@
 #define KERN_512 ""
 #endif
 
+/* S four times, with K_ = 0..3: GCC keeps a 4-iteration loop over an array of vectors as a
+ * loop through the stack */
+#define EACH_K(k, S)                                                                                \
+    do {                                                                                           \
+        enum { K_ = k };                                                                           \
+        S;                                                                                         \
+    } while (0)
+#define EACH4(S)                                                                                   \
+    do {                                                                                           \
+        EACH_K(0, S);                                                                              \
+        EACH_K(1, S);                                                                              \
+        EACH_K(2, S);                                                                              \
+        EACH_K(3, S);                                                                              \
+    } while (0)
+
+/* the hand-written vector helpers below: called per block, they must not stay calls */
+#define KERN_INLINE static inline __attribute__((always_inline))
+
 /* ---- 2 fp8 tables ---------------------------------------------------------------------- */
 
 /* [format][op]: e4m3, e5m2 x sum, prod, max, min; index (a << 8) | b. Four bytes of slack:
@@ -385,7 +403,7 @@ F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
  * the packs of the narrowing restore and the fp32 loops store in place.
  */
 /* 0xff in the bytes of v that hold NaN (E5M2: or Inf, whose sums and products may be NaN) */
-static inline AVX2_ATTR __m256i f8a_special(__m256i v, int e5)
+KERN_INLINE AVX2_ATTR __m256i f8a_special(__m256i v, int e5)
 {
     if (e5)
         return _mm256_cmpeq_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x7c)),
@@ -395,7 +413,7 @@ static inline AVX2_ATTR __m256i f8a_special(__m256i v, int e5)
 }
 
 /* 32 codes, none special -> 4 x 8 floats: elements 0-7, 16-23, 8-15, 24-31 */
-static inline AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5)
+KERN_INLINE AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5)
 {
     const __m256i z = _mm256_setzero_si256();
     __m256i w0, w1;
@@ -415,12 +433,11 @@ static inline AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5)
     f[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(w1));
     f[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1));
     if (!e5)
-        for (int k = 0; k < 4; k++)
-            f[k] = _mm256_mul_ps(f[k], _mm256_set1_ps(256.0f));
+        EACH4(f[K_] = _mm256_mul_ps(f[K_], _mm256_set1_ps(256.0f)));
 }
 
 /* 8 floats, none NaN, rounding to nearest -> 8 codes in dwords */
-static inline AVX2_ATTR __m256i f8a_narrow8(__m256 x, int e5)
+KERN_INLINE AVX2_ATTR __m256i f8a_narrow8(__m256 x, int e5)
 {
     const __m256i xi = _mm256_castps_si256(x);
     const int emin = e5 ? 113 : 121; /* exponent fields of the smallest normals */
@@ -440,7 +457,7 @@ static inline AVX2_ATTR __m256i f8a_narrow8(__m256 x, int e5)
 }
 
 /* 4 x 8 floats in the widening's order -> 32 codes in element order */
-static inline AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
+KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
 {
     __m256i c02 = _mm256_packus_epi32(f8a_narrow8(f[0], e5), f8a_narrow8(f[2], e5));
     __m256i c13 = _mm256_packus_epi32(f8a_narrow8(f[1], e5), f8a_narrow8(f[3], e5));
@@ -450,8 +467,8 @@ static inline AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
 }
 
 #define F8A_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-/* acc + 8 * F8A_AT[k]: where the widening's k-th vector of a block goes */
-static const int f8a_at[4] = {0, 2, 1, 3};
+/* acc + 8 * F8A_AT(k): where the widening's k-th vector of a block goes (0, 2, 1, 3) */
+#define F8A_AT(k) ((k) == 1 ? 2 : (k) == 2 ? 1 : (k))
 
 #define F8A_OP(tag, e5, op)                                                                        \
     static AVX2_ATTR void f8v_##tag##_##op##_avx2(void *dst_, const void *a_, const void *b_,      \
@@ -474,8 +491,7 @@ static const int f8a_at[4] = {0, 2, 1, 3};
             }                                                                                      \
             f8a_widen32(va, fa, e5);                                                               \
             f8a_widen32(vb, fb, e5);                                                               \
-            for (int k = 0; k < 4; k++)                                                            \
-                fa[k] = v8_##op(fa[k], fb[k]);                                                     \
+            EACH4(fa[K_] = v8_##op(fa[K_], fb[K_]));                                               \
             _mm256_storeu_si256((__m256i *)(void *)(dst + i), f8a_narrow32(fa, e5));               \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
@@ -497,10 +513,8 @@ static const int f8a_at[4] = {0, 2, 1, 3};
                 continue;                                                                          \
             }                                                                                      \
             f8a_widen32(va, fa, e5);                                                               \
-            for (int k = 0; k < 4; k++) {                                                          \
-                float *p = acc + i + 8 * f8a_at[k];                                                \
-                _mm256_storeu_ps(p, v8_##op(_mm256_loadu_ps(p), fa[k]));                           \
-            }                                                                                      \
+            EACH4(_mm256_storeu_ps(acc + i + 8 * F8A_AT(K_),                                       \
+                                   v8_##op(_mm256_loadu_ps(acc + i + 8 * F8A_AT(K_)), fa[K_])));   \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
             acc[i] = coll__##op##_f32(acc[i], coll__##tag##_to_f32(a[i]));                         \
@@ -524,10 +538,8 @@ static const int f8a_at[4] = {0, 2, 1, 3};
             for (; i + 32 <= count; i += 32) {                                                     \
                 __m256 f[4];                                                                       \
                 int nan = 0;                                                                       \
-                for (int k = 0; k < 4; k++) {                                                      \
-                    f[k] = _mm256_loadu_ps(acc + i + 8 * f8a_at[k]);                               \
-                    nan |= _mm256_movemask_ps(_mm256_cmp_ps(f[k], f[k], _CMP_UNORD_Q));            \
-                }                                                                                  \
+                EACH4(f[K_] = _mm256_loadu_ps(acc + i + 8 * F8A_AT(K_));                           \
+                      nan |= _mm256_movemask_ps(_mm256_cmp_ps(f[K_], f[K_], _CMP_UNORD_Q)));       \
                 if (nan)                                                                           \
                     for (size_t j = i; j < i + 32; j++)                                            \
                         dst[j] = coll__f32_to_##tag(acc[j]);                                       \
@@ -739,7 +751,7 @@ struct f8v_regs {
     __m512i b3lo, b3hi, b2lo, b2hi, mlo, mhi, perm, clamp, base;
 };
 
-static inline VBMI_ATTR struct f8v_regs f8v_regs(int f)
+KERN_INLINE VBMI_ATTR struct f8v_regs f8v_regs(int f)
 {
     const struct f8v_tabs *t = &f8v_tabs[f];
     struct f8v_regs r;
@@ -758,7 +770,7 @@ static inline VBMI_ATTR struct f8v_regs f8v_regs(int f)
 }
 
 /* 64 codes -> 4 x 16 floats, in the unpacks' order */
-static inline VBMI_ATTR void f8v_widen64(__m512i v, __m512 f[4], const struct f8v_regs *r)
+KERN_INLINE VBMI_ATTR void f8v_widen64(__m512i v, __m512 f[4], const struct f8v_regs *r)
 {
     const __m512i z = _mm512_setzero_si512();
     __m512i b3 = _mm512_permutex2var_epi8(r->b3lo, v, r->b3hi);
@@ -775,7 +787,7 @@ static inline VBMI_ATTR void f8v_widen64(__m512i v, __m512 f[4], const struct f8
 }
 
 /* 16 floats -> 16 codes, one per 32-bit lane */
-static inline VBMI_ATTR __m512i f8v_narrow16(__m512 x, const struct f8v_regs *r)
+KERN_INLINE VBMI_ATTR __m512i f8v_narrow16(__m512 x, const struct f8v_regs *r)
 {
     const __m512i xi = _mm512_castps_si512(x);
     __mmask16 num = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
@@ -794,7 +806,7 @@ static inline VBMI_ATTR __m512i f8v_narrow16(__m512 x, const struct f8v_regs *r)
 }
 
 /* 4 x 16 floats in the unpacks' order -> 64 codes in element order */
-static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v_regs *r)
+KERN_INLINE VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v_regs *r)
 {
     __m512i c01 = _mm512_packus_epi32(f8v_narrow16(f[0], r), f8v_narrow16(f[1], r));
     __m512i c23 = _mm512_packus_epi32(f8v_narrow16(f[2], r), f8v_narrow16(f[3], r));
@@ -803,18 +815,6 @@ static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v
 }
 
 #define F8V_LOAD(p) _mm512_loadu_si512((const void *)(p))
-/* S four times, with K_ = 0..3: GCC keeps a 4-iteration loop over __m512 arrays as a loop
- * through the stack */
-#define F8V_K(k, S)                                                                                \
-    do {                                                                                           \
-        enum { K_ = k };                                                                           \
-        S;                                                                                         \
-    } while (0)
-#define F8V_EACH4(S)                                                                               \
-    F8V_K(0, S);                                                                                   \
-    F8V_K(1, S);                                                                                   \
-    F8V_K(2, S);                                                                                   \
-    F8V_K(3, S)
 
 #define F8V_OP(tag, f, op)                                                                         \
     static VBMI_ATTR void f8v_##tag##_##op##_avx512vbmi(void *dst_, const void *a_,                \
@@ -828,7 +828,7 @@ static inline VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v
             __m512 fa[4], fb[4];                                                                   \
             f8v_widen64(F8V_LOAD(a + i), fa, &r);                                                  \
             f8v_widen64(F8V_LOAD(b + i), fb, &r);                                                  \
-            F8V_EACH4(fa[K_] = v16_##op(fa[K_], fb[K_]));                                          \
+            EACH4(fa[K_] = v16_##op(fa[K_], fb[K_]));                                          \
             _mm512_storeu_si512((void *)(dst + i), f8v_narrow64(fa, &r));                          \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
@@ -852,7 +852,7 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4];                                                                          \
             f8v_widen64(_mm512_permutexvar_epi8(r.perm, F8V_LOAD(a + i)), fa, &r);                 \
-            F8V_EACH4(_mm512_storeu_ps(acc + i + 16 * K_,                                          \
+            EACH4(_mm512_storeu_ps(acc + i + 16 * K_,                                          \
                                        v16_##op(_mm512_loadu_ps(acc + i + 16 * K_), fa[K_])));     \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
@@ -877,7 +877,7 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
         size_t i = 0;                                                                              \
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4];                                                                          \
-            F8V_EACH4(fa[K_] = _mm512_loadu_ps(acc + i + 16 * K_));                                \
+            EACH4(fa[K_] = _mm512_loadu_ps(acc + i + 16 * K_));                                \
             _mm512_storeu_si512((void *)(dst + i),                                                 \
                                 _mm512_permutexvar_epi8(r.perm, f8v_narrow64(fa, &r)));            \
         }                                                                                          \
