@@ -56,7 +56,7 @@
 
 /* S four times, with K_ = 0..3: GCC keeps a 4-iteration loop over an array of vectors as a
  * loop through the stack */
-#define EACH_K(k, S)                                                                                \
+#define EACH_K(k, S)                                                                               \
     do {                                                                                           \
         enum { K_ = k };                                                                           \
         S;                                                                                         \
@@ -828,7 +828,7 @@ KERN_INLINE VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v_r
             __m512 fa[4], fb[4];                                                                   \
             f8v_widen64(F8V_LOAD(a + i), fa, &r);                                                  \
             f8v_widen64(F8V_LOAD(b + i), fb, &r);                                                  \
-            EACH4(fa[K_] = v16_##op(fa[K_], fb[K_]));                                          \
+            EACH4(fa[K_] = v16_##op(fa[K_], fb[K_]));                                              \
             _mm512_storeu_si512((void *)(dst + i), f8v_narrow64(fa, &r));                          \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
@@ -852,8 +852,8 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4];                                                                          \
             f8v_widen64(_mm512_permutexvar_epi8(r.perm, F8V_LOAD(a + i)), fa, &r);                 \
-            EACH4(_mm512_storeu_ps(acc + i + 16 * K_,                                          \
-                                       v16_##op(_mm512_loadu_ps(acc + i + 16 * K_), fa[K_])));     \
+            EACH4(_mm512_storeu_ps(acc + i + 16 * K_,                                              \
+                                   v16_##op(_mm512_loadu_ps(acc + i + 16 * K_), fa[K_])));         \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
             acc[i] = coll__##op##_f32(acc[i], coll__##tag##_to_f32(a[i]));                         \
@@ -877,7 +877,7 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
         size_t i = 0;                                                                              \
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4];                                                                          \
-            EACH4(fa[K_] = _mm512_loadu_ps(acc + i + 16 * K_));                                \
+            EACH4(fa[K_] = _mm512_loadu_ps(acc + i + 16 * K_));                                    \
             _mm512_storeu_si512((void *)(dst + i),                                                 \
                                 _mm512_permutexvar_epi8(r.perm, f8v_narrow64(fa, &r)));            \
         }                                                                                          \
