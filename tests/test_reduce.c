@@ -1607,6 +1607,8 @@ TEST(isa_fp8_other_rounding_modes_and_flush)
         unsigned csr = _mm_getcsr();
         _mm_setcsr(csr | 0x8040); /* FTZ and DAZ, as some training code sets them */
         check_fp8_env("FTZ+DAZ");
+        _mm_setcsr(csr | 0x6000); /* toward zero in MXCSR alone (fegetround reads x87's) */
+        check_fp8_env("MXCSR toward zero");
         _mm_setcsr(csr);
     }
 #endif

@@ -121,9 +121,15 @@ static const uint8_t *fp8_table(int f, int o)
     return fp8_tabs[f][o];
 }
 
+/* The mode the SSE/AVX arithmetic rounds in: on x86 that is MXCSR's, which a program can set
+ * on its own (_MM_SET_ROUNDING_MODE) while fegetround reads the x87 control word. */
 static inline bool fp8_rounds_to_nearest(void)
 {
+#if KERN_X86
+    return (_mm_getcsr() & 0x6000u) == 0; /* MXCSR.RC */
+#else
     return fegetround() == FE_TONEAREST;
+#endif
 }
 
 /* dst[i] = coll__<op>_<tag>(a[i], b[i]), one at a time: under another rounding mode */
