@@ -396,7 +396,7 @@ F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
 
 /*
  * fp8 on AVX2: converted in registers, 32 elements at a time, as the AVX-512 VBMI set does
- * (section 6, whose narrowing this shares), with what AVX2 has instead of byte permutes:
+ * (section 6, the same narrowing), with what AVX2 has instead of byte permutes:
  *   - widening through fp16 and F16C: E5M2 is the upper byte of an fp16; an E4M3 code,
  *     shifted into an fp16's exponent and mantissa, is the fp16 of its value times 2^-8
  *     (subnormals included, which vcvtph2ps widens exactly whatever MXCSR says), and a
