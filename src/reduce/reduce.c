@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fenv.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -129,6 +131,27 @@ static const struct coll__reduce_isa *isa_get(void)
 {
     pthread_once(&isa_once, isa_setup);
     return atomic_load_explicit(&isa_cur, memory_order_relaxed);
+}
+
+/* Whether the vector arithmetic rounds to nearest: on x86 that is MXCSR's mode, which a
+ * program can set on its own (_MM_SET_ROUNDING_MODE) while fegetround reads the x87 one. */
+static bool rounds_to_nearest(void)
+{
+#if defined(__x86_64__)
+    return (_mm_getcsr() & 0x6000u) == 0; /* MXCSR.RC */
+#else
+    return fegetround() == FE_TONEAREST;
+#endif
+}
+
+/* The set for dt. The vector sets narrow fp8 with tables and adds that give elem.h's bits
+ * under the default rounding mode; under another (rare) mode fp8 takes the scalar set, which
+ * follows the mode as elem.h does. */
+static const struct coll__reduce_isa *isa_for(coll_dtype_t dt)
+{
+    if ((dt == COLL_FLOAT8E4M3 || dt == COLL_FLOAT8E5M2) && !rounds_to_nearest())
+        return coll__reduce_isas[0];
+    return isa_get();
 }
 
 const char *coll__reduce_isa(void)
@@ -264,7 +287,7 @@ void coll__reduce2(void *dst0, void *dst1, const void *a_, const void *b_, size_
      * rather than jumping through a wild pointer. */
     if (!valid(dt, op) || count == 0)
         return;
-    k = isa_get();
+    k = isa_for(dt);
     fn = k->op[dt][op];
     sz = coll__dtype_size(dt);
     bel = BLOCK_BYTES / sz;
@@ -353,7 +376,7 @@ coll_status_t coll__reduce_n(void *dst, const void *const *src, int nsrc, size_t
         return COLL_SUCCESS;
     }
 
-    k = isa_get();
+    k = isa_for(dt);
     /* narrow floats: as many elements as the fp32 accumulator holds */
     bel = k->widen[dt] ? COLL_ARRAY_SIZE(acc) : BLOCK_BYTES / sz;
     stream = use_stream(k, d, count * sz, sz);

@@ -22,7 +22,6 @@
 
 #include "elem.h"
 
-#include <fenv.h>
 #include <pthread.h>
 
 #if defined(__x86_64__)
@@ -83,9 +82,8 @@ static pthread_once_t fp8_once[2][4] = {
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
 };
 
-/* Tables are built and used under the default rounding mode only (an E5M2 sum can be
- * inexact in fp32): under another one, the lookups go through elem.h instead, which follows
- * the mode as the scalar reference does (fp8_rounds_to_nearest). */
+/* Tables hold the results under the default rounding mode (an E5M2 sum can be inexact in
+ * fp32); reduce.c sends fp8 to the scalar set under another mode. */
 #define FP8_BUILD(f, o, tag, op)                                                                   \
     static void fp8_build_##tag##_##op(void)                                                       \
     {                                                                                              \
@@ -121,35 +119,6 @@ static const uint8_t *fp8_table(int f, int o)
     return fp8_tabs[f][o];
 }
 
-/* The mode the SSE/AVX arithmetic rounds in: on x86 that is MXCSR's, which a program can set
- * on its own (_MM_SET_ROUNDING_MODE) while fegetround reads the x87 control word. */
-static inline bool fp8_rounds_to_nearest(void)
-{
-#if KERN_X86
-    return (_mm_getcsr() & 0x6000u) == 0; /* MXCSR.RC */
-#else
-    return fegetround() == FE_TONEAREST;
-#endif
-}
-
-/* dst[i] = coll__<op>_<tag>(a[i], b[i]), one at a time: under another rounding mode */
-#define FP8_ELEM(tag, op)                                                                          \
-    static void fp8_elem_##tag##_##op(void *dst_, const void *a_, const void *b_, size_t n)        \
-    {                                                                                              \
-        uint8_t *dst = dst_;                                                                       \
-        const uint8_t *a = a_, *b = b_;                                                            \
-        for (size_t i = 0; i < n; i++)                                                             \
-            dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
-    }
-FP8_ELEM(e4m3, sum)
-FP8_ELEM(e4m3, prod)
-FP8_ELEM(e4m3, max)
-FP8_ELEM(e4m3, min)
-FP8_ELEM(e5m2, sum)
-FP8_ELEM(e5m2, prod)
-FP8_ELEM(e5m2, max)
-FP8_ELEM(e5m2, min)
-
 static void fp8_lookup(const uint8_t *t, void *dst_, const void *a_, const void *b_, size_t n)
 {
     uint8_t *dst = dst_;
@@ -163,10 +132,7 @@ static void fp8_lookup(const uint8_t *t, void *dst_, const void *a_, const void 
 #define FP8T_FN(sfx, ATTR, LOOKUP, f, o, tag, op)                                                  \
     static ATTR void fp8t_##tag##_##op##_##sfx(void *dst, const void *a, const void *b, size_t n)  \
     {                                                                                              \
-        if (fp8_rounds_to_nearest())                                                               \
-            LOOKUP(fp8_table(f, o), dst, a, b, n);                                                 \
-        else                                                                                       \
-            fp8_elem_##tag##_##op(dst, a, b, n);                                                   \
+        LOOKUP(fp8_table(f, o), dst, a, b, n);                                                     \
     }
 #define FP8T_FNS(sfx, ATTR, LOOKUP)                                                                \
     FP8T_FN(sfx, ATTR, LOOKUP, 0, 0, e4m3, sum)                                                    \
@@ -403,8 +369,8 @@ F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
  *     multiplication by 256 restores it. NaN (and E5M2's Inf) would need fixing up, so a
  *     block of 32 with any such code goes through elem.h instead (rare in gradients);
  *   - narrowing by the same add of a per-exponent constant, computed rather than looked up:
- *     the add rounds as MXCSR says, so a call made under another rounding mode than the
- *     default goes through elem.h; so do blocks with NaN inputs.
+ *     the add rounds as MXCSR says (reduce.c sends fp8 to the scalar set under another mode
+ *     than the default); blocks with NaN inputs go through elem.h.
  * The unpacks leave the elements of a block in the order 0-7, 16-23, 8-15, 24-31, which
  * the packs of the narrowing restore and the fp32 loops store in place.
  */
@@ -483,10 +449,6 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
         uint8_t *dst = dst_;                                                                       \
         const uint8_t *a = a_, *b = b_;                                                            \
         size_t i = 0;                                                                              \
-        if (!fp8_rounds_to_nearest()) {                                                            \
-            fp8_elem_##tag##_##op(dst, a, b, count);                                               \
-            return;                                                                                \
-        }                                                                                          \
         for (; i + 32 <= count; i += 32) {                                                         \
             __m256i va = F8A_LOAD(a + i), vb = F8A_LOAD(b + i);                                    \
             __m256 fa[4], fb[4];                                                                   \
@@ -540,18 +502,17 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
     {                                                                                              \
         uint8_t *dst = dst_;                                                                       \
         size_t i = 0;                                                                              \
-        if (fp8_rounds_to_nearest())                                                               \
-            for (; i + 32 <= count; i += 32) {                                                     \
-                __m256 f[4];                                                                       \
-                int nan = 0;                                                                       \
-                EACH4(f[K_] = _mm256_loadu_ps(acc + i + 8 * F8A_AT(K_));                           \
-                      nan |= _mm256_movemask_ps(_mm256_cmp_ps(f[K_], f[K_], _CMP_UNORD_Q)));       \
-                if (nan)                                                                           \
-                    for (size_t j = i; j < i + 32; j++)                                            \
-                        dst[j] = coll__f32_to_##tag(acc[j]);                                       \
-                else                                                                               \
-                    _mm256_storeu_si256((__m256i *)(void *)(dst + i), f8a_narrow32(f, e5));        \
-            }                                                                                      \
+        for (; i + 32 <= count; i += 32) {                                                         \
+            __m256 f[4];                                                                           \
+            int nan = 0;                                                                           \
+            EACH4(f[K_] = _mm256_loadu_ps(acc + i + 8 * F8A_AT(K_));                               \
+                  nan |= _mm256_movemask_ps(_mm256_cmp_ps(f[K_], f[K_], _CMP_UNORD_Q)));           \
+            if (nan)                                                                               \
+                for (size_t j = i; j < i + 32; j++)                                                \
+                    dst[j] = coll__f32_to_##tag(acc[j]);                                           \
+            else                                                                                   \
+                _mm256_storeu_si256((__m256i *)(void *)(dst + i), f8a_narrow32(f, e5));            \
+        }                                                                                          \
         for (; i < count; i++)                                                                     \
             dst[i] = coll__f32_to_##tag(acc[i]);                                                   \
     }

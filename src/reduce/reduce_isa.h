@@ -6,7 +6,9 @@
  *
  * Every loop here computes exactly elem.h's function of its inputs, element by element, so
  * all sets give the same bits (the one freedom: which NaN an fp32/fp64 sum or product
- * returns when both operands are NaN, since the compiler may swap the operands).
+ * returns when both operands are NaN, since the compiler may swap the operands). The
+ * fp8 loops of the vector sets do so under the default rounding mode; reduce.c uses the
+ * scalar set's for fp8 under any other.
  */
 #ifndef COLL_REDUCE_ISA_H
 #define COLL_REDUCE_ISA_H
