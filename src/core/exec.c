@@ -49,6 +49,13 @@ static size_t scratch_bytes(const struct coll_part *p)
     return (b + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
+/* Steps of a part's executor arrays: at least one, so that an empty schedule still has
+ * valid (never read) arrays. */
+static uint32_t part_nsteps(const struct coll_part *p)
+{
+    return p->plan->sched.nsteps ? p->plan->sched.nsteps : 1;
+}
+
 static coll_status_t exec_start(struct coll_op *op)
 {
     struct coll_comm *comm = op->comm;
@@ -61,7 +68,7 @@ static coll_status_t exec_start(struct coll_op *op)
      * visible part of its latency): the transfers first, as they need the widest alignment,
      * then posted and the parts' bases, then the step states. */
     for (int k = 0; k < op->nparts; k++)
-        nsteps_all += op->parts[k].plan->sched.nsteps ? op->parts[k].plan->sched.nsteps : 1;
+        nsteps_all += part_nsteps(&op->parts[k]);
     op->exec_mem = calloc(1, nsteps_all * (sizeof(*xf) + 1) +
                                  (size_t)(op->nparts + 1) * n2 * sizeof(*u32));
     if (!op->exec_mem)
@@ -73,7 +80,7 @@ static coll_status_t exec_start(struct coll_op *op)
     u32 += n2;
     for (int k = 0; k < op->nparts; k++) {
         struct coll_part *p = &op->parts[k];
-        uint32_t nsteps = p->plan->sched.nsteps ? p->plan->sched.nsteps : 1;
+        uint32_t nsteps = part_nsteps(p);
 
         p->xfers = xf;
         p->base = u32;
