@@ -678,11 +678,12 @@ struct f8v_tabs {
     _Alignas(64) uint8_t b3[128];  /* byte 3 of the fp32 value of each magnitude code */
     _Alignas(64) uint8_t b2[128];  /* byte 2 (bytes 1 and 0 are always zero) */
     _Alignas(64) uint32_t m[32];   /* M (above) for exponent fields base .. base + 31 */
-    _Alignas(64) uint8_t perm[64]; /* element order <-> the unpacks' order */
     uint32_t clamp;                /* fp32 bits of the clamp of |x| */
     uint32_t base;                 /* exponent field of m[0] */
 };
 static struct f8v_tabs f8v_tabs[2];
+/* element order <-> the unpacks' order, for both formats */
+static _Alignas(64) uint8_t f8v_perm[64];
 static pthread_once_t f8v_once = PTHREAD_ONCE_INIT;
 
 static void f8v_build_one(struct f8v_tabs *t, float (*widen)(uint8_t), int mbits, uint32_t emin,
@@ -699,10 +700,6 @@ static void f8v_build_one(struct f8v_tabs *t, float (*widen)(uint8_t), int mbits
         uint32_t e = t->base + i < emin ? emin : t->base + i;
         t->m[i] = ((e + 23 - (uint32_t)mbits) << 23) + ((e - emin) << mbits);
     }
-    for (uint32_t l = 0; l < 4; l++)
-        for (uint32_t k = 0; k < 4; k++)
-            for (uint32_t d = 0; d < 4; d++)
-                t->perm[l * 16 + 4 * k + d] = (uint8_t)(16 * k + 4 * l + d);
 }
 
 static void f8v_build(void)
@@ -711,6 +708,10 @@ static void f8v_build(void)
      * E5M2: smallest normal 2^-14 (field 113), clamp 65536 (0x47800000) -> 0x7c, Inf. */
     f8v_build_one(&f8v_tabs[0], coll__e4m3_to_f32, 3, 121, 0x43f00000u);
     f8v_build_one(&f8v_tabs[1], coll__e5m2_to_f32, 2, 113, 0x47800000u);
+    for (uint32_t l = 0; l < 4; l++)
+        for (uint32_t k = 0; k < 4; k++)
+            for (uint32_t d = 0; d < 4; d++)
+                f8v_perm[l * 16 + 4 * k + d] = (uint8_t)(16 * k + 4 * l + d);
 }
 
 /* A format's tables, in registers for the length of one loop. */
@@ -730,7 +731,7 @@ KERN_INLINE VBMI_ATTR struct f8v_regs f8v_regs(int f)
     r.b2hi = _mm512_load_si512(t->b2 + 64);
     r.mlo = _mm512_load_si512(t->m);
     r.mhi = _mm512_load_si512(t->m + 16);
-    r.perm = _mm512_load_si512(t->perm);
+    r.perm = _mm512_load_si512(f8v_perm);
     r.clamp = _mm512_set1_epi32((int)t->clamp);
     r.base = _mm512_set1_epi32((int)(t->base << 23));
     return r;
