@@ -663,6 +663,15 @@ FP8T_FNS(avx512, AVX512_ATTR, fp8_lookup_avx512)
  *     rounds to the overflow code (E4M3 480 -> NaN, E5M2 65536 -> Inf), and exponents below
  *     the table saturating to its first entry, whose M is the subnormal one.
  *     Then the sign goes into bit 7, and NaN lanes become 0x7f, as elem.h does.
+ *   - narrowing a sum, max or min of two codes: that result is exact in fp32, and rounding
+ *     an exact sum of two p-bit numbers to 11 bits and then to p bits (p <= 4) gives the
+ *     once-rounded result, so the loops round through fp16 instead: vcvtps2ph (embedded
+ *     round to nearest even) does the exponent-dependent part for 16 lanes at once, and
+ *     integer rounding of the fp16 bits to the format's few mantissa bits works on 32
+ *     lanes per instruction. E5M2 is the upper byte of an fp16; E4M3 is too after scaling
+ *     by 2^-8 (its exponent field becomes the fp16 one, subnormals included), which its
+ *     widening tables for these ops fold in. Products are not exact through fp16 (double
+ *     rounding below fp16's normal range) and keep the narrowing above.
  * Every float op on a path to the result is exact or rounds once as elem.h does; the tests
  * compare all codes and pairs bit for bit with the scalar reference.
  */
@@ -677,25 +686,36 @@ static bool isa_avx512vbmi(void)
 struct f8v_tabs {
     _Alignas(64) uint8_t b3[128];  /* byte 3 of the fp32 value of each magnitude code */
     _Alignas(64) uint8_t b2[128];  /* byte 2 (bytes 1 and 0 are always zero) */
-    _Alignas(64) uint32_t m[32];   /* M (above) for exponent fields base .. base + 31 */
-    uint32_t clamp;                /* fp32 bits of the clamp of |x| */
-    uint32_t base;                 /* exponent field of m[0] */
+    _Alignas(64) uint8_t b3h[128]; /* b3 and b2 of the value scaled for the fp16 narrowing */
+    _Alignas(64) uint8_t b2h[128];
+    _Alignas(64) uint32_t m[32]; /* M (above) for exponent fields base .. base + 31 */
+    uint32_t clamp;              /* fp32 bits of the clamp of |x| */
+    uint32_t base;               /* exponent field of m[0] */
 };
 static struct f8v_tabs f8v_tabs[2];
 /* element order <-> the unpacks' order, for both formats */
 static _Alignas(64) uint8_t f8v_perm[64];
+/* for each element, its fp16's upper byte among the fp16 narrowing's two registers */
+static _Alignas(64) uint8_t f8v_pick[64];
 static pthread_once_t f8v_once = PTHREAD_ONCE_INIT;
 
 static void f8v_build_one(struct f8v_tabs *t, float (*widen)(uint8_t), int mbits, uint32_t emin,
-                          uint32_t clamp)
+                          uint32_t clamp, float hscale)
 {
     t->clamp = clamp;
     t->base = (clamp >> 23) - 31; /* the clamp's exponent is the table's last */
     for (uint32_t c = 0; c < 128; c++) {
         uint32_t u = coll__f32_bits(widen((uint8_t)c));
+        uint32_t uh = coll__f32_bits(widen((uint8_t)c) * hscale); /* exact; NaN stays NaN */
         t->b3[c] = (uint8_t)(u >> 24);
         t->b2[c] = (uint8_t)(u >> 16); /* NaN payloads too: they sit in byte 2 (fp16 ones) */
+        t->b3h[c] = (uint8_t)(uh >> 24);
+        t->b2h[c] = (uint8_t)(uh >> 16);
     }
+    /* E4M3's NaN code, widened for the fp16 narrowing: bit 7 set marks it to come out
+     * positive whatever its sign (f8v_words), so a NaN sum, max or min is a positive NaN */
+    if (mbits == 3)
+        t->b3h[0x7f] |= 0x80;
     for (uint32_t i = 0; i < 32; i++) {
         uint32_t e = t->base + i < emin ? emin : t->base + i;
         t->m[i] = ((e + 23 - (uint32_t)mbits) << 23) + ((e - emin) << mbits);
@@ -706,52 +726,85 @@ static void f8v_build(void)
 {
     /* E4M3: smallest normal 2^-6 (field 121), clamp 480 (0x43f00000) -> code 0x7f.
      * E5M2: smallest normal 2^-14 (field 113), clamp 65536 (0x47800000) -> 0x7c, Inf. */
-    f8v_build_one(&f8v_tabs[0], coll__e4m3_to_f32, 3, 121, 0x43f00000u);
-    f8v_build_one(&f8v_tabs[1], coll__e5m2_to_f32, 2, 113, 0x47800000u);
+    f8v_build_one(&f8v_tabs[0], coll__e4m3_to_f32, 3, 121, 0x43f00000u, 0x1p-8f);
+    f8v_build_one(&f8v_tabs[1], coll__e5m2_to_f32, 2, 113, 0x47800000u, 1.0f);
     for (uint32_t l = 0; l < 4; l++)
         for (uint32_t k = 0; k < 4; k++)
             for (uint32_t d = 0; d < 4; d++)
                 f8v_perm[l * 16 + 4 * k + d] = (uint8_t)(16 * k + 4 * l + d);
+    /* The fp16 narrowing's order (f8v_widen64_half): element e = 16 L + 8 u + j is word
+     * 8 L + j of w[u], which is lane (8 L + j) / 2 of float vector 2 u + j % 2; vectors 0, 1
+     * become the first register's 32 fp16s, 2, 3 the second's. */
+    for (uint32_t e = 0; e < 64; e++) {
+        uint32_t u = e % 16 / 8, word = 8 * (e / 16) + e % 8, k = 2 * u + word % 2;
+        f8v_pick[e] = (uint8_t)(64 * (k / 2) + 2 * ((k % 2) * 16 + word / 2) + 1);
+    }
 }
 
 /* A format's tables, in registers for the length of one loop. */
 struct f8v_regs {
-    __m512i b3lo, b3hi, b2lo, b2hi, mlo, mhi, perm, clamp, base;
+    __m512i b3lo, b3hi, b2lo, b2hi, mlo, mhi, perm, pick, clamp, base;
 };
 
-KERN_INLINE VBMI_ATTR struct f8v_regs f8v_regs(int f)
+/* half: the tables for the fp16 narrowing (scaled for E4M3) */
+KERN_INLINE VBMI_ATTR struct f8v_regs f8v_regs(int f, bool half)
 {
     const struct f8v_tabs *t = &f8v_tabs[f];
     struct f8v_regs r;
 
     pthread_once(&f8v_once, f8v_build);
-    r.b3lo = _mm512_load_si512(t->b3);
-    r.b3hi = _mm512_load_si512(t->b3 + 64);
-    r.b2lo = _mm512_load_si512(t->b2);
-    r.b2hi = _mm512_load_si512(t->b2 + 64);
+    r.b3lo = _mm512_load_si512(half ? t->b3h : t->b3);
+    r.b3hi = _mm512_load_si512((half ? t->b3h : t->b3) + 64);
+    r.b2lo = _mm512_load_si512(half ? t->b2h : t->b2);
+    r.b2hi = _mm512_load_si512((half ? t->b2h : t->b2) + 64);
     r.mlo = _mm512_load_si512(t->m);
     r.mhi = _mm512_load_si512(t->m + 16);
     r.perm = _mm512_load_si512(f8v_perm);
+    r.pick = _mm512_load_si512(f8v_pick);
     r.clamp = _mm512_set1_epi32((int)t->clamp);
     r.base = _mm512_set1_epi32((int)(t->base << 23));
     return r;
+}
+
+/* 64 codes -> the upper halves of their fp32 values (bytes 3 and 2), one word per element:
+ * w[0] holds elements 16 L + 0..7 of each 128-bit lane L, w[1] elements 16 L + 8..15 */
+KERN_INLINE VBMI_ATTR void f8v_words(__m512i v, __m512i w[2], const struct f8v_regs *r)
+{
+    __m512i b3 = _mm512_permutex2var_epi8(r->b3lo, v, r->b3hi);
+    __m512i b2 = _mm512_permutex2var_epi8(r->b2lo, v, r->b2hi);
+
+    /* bit 7: the sign (v & 80), unless the table's own bit 7 says to clear it; 0-6: b3 */
+    b3 = _mm512_ternarylogic_epi32(b3, v, _mm512_set1_epi8((char)0x80), 0x58);
+    w[0] = _mm512_unpacklo_epi8(b2, b3);
+    w[1] = _mm512_unpackhi_epi8(b2, b3);
 }
 
 /* 64 codes -> 4 x 16 floats, in the unpacks' order */
 KERN_INLINE VBMI_ATTR void f8v_widen64(__m512i v, __m512 f[4], const struct f8v_regs *r)
 {
     const __m512i z = _mm512_setzero_si512();
-    __m512i b3 = _mm512_permutex2var_epi8(r->b3lo, v, r->b3hi);
-    __m512i b2 = _mm512_permutex2var_epi8(r->b2lo, v, r->b2hi);
-    __m512i w0, w1;
+    __m512i w[2];
 
-    b3 = _mm512_ternarylogic_epi32(b3, v, _mm512_set1_epi8((char)0x80), 0xf8); /* b3 | v & 80 */
-    w0 = _mm512_unpacklo_epi8(b2, b3);
-    w1 = _mm512_unpackhi_epi8(b2, b3);
-    f[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, w0));
-    f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, w0));
-    f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, w1));
-    f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, w1));
+    f8v_words(v, w, r);
+    f[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, w[0]));
+    f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, w[0]));
+    f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, w[1]));
+    f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, w[1]));
+}
+
+/* The same for the fp16 narrowing, which reorders anyway: the even and the odd words of w[0]
+ * (f[0], f[1]) and of w[1] (f[2], f[3]), by a shift and a mask, leaving the shuffle units
+ * to the lookups and the conversions (2% faster on Zen 4) */
+KERN_INLINE VBMI_ATTR void f8v_widen64_half(__m512i v, __m512 f[4], const struct f8v_regs *r)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i w[2];
+
+    f8v_words(v, w, r);
+    f[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w[0], 16));
+    f[1] = _mm512_castsi512_ps(_mm512_and_si512(w[0], hi));
+    f[2] = _mm512_castsi512_ps(_mm512_slli_epi32(w[1], 16));
+    f[3] = _mm512_castsi512_ps(_mm512_and_si512(w[1], hi));
 }
 
 /* 16 floats -> 16 codes, one per 32-bit lane */
@@ -782,22 +835,69 @@ KERN_INLINE VBMI_ATTR __m512i f8v_narrow64(const __m512 f[4], const struct f8v_r
     return _mm512_packus_epi16(c01, c23);
 }
 
+/* 4 x 16 exact results of a sum, max or min of two codes (E4M3 ones scaled by 2^-8), in
+ * f8v_widen64_half's order -> 64 codes in element order, through fp16 (section comment) */
+KERN_INLINE VBMI_ATTR __m512i f8v_narrow64_half(const __m512 f[4], const struct f8v_regs *r, int f8)
+{
+    __m512i h[2];
+
+    for (int k = 0; k < 2; k++) {
+        __m512 x0 = f[2 * k], x1 = f[2 * k + 1];
+        __m512i lsb;
+
+        if (f8 == 1) {
+            /* E5M2: any NaN to the positive one whose fp16 rounds to 0x7f */
+            const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fe00000));
+            const __m512i tok = _mm512_set1_epi32(0x11111100); /* NaN -> first operand */
+            x0 = _mm512_fixupimm_ps(nan, x0, tok, 0);
+            x1 = _mm512_fixupimm_ps(nan, x1, tok, 0);
+        }
+        h[k] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(
+                _mm512_cvtps_ph(x0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+            _mm512_cvtps_ph(x1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
+        if (f8 == 0) {
+            /* |x| past 480 (1.875 scaled) to 1.875, whose code is 0x7f, sign kept: signed,
+             * the positive fp16s are clamped, NaN too (the widening made it positive, so it
+             * comes out 0x7f as in elem.h); unsigned, the negative ones */
+            h[k] = _mm512_min_epi16(h[k], _mm512_set1_epi16(0x3f80));
+            h[k] = _mm512_min_epu16(h[k], _mm512_set1_epi16((short)0xbf80));
+            /* code bits 13..7 to 14..8, next to the sign: then the upper byte is the code,
+             * and the rounding below carries into bit 8 (the bit 7 in between is 0) */
+            h[k] = _mm512_add_epi16(h[k], _mm512_and_si512(h[k], _mm512_set1_epi16(0x3f80)));
+        }
+        /* to nearest even on the upper byte: add just under half (0x7f; E4M3 0xbf over the
+         * gap at bit 7) plus the kept lsb; magnitudes stay below the sign bit */
+        lsb = _mm512_and_si512(_mm512_srli_epi16(h[k], 8), _mm512_set1_epi16(1));
+        h[k] =
+            _mm512_add_epi16(_mm512_add_epi16(h[k], _mm512_set1_epi16(f8 == 0 ? 0xbf : 0x7f)), lsb);
+    }
+    return _mm512_permutex2var_epi8(h[0], r->pick, h[1]);
+}
+
 #define F8V_LOAD(p) _mm512_loadu_si512((const void *)(p))
 
-#define F8V_OP(tag, f, op)                                                                         \
+/* half: the op's result is exact in fp32 and narrows through fp16 */
+#define F8V_OP(tag, f, op, half)                                                                   \
     static VBMI_ATTR void f8v_##tag##_##op##_avx512vbmi(void *dst_, const void *a_,                \
                                                         const void *b_, size_t count)              \
     {                                                                                              \
         uint8_t *dst = dst_;                                                                       \
         const uint8_t *a = a_, *b = b_;                                                            \
-        const struct f8v_regs r = f8v_regs(f);                                                     \
+        const struct f8v_regs r = f8v_regs(f, half);                                               \
         size_t i = 0;                                                                              \
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4], fb[4];                                                                   \
-            f8v_widen64(F8V_LOAD(a + i), fa, &r);                                                  \
-            f8v_widen64(F8V_LOAD(b + i), fb, &r);                                                  \
+            if (half) {                                                                            \
+                f8v_widen64_half(F8V_LOAD(a + i), fa, &r);                                         \
+                f8v_widen64_half(F8V_LOAD(b + i), fb, &r);                                         \
+            } else {                                                                               \
+                f8v_widen64(F8V_LOAD(a + i), fa, &r);                                              \
+                f8v_widen64(F8V_LOAD(b + i), fb, &r);                                              \
+            }                                                                                      \
             EACH4(fa[K_] = v16_##op(fa[K_], fb[K_]));                                              \
-            _mm512_storeu_si512((void *)(dst + i), f8v_narrow64(fa, &r));                          \
+            _mm512_storeu_si512((void *)(dst + i),                                                 \
+                                half ? f8v_narrow64_half(fa, &r, f) : f8v_narrow64(fa, &r));       \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
             dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
@@ -815,7 +915,7 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
                                                             size_t count)                          \
     {                                                                                              \
         const uint8_t *a = a_;                                                                     \
-        const struct f8v_regs r = f8v_regs(f);                                                     \
+        const struct f8v_regs r = f8v_regs(f, false);                                              \
         size_t i = 0;                                                                              \
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4];                                                                          \
@@ -828,10 +928,10 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
     }
 
 #define F8V_FNS(tag, f)                                                                            \
-    F8V_OP(tag, f, sum)                                                                            \
-    F8V_OP(tag, f, prod)                                                                           \
-    F8V_OP(tag, f, max)                                                                            \
-    F8V_OP(tag, f, min)                                                                            \
+    F8V_OP(tag, f, sum, true)                                                                      \
+    F8V_OP(tag, f, prod, false)                                                                    \
+    F8V_OP(tag, f, max, true)                                                                      \
+    F8V_OP(tag, f, min, true)                                                                      \
     F8V_ACC(tag, f, sum)                                                                           \
     F8V_ACC(tag, f, prod)                                                                          \
     F8V_ACC(tag, f, max)                                                                           \
@@ -841,7 +941,7 @@ static inline VBMI_ATTR __m512 v16_set(__m512 acc, __m512 x)
                                                         size_t count)                              \
     {                                                                                              \
         uint8_t *dst = dst_;                                                                       \
-        const struct f8v_regs r = f8v_regs(f);                                                     \
+        const struct f8v_regs r = f8v_regs(f, false);                                              \
         size_t i = 0;                                                                              \
         for (; i + 64 <= count; i += 64) {                                                         \
             __m512 fa[4];                                                                          \
