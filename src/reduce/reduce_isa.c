@@ -12,7 +12,7 @@
  *   - fp8 with two inputs by table lookup: 65536 input pairs per format and op, so a
  *     64 KiB table filled from elem.h's own functions gives the reference's bits by
  *     construction, at a few instructions per element instead of two software widenings
- *     and a software rounding (gathers on AVX2 and AVX-512);
+ *     and a software rounding (SSE2, where nothing better is left);
  *   - the streaming copies (non-temporal stores) that reduce.c uses for large outputs.
  *
  * Divisions: 1 vectorizer switches, 2 fp8 tables, 3 scalar and SSE2 sets, 4 AVX2 set,
@@ -73,9 +73,8 @@
 
 /* ---- 2 fp8 tables ---------------------------------------------------------------------- */
 
-/* [format][op]: e4m3, e5m2 x sum, prod, max, min; index (a << 8) | b. Four bytes of slack:
- * a gather reads a 32-bit word at every index and keeps its low byte. */
-#define FP8_TAB_BYTES (65536 + 4)
+/* [format][op]: e4m3, e5m2 x sum, prod, max, min; index (a << 8) | b */
+#define FP8_TAB_BYTES 65536
 static uint8_t fp8_tabs[2][4][FP8_TAB_BYTES];
 static pthread_once_t fp8_once[2][4] = {
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
@@ -128,21 +127,21 @@ static void fp8_lookup(const uint8_t *t, void *dst_, const void *a_, const void 
         dst[i] = t[(size_t)a[i] << 8 | b[i]];
 }
 
-/* fp8t_<tag>_<op>_<sfx>: the lookup loop LOOKUP over the (tag, op) table */
-#define FP8T_FN(sfx, ATTR, LOOKUP, f, o, tag, op)                                                  \
-    static ATTR void fp8t_##tag##_##op##_##sfx(void *dst, const void *a, const void *b, size_t n)  \
+/* fp8t_<tag>_<op>_<sfx>: the lookup loop over the (tag, op) table */
+#define FP8T_FN(sfx, f, o, tag, op)                                                                \
+    static void fp8t_##tag##_##op##_##sfx(void *dst, const void *a, const void *b, size_t n)       \
     {                                                                                              \
-        LOOKUP(fp8_table(f, o), dst, a, b, n);                                                     \
+        fp8_lookup(fp8_table(f, o), dst, a, b, n);                                                 \
     }
-#define FP8T_FNS(sfx, ATTR, LOOKUP)                                                                \
-    FP8T_FN(sfx, ATTR, LOOKUP, 0, 0, e4m3, sum)                                                    \
-    FP8T_FN(sfx, ATTR, LOOKUP, 0, 1, e4m3, prod)                                                   \
-    FP8T_FN(sfx, ATTR, LOOKUP, 0, 2, e4m3, max)                                                    \
-    FP8T_FN(sfx, ATTR, LOOKUP, 0, 3, e4m3, min)                                                    \
-    FP8T_FN(sfx, ATTR, LOOKUP, 1, 0, e5m2, sum)                                                    \
-    FP8T_FN(sfx, ATTR, LOOKUP, 1, 1, e5m2, prod)                                                   \
-    FP8T_FN(sfx, ATTR, LOOKUP, 1, 2, e5m2, max)                                                    \
-    FP8T_FN(sfx, ATTR, LOOKUP, 1, 3, e5m2, min)
+#define FP8T_FNS(sfx)                                                                              \
+    FP8T_FN(sfx, 0, 0, e4m3, sum)                                                                  \
+    FP8T_FN(sfx, 0, 1, e4m3, prod)                                                                 \
+    FP8T_FN(sfx, 0, 2, e4m3, max)                                                                  \
+    FP8T_FN(sfx, 0, 3, e4m3, min)                                                                  \
+    FP8T_FN(sfx, 1, 0, e5m2, sum)                                                                  \
+    FP8T_FN(sfx, 1, 1, e5m2, prod)                                                                 \
+    FP8T_FN(sfx, 1, 2, e5m2, max)                                                                  \
+    FP8T_FN(sfx, 1, 3, e5m2, min)
 
 /* ---- 3 scalar and SSE2 sets ------------------------------------------------------------ */
 
@@ -199,7 +198,7 @@ static void stream_sse2(void *dst, const void *src, size_t bytes)
 #define KERN_SUPPORTED isa_always
 #define KERN_F16 0
 #define KERN_FP8 1
-FP8T_FNS(KERN_SFX_NAME, , fp8_lookup)
+FP8T_FNS(KERN_SFX_NAME)
 #include "reduce_kern.h"
 #undef KERN_SFX
 #undef KERN_SFX_NAME
@@ -384,8 +383,9 @@ KERN_INLINE AVX2_ATTR __m256i f8a_special(__m256i v, int e5)
                              _mm256_set1_epi8(-1));
 }
 
-/* 32 codes, none special -> 4 x 8 floats: elements 0-7, 16-23, 8-15, 24-31 */
-KERN_INLINE AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5)
+/* 32 codes, none special -> 4 x 8 floats: elements 0-7, 16-23, 8-15, 24-31; E4M3 ones left
+ * scaled by 2^-8 where scaled is set (for the fp16 narrowing) */
+KERN_INLINE AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5, bool scaled)
 {
     const __m256i z = _mm256_setzero_si256();
     __m256i w0, w1;
@@ -404,7 +404,7 @@ KERN_INLINE AVX2_ATTR void f8a_widen32(__m256i v, __m256 f[4], int e5)
     f[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1));
     f[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(w1));
     f[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1));
-    if (!e5)
+    if (!e5 && !scaled)
         EACH4(f[K_] = _mm256_mul_ps(f[K_], _mm256_set1_ps(256.0f)));
 }
 
@@ -438,11 +438,42 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* 4 x 8 exact results of a sum, max or min of two codes, none NaN (E4M3 ones scaled by
+ * 2^-8), in the widening's order -> 32 codes in element order, through fp16 as the AVX-512
+ * VBMI set does (section 6). The special blocks have gone through elem.h, so there is no
+ * NaN; a finite E5M2 sum may overflow, to Inf in fp16 or past 57344 in the rounding, both
+ * the code 0x7c. */
+KERN_INLINE AVX2_ATTR __m256i f8a_narrow32_half(const __m256 f[4], int e5)
+{
+    __m256i h[2];
+
+    for (int k = 0; k < 2; k++) {
+        /* f[0], f[1] are the first unpack's halves, f[2], f[3] the second's */
+        h[k] = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(
+                _mm256_cvtps_ph(f[2 * k], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+            _mm256_cvtps_ph(f[2 * k + 1], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
+        if (!e5) {
+            /* as f8v_narrow64_half: clamp |x| to 1.875 keeping the sign, then the code
+             * bits next to the sign */
+            h[k] = _mm256_min_epi16(h[k], _mm256_set1_epi16(0x3f80));
+            h[k] = _mm256_min_epu16(h[k], _mm256_set1_epi16((short)0xbf80));
+            h[k] = _mm256_add_epi16(h[k], _mm256_and_si256(h[k], _mm256_set1_epi16(0x3f80)));
+        }
+        h[k] = _mm256_add_epi16(_mm256_add_epi16(h[k], _mm256_set1_epi16(e5 ? 0x7f : 0xbf)),
+                                _mm256_and_si256(_mm256_srli_epi16(h[k], 8), _mm256_set1_epi16(1)));
+        h[k] = _mm256_srli_epi16(h[k], 8);
+    }
+    /* the pack undoes the widening's unpacks */
+    return _mm256_packus_epi16(h[0], h[1]);
+}
+
 #define F8A_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
 /* acc + 8 * F8A_AT(k): where the widening's k-th vector of a block goes (0, 2, 1, 3) */
 #define F8A_AT(k) ((k) == 1 ? 2 : (k) == 2 ? 1 : (k))
 
-#define F8A_OP(tag, e5, op)                                                                        \
+/* half: the op's result is exact in fp32 and narrows through fp16 */
+#define F8A_OP(tag, e5, op, half)                                                                  \
     static AVX2_ATTR void f8v_##tag##_##op##_avx2(void *dst_, const void *a_, const void *b_,      \
                                                   size_t count)                                    \
     {                                                                                              \
@@ -457,10 +488,11 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
                     dst[j] = coll__##op##_##tag(a[j], b[j]);                                       \
                 continue;                                                                          \
             }                                                                                      \
-            f8a_widen32(va, fa, e5);                                                               \
-            f8a_widen32(vb, fb, e5);                                                               \
+            f8a_widen32(va, fa, e5, half);                                                         \
+            f8a_widen32(vb, fb, e5, half);                                                         \
             EACH4(fa[K_] = v8_##op(fa[K_], fb[K_]));                                               \
-            _mm256_storeu_si256((__m256i *)(void *)(dst + i), f8a_narrow32(fa, e5));               \
+            _mm256_storeu_si256((__m256i *)(void *)(dst + i),                                      \
+                                half ? f8a_narrow32_half(fa, e5) : f8a_narrow32(fa, e5));          \
         }                                                                                          \
         for (; i < count; i++)                                                                     \
             dst[i] = coll__##op##_##tag(a[i], b[i]);                                               \
@@ -480,7 +512,7 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
                     acc[j] = coll__##op##_f32(acc[j], coll__##tag##_to_f32(a[j]));                 \
                 continue;                                                                          \
             }                                                                                      \
-            f8a_widen32(va, fa, e5);                                                               \
+            f8a_widen32(va, fa, e5, false);                                                        \
             EACH4(_mm256_storeu_ps(acc + i + 8 * F8A_AT(K_),                                       \
                                    v8_##op(_mm256_loadu_ps(acc + i + 8 * F8A_AT(K_)), fa[K_])));   \
         }                                                                                          \
@@ -489,10 +521,10 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32(const __m256 f[4], int e5)
     }
 
 #define F8A_FNS(tag, e5)                                                                           \
-    F8A_OP(tag, e5, sum)                                                                           \
-    F8A_OP(tag, e5, prod)                                                                          \
-    F8A_OP(tag, e5, max)                                                                           \
-    F8A_OP(tag, e5, min)                                                                           \
+    F8A_OP(tag, e5, sum, true)                                                                     \
+    F8A_OP(tag, e5, prod, false)                                                                   \
+    F8A_OP(tag, e5, max, true)                                                                     \
+    F8A_OP(tag, e5, min, true)                                                                     \
     F8A_ACC(tag, e5, sum)                                                                          \
     F8A_ACC(tag, e5, prod)                                                                         \
     F8A_ACC(tag, e5, max)                                                                          \
@@ -600,24 +632,9 @@ static inline AVX512_ATTR __m512 v16_min(__m512 a, __m512 b)
 #define v16_STOREF _mm512_storeu_ps
 F16H_LOOPS(avx512, AVX512_ATTR, 16, v16, h16_load, h16_store, v16)
 
-static AVX512_ATTR void fp8_lookup_avx512(const uint8_t *t, void *dst_, const void *a_,
-                                          const void *b_, size_t n)
-{
-    uint8_t *dst = dst_;
-    const uint8_t *a = a_, *b = b_;
-    size_t i = 0;
-
-    for (; i + 16 <= n; i += 16) {
-        __m512i va = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(a + i)));
-        __m512i vb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + i)));
-        __m512i g = _mm512_i32gather_epi32(_mm512_or_si512(_mm512_slli_epi32(va, 8), vb),
-                                           (const void *)t, 1);
-
-        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(g));
-    }
-    fp8_lookup(t, dst + i, a + i, b + i, n - i);
-}
-FP8T_FNS(avx512, AVX512_ATTR, fp8_lookup_avx512)
+/* fp8: the AVX2 set's loops, converted in registers, which make 1.6-2x what a gather from
+ * the 64 KiB tables made here (docs/kernels.md); without VBMI there is no byte permute to
+ * widen 64 codes at once */
 
 #define KERN_SFX avx512
 #define KERN_ATTR KERN_VEC AVX512_ATTR
@@ -626,7 +643,8 @@ FP8T_FNS(avx512, AVX512_ATTR, fp8_lookup_avx512)
 #define KERN_SUPPORTED isa_avx512
 #define KERN_STREAM stream_avx512
 #define KERN_F16 1
-#define KERN_FP8 1
+#define KERN_FP8 2
+#define KERN_FP8_SFX avx2
 #include "reduce_kern.h"
 #undef KERN_SFX
 #undef KERN_SFX_NAME
@@ -637,6 +655,7 @@ FP8T_FNS(avx512, AVX512_ATTR, fp8_lookup_avx512)
 #undef KERN_STREAM
 #undef KERN_F16
 #undef KERN_FP8
+#undef KERN_FP8_SFX
 
 /* ---- 6 AVX-512 VBMI set: fp8 by vector conversion ------------------------------------ */
 

@@ -16,6 +16,8 @@
  *                   (f8v_<tag>_<op>, f8v_<tag>_acc_<op>, f8v_<tag>_acc_set for the
  *                   widening, f8v_<tag>_narrow, each with the set's suffix), which replace
  *                   all the generic fp8 ones
+ *   KERN_FP8_SFX    with KERN_FP8 2: the suffix of the vector fp8 loops, when they are
+ *                   another set's (default KERN_SFX)
  *   KERN_F16        1 when the includer has defined hardware fp16 loops for this set
  *                   (KN(f16h_sum) ... KN(f16h_narrow)), which then replace the generic ones
  *
@@ -114,18 +116,23 @@ KERN_NARROW_FAMILY(e5m2, uint8_t)
 #endif
 
 #if KERN_FP8 == 2
+#ifdef KERN_FP8_SFX
+#define KF8(x) KN_(x, KERN_FP8_SFX)
+#else
+#define KF8(x) KN(x)
+#endif
 #define KERN_FP8_ROW(t)                                                                            \
     {                                                                                              \
-        KN(f8v_##t##_sum), KN(f8v_##t##_prod), KN(f8v_##t##_max), KN(f8v_##t##_min),               \
-            KN(f8v_##t##_sum)                                                                      \
+        KF8(f8v_##t##_sum), KF8(f8v_##t##_prod), KF8(f8v_##t##_max), KF8(f8v_##t##_min),           \
+            KF8(f8v_##t##_sum)                                                                     \
     }
 #define KERN_FP8_ACC_ROW(t)                                                                        \
     {                                                                                              \
-        KN(f8v_##t##_acc_sum), KN(f8v_##t##_acc_prod), KN(f8v_##t##_acc_max),                      \
-            KN(f8v_##t##_acc_min), KN(f8v_##t##_acc_sum)                                           \
+        KF8(f8v_##t##_acc_sum), KF8(f8v_##t##_acc_prod), KF8(f8v_##t##_acc_max),                   \
+            KF8(f8v_##t##_acc_min), KF8(f8v_##t##_acc_sum)                                         \
     }
-#define KERN_FP8_WIDEN(t) KN(f8v_##t##_acc_set)
-#define KERN_FP8_NARROW(t) KN(f8v_##t##_narrow)
+#define KERN_FP8_WIDEN(t) KF8(f8v_##t##_acc_set)
+#define KERN_FP8_NARROW(t) KF8(f8v_##t##_narrow)
 #elif KERN_FP8
 #define KERN_FP8_ROW(t)                                                                            \
     {                                                                                              \
@@ -201,6 +208,7 @@ static const struct coll__reduce_isa KN(kern_set) = {
 #undef KERN_FP8_ACC_ROW
 #undef KERN_FP8_WIDEN
 #undef KERN_FP8_NARROW
+#undef KF8
 #undef KERN_F16_OP
 #undef KERN_F16_ACC
 #undef KERN_F16_WIDEN
