@@ -6,8 +6,10 @@
 #
 # Uses ../shared/peers (installs the peers from Debian packages with its setup.sh, builds
 # their drivers, runs every library per NP with the same sizes and timing rules). coll runs
-# as `collrun -n NP collbench COLL -c 1 -z 1 -a 3 --time-budget BUDGET`: blocking
-# back-to-back calls, the slowest rank's average (-a 3), verified, like the peers' driver.
+# as `collrun -n NP collbench COLL -c 1 -z 1 -a 3 --time-budget BUDGET` (through
+# bench/peers_coll.sh): blocking back-to-back calls, the slowest rank's average (-a 3),
+# verified, like the peers' driver; all-reduce and reduce out of place, broadcast in place,
+# as the MPI calls are (MPI_Bcast has one buffer).
 # coll runs twice: "coll" lets ranks of this host use shared memory (the default), "coll-tcp"
 # forces TCP. Knobs: REPS (default 2), LIBS, COLLS, BUDGET, MAXBYTES (as run_all.sh), OUT_DIR
 # (default /tmp/coll-peers).
@@ -23,8 +25,9 @@ export REPS=${REPS:-2}
 export LIBS=${LIBS:-"coll coll-tcp ompi-shm ompi-tcp gloo"}
 export COLLS=${COLLS:-"allreduce bcast reduce"}
 export BUDGET=${BUDGET:-0.2}
-export COLL_CMD="$root/build/collrun -n {np} $root/build/collbench {coll} -c 1 -z 1 -a 3 \
---time-budget $BUDGET"
+# bench/peers_coll.sh: collbench with each collective's placement as the peers' drivers
+# use it (broadcast in place: MPI_Bcast has one buffer; see its header)
+export COLL_CMD="$root/bench/peers_coll.sh {np} {coll} -c 1 -z 1 -a 3 --time-budget $BUDGET"
 
 "$peers/setup.sh" >/dev/null
 [ -x build/collbench ] || { meson setup build >/dev/null; }
@@ -41,6 +44,6 @@ for f in "${results[@]}"; do
     cp "$f" "docs/results/peers-$np.tsv"
 done
 [ -f "$OUT_DIR/ceilings.tsv" ] && cp "$OUT_DIR/ceilings.tsv" docs/results/ceilings.tsv
-python3 bench/perf_report.py --out docs/performance.md --plots docs/results \
+python3 bench/perf_report.py --stat median --out docs/performance.md --plots docs/results \
     --ceilings docs/results/ceilings.tsv "${results[@]}"
 echo "wrote docs/performance.md"

@@ -22,8 +22,9 @@ export REPS=${REPS:-6}
 export LIBS=${LIBS:-"coll ompi-shm"}
 export COLLS=${COLLS:-allreduce}
 export BUDGET=${BUDGET:-0.2}
-export COLL_CMD="$root/build/collrun -n {np} $root/build/collbench {coll} -c 1 -z 1 -a 3 \
---time-budget $BUDGET"
+# bench/peers_coll.sh: collbench with each collective's placement as the peers' drivers
+# use it (broadcast in place: MPI_Bcast has one buffer; see its header)
+export COLL_CMD="$root/bench/peers_coll.sh {np} {coll} -c 1 -z 1 -a 3 --time-budget $BUDGET"
 
 "$peers/setup.sh" >/dev/null
 [ -x build/collbench ] || meson setup build >/dev/null

@@ -119,7 +119,9 @@ def main():
       "run on this machine, interleaved, loopback only; compare ratios within this page, not "
       "with figures from other machines or runs. Times are the slowest rank's mean per call "
       "(us), busbw in GB/s (1 GB = 1e9 B); every size was verified. Over repetitions: the "
-      "%s.\n" % (" ".join(map(str, nps)), a.stat))
+      "%s. coll's all-reduce and reduce run out of place and its broadcast in place, as the "
+      "MPI calls do (MPI_Bcast has one buffer; bench/peers_coll.sh).\n"
+      % (" ".join(map(str, nps)), a.stat))
     if a.ceilings and os.path.exists(a.ceilings):
         w("## Machine ceilings\n")
         w("| ceiling | value | unit |")
