@@ -8,16 +8,19 @@
  * Process i sends MIB_PER_RANK MiB to process i + 1 and receives as much from i - 1, both at
  * once (non-blocking sockets and poll), in chunks of CHUNK_KIB, over CONNS TCP connections
  * per neighbour pair (default 1; the bytes split evenly, as coll's COLL_NSOCKS does) with
- * the kernel's default buffer autotuning. A ring all-reduce of S bytes
- * has each rank send and receive 2 (NP - 1) / NP * S, and its busbw is that over the time:
+ * the kernel's default buffer autotuning; each process on a CPU of its own where there are
+ * as many CPUs as processes (as collrun and mpirun bind), unbound otherwise. A ring all-reduce of S
+ * bytes has each rank send and receive 2 (NP - 1) / NP * S, and its busbw is that over the time:
  * the rate of one rank here, which also pays no reduction and no protocol, is its ceiling.
- * Prints per round the slowest rank's time and the rate per rank (GB/s, 1 GB = 1e9 B), then
- * the median over ROUNDS. Links nothing of coll.
+ * Each round warms the connections up with one exchange, then times as many as make a
+ * quarter of a GiB per rank. Prints per round the slowest rank's time per exchange and the
+ * rate per rank (GB/s, 1 GB = 1e9 B), then the median over ROUNDS. Links nothing of coll.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +125,8 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    long np = 8, mib = 256, chunk_kib = 512, rounds = 3, conns = 1;
-    int lfd[MAX_NP], port[MAX_NP], opt, go[2], back[2];
+    long np = 8, mib = 256, chunk_kib = 512, rounds = 3, conns = 1, ncpu;
+    int lfd[MAX_NP], port[MAX_NP], opt, go[2], back[2], ready[2];
     double rate[99];
 
     while ((opt = getopt(argc, argv, "p:s:c:k:r:h")) != -1) {
@@ -155,11 +158,12 @@ int main(int argc, char **argv)
                 MAX_CONNS);
         return 2;
     }
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     for (long i = 0; i < np; i++)
         lfd[i] = listener(&port[i]);
     for (long r = 0; r < rounds; r++) {
         double slowest = 0;
-        if (pipe(go) < 0 || pipe(back) < 0)
+        if (pipe(go) < 0 || pipe(back) < 0 || pipe(ready) < 0)
             die("pipe");
         for (long i = 0; i < np; i++) {
             pid_t pid = fork();
@@ -167,10 +171,18 @@ int main(int argc, char **argv)
                 die("fork");
             if (pid == 0) {
                 size_t chunk = (size_t)chunk_kib << 10, total = (size_t)mib << 20;
+                long reps = mib >= 256 ? 1 : 256 / mib;
                 char *sbuf = malloc(chunk), *rbuf = malloc(chunk), c;
                 int out[MAX_CONNS], in[MAX_CONNS];
                 double t0;
 
+                /* one CPU per rank where there are enough, as collrun and mpirun bind */
+                if (np <= ncpu) {
+                    cpu_set_t set;
+                    CPU_ZERO(&set);
+                    CPU_SET((int)i, &set);
+                    sched_setaffinity(0, sizeof(set), &set);
+                }
                 /* k connects to the next rank's listener, k accepts from our own: the
                  * backlog holds the next rank's connects until we accept */
                 for (long j = 0; j < conns; j++)
@@ -181,17 +193,26 @@ int main(int argc, char **argv)
                 if (!sbuf || !rbuf)
                     die("setup");
                 memset(sbuf, 1, chunk);
-                if (read(go[0], &c, 1) != 1) /* everyone connected: start together */
-                    die("read");
-                t0 = now_s();
+                /* warm the connections up (a new one starts with a small window, which a
+                 * library's long-lived ones have long outgrown), then start together and
+                 * repeat the exchange to a quarter of a GiB */
                 exchange(out, in, (int)conns, total, chunk, sbuf, rbuf);
-                t0 = now_s() - t0;
+                if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+                    die("pipe");
+                t0 = now_s();
+                for (long it = 0; it < reps; it++)
+                    exchange(out, in, (int)conns, total, chunk, sbuf, rbuf);
+                t0 = (now_s() - t0) / (double)reps;
                 if (write(back[1], &t0, sizeof(t0)) != sizeof(t0))
                     die("write");
                 _exit(0);
             }
         }
-        usleep(200000);
+        for (long i = 0; i < np; i++) {
+            char c;
+            if (read(ready[0], &c, 1) != 1)
+                die("read");
+        }
         for (long i = 0; i < np; i++)
             if (write(go[1], "g", 1) != 1)
                 die("write");
@@ -204,6 +225,7 @@ int main(int argc, char **argv)
         while (wait(NULL) > 0)
             ;
         close(go[0]), close(go[1]), close(back[0]), close(back[1]);
+        close(ready[0]), close(ready[1]);
         rate[r] = (double)((size_t)mib << 20) / slowest / 1e9;
         printf("round %ld\tnp %ld\t%ld conns\t%ld MiB per rank\t%.3f s\t%.3f GB/s per rank\n",
                r + 1, np, conns, mib, slowest, rate[r]);
