@@ -361,15 +361,18 @@ F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
 
 /*
  * fp8 on AVX2: converted in registers, 32 elements at a time, as the AVX-512 VBMI set does
- * (section 6, the same narrowing), with what AVX2 has instead of byte permutes:
+ * (section 6, the same narrowings), with what AVX2 has instead of byte permutes:
  *   - widening through fp16 and F16C: E5M2 is the upper byte of an fp16; an E4M3 code,
  *     shifted into an fp16's exponent and mantissa, is the fp16 of its value times 2^-8
  *     (subnormals included, which vcvtph2ps widens exactly whatever MXCSR says), and a
  *     multiplication by 256 restores it. NaN (and E5M2's Inf) would need fixing up, so a
  *     block of 32 with any such code goes through elem.h instead (rare in gradients);
- *   - narrowing by the same add of a per-exponent constant, computed rather than looked up:
- *     the add rounds as MXCSR says (reduce.c sends fp8 to the scalar set under another mode
- *     than the default); blocks with NaN inputs go through elem.h.
+ *   - narrowing a sum, max or min of two codes through fp16, as section 6 does (E4M3 left
+ *     scaled by 2^-8 from the widening, so no multiplication there);
+ *   - narrowing a product or an fp32 accumulator by the same add of a per-exponent constant
+ *     as section 6, computed rather than looked up: the add rounds as MXCSR says (reduce.c
+ *     sends fp8 to the scalar set under another mode than the default); blocks with NaN
+ *     inputs go through elem.h.
  * The unpacks leave the elements of a block in the order 0-7, 16-23, 8-15, 24-31, which
  * the packs of the narrowing restore and the fp32 loops store in place.
  */
@@ -632,7 +635,7 @@ static inline AVX512_ATTR __m512 v16_min(__m512 a, __m512 b)
 #define v16_STOREF _mm512_storeu_ps
 F16H_LOOPS(avx512, AVX512_ATTR, 16, v16, h16_load, h16_store, v16)
 
-/* fp8: the AVX2 set's loops, converted in registers, which make 1.6-2x what a gather from
+/* fp8: the AVX2 set's loops, converted in registers, which make 1.8-2.4x what a gather from
  * the 64 KiB tables made here (docs/kernels.md); without VBMI there is no byte permute to
  * widen 64 codes at once */
 
