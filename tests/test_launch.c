@@ -7,6 +7,7 @@
 
 #include "core/launcher.h"
 #include "core/topo.h"
+#include "transport/sys.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -239,6 +240,39 @@ TEST(store_get_times_out_naming_the_store)
     ASSERT_EQ(coll__tcpstore_get("no-such-host.invalid", "1", "k", buf, sizeof(buf), 300),
               COLL_INVALID_ARGUMENT);
     ASSERT_STR_CONTAINS(coll_last_error(NULL), "no-such-host.invalid");
+}
+
+/* Binds the socket to the port it connects to first, as the kernel does by chance when
+ * a connect to a local port nobody listens on picks that very port as its own: TCP's
+ * simultaneous open then connects the socket to itself. */
+static int self_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    int one = 1;
+
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    (void)bind(fd, addr, len);
+    return connect(fd, addr, len);
+}
+
+TEST(store_client_refuses_a_connection_to_itself)
+{
+    char buf[8], port[16];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    coll_status_t st;
+
+    /* a free port, closed again: nobody listens there (rank 0 has not started yet) */
+    ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+           getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    snprintf(port, sizeof(port), "%u", (unsigned)ntohs(a.sin_port));
+    coll__sys.connect = self_connect;
+    st = coll__tcpstore_get("127.0.0.1", port, "k", buf, sizeof(buf), 300);
+    coll__sys = coll__sys_libc;
+    /* not an answer read back from our own query: still waiting for the store to appear */
+    ASSERT_EQ(st, COLL_TIMEOUT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "is not reachable");
 }
 
 TEST(slurm_first_host)

@@ -322,6 +322,22 @@ static coll_status_t store_resolve(const char *host, const char *port, struct ad
     return COLL_SUCCESS;
 }
 
+/* A connect to a local port that nobody listens on may pick that very port as its own
+ * source port, and TCP's simultaneous open then connects the socket to itself: it would
+ * read its own query back as the answer, and hold the port that rank 0 is about to serve
+ * (MASTER_PORT under torchrun's c10d rendezvous is a port torchrun found free). */
+static bool connected_to_itself(int fd)
+{
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+
+    memset(&me, 0, sizeof(me));
+    memset(&peer, 0, sizeof(peer));
+    return coll__sys.getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+           coll__sys.getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 && ml == pl &&
+           memcmp(&me, &peer, ml) == 0;
+}
+
 /* Connect to the store, retrying while nobody listens yet: the store of a rank-0 process
  * may start after ours. */
 static coll_status_t store_connect(const char *host, const char *port, uint64_t deadline_ns,
@@ -358,6 +374,8 @@ static coll_status_t store_connect(const char *host, const char *port, uint64_t 
                         err = errno;
                 }
             }
+            if (!err && connected_to_itself(fd))
+                err = ECONNREFUSED; /* nobody listens yet, as far as we can tell */
             if (!err) {
                 (void)coll__sys.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 freeaddrinfo(res);
