@@ -376,6 +376,17 @@ F16H_LOOPS(avx2, AVX2_ATTR, 8, v8, h8_load, h8_store, v8)
  * The unpacks leave the elements of a block in the order 0-7, 16-23, 8-15, 24-31, which
  * the packs of the narrowing restore and the fp32 loops store in place.
  */
+/* The integer half of the fp16 narrowing, shared by this set and section 6's (which
+ * explains it): E4M3's fp16 bits, scaled by 2^-8, are clamped to +-1.875 (480, code 0x7f);
+ * then each format adds just under half of the upper byte's unit before keeping that byte
+ * (E4M3 0xbf: its code bits sit one bit higher, over a zero bit 7). */
+enum {
+    F8H_E4M3_MAX = 0x3f80,  /* fp16 bits of +1.875: also the mask of E4M3's code bits */
+    F8H_E4M3_NMAX = 0xbf80, /* of -1.875 */
+    F8H_E4M3_HALF = 0xbf,
+    F8H_E5M2_HALF = 0x7f,
+};
+
 /* 0xff in the bytes of v that hold NaN (E5M2: or Inf, whose sums and products may be NaN) */
 KERN_INLINE AVX2_ATTR __m256i f8a_special(__m256i v, int e5)
 {
@@ -459,12 +470,13 @@ KERN_INLINE AVX2_ATTR __m256i f8a_narrow32_half(const __m256 f[4], int e5)
         if (!e5) {
             /* as f8v_narrow64_half: clamp |x| to 1.875 keeping the sign, then the code
              * bits next to the sign */
-            h[k] = _mm256_min_epi16(h[k], _mm256_set1_epi16(0x3f80));
-            h[k] = _mm256_min_epu16(h[k], _mm256_set1_epi16((short)0xbf80));
-            h[k] = _mm256_add_epi16(h[k], _mm256_and_si256(h[k], _mm256_set1_epi16(0x3f80)));
+            h[k] = _mm256_min_epi16(h[k], _mm256_set1_epi16(F8H_E4M3_MAX));
+            h[k] = _mm256_min_epu16(h[k], _mm256_set1_epi16((short)F8H_E4M3_NMAX));
+            h[k] = _mm256_add_epi16(h[k], _mm256_and_si256(h[k], _mm256_set1_epi16(F8H_E4M3_MAX)));
         }
-        h[k] = _mm256_add_epi16(_mm256_add_epi16(h[k], _mm256_set1_epi16(e5 ? 0x7f : 0xbf)),
-                                _mm256_and_si256(_mm256_srli_epi16(h[k], 8), _mm256_set1_epi16(1)));
+        h[k] = _mm256_add_epi16(
+            _mm256_add_epi16(h[k], _mm256_set1_epi16(e5 ? F8H_E5M2_HALF : F8H_E4M3_HALF)),
+            _mm256_and_si256(_mm256_srli_epi16(h[k], 8), _mm256_set1_epi16(1)));
         h[k] = _mm256_srli_epi16(h[k], 8);
     }
     /* the pack undoes the widening's unpacks */
@@ -882,17 +894,18 @@ KERN_INLINE VBMI_ATTR __m512i f8v_narrow64_half(const __m512 f[4], const struct 
             /* |x| past 480 (1.875 scaled) to 1.875, whose code is 0x7f, sign kept: signed,
              * the positive fp16s are clamped, NaN too (the widening made it positive, so it
              * comes out 0x7f as in elem.h); unsigned, the negative ones */
-            h[k] = _mm512_min_epi16(h[k], _mm512_set1_epi16(0x3f80));
-            h[k] = _mm512_min_epu16(h[k], _mm512_set1_epi16((short)0xbf80));
+            h[k] = _mm512_min_epi16(h[k], _mm512_set1_epi16(F8H_E4M3_MAX));
+            h[k] = _mm512_min_epu16(h[k], _mm512_set1_epi16((short)F8H_E4M3_NMAX));
             /* code bits 13..7 to 14..8, next to the sign: then the upper byte is the code,
              * and the rounding below carries into bit 8 (the bit 7 in between is 0) */
-            h[k] = _mm512_add_epi16(h[k], _mm512_and_si512(h[k], _mm512_set1_epi16(0x3f80)));
+            h[k] = _mm512_add_epi16(h[k], _mm512_and_si512(h[k], _mm512_set1_epi16(F8H_E4M3_MAX)));
         }
         /* to nearest even on the upper byte: add just under half (0x7f; E4M3 0xbf over the
          * gap at bit 7) plus the kept lsb; magnitudes stay below the sign bit */
         lsb = _mm512_and_si512(_mm512_srli_epi16(h[k], 8), _mm512_set1_epi16(1));
-        h[k] =
-            _mm512_add_epi16(_mm512_add_epi16(h[k], _mm512_set1_epi16(f8 == 0 ? 0xbf : 0x7f)), lsb);
+        h[k] = _mm512_add_epi16(
+            _mm512_add_epi16(h[k], _mm512_set1_epi16(f8 == 0 ? F8H_E4M3_HALF : F8H_E5M2_HALF)),
+            lsb);
     }
     return _mm512_permutex2var_epi8(h[0], r->pick, h[1]);
 }
