@@ -144,9 +144,9 @@ static bool rounds_to_nearest(void)
 #endif
 }
 
-/* The set for dt. The vector sets narrow fp8 with tables and adds that give elem.h's bits
- * under the default rounding mode; under another (rare) mode fp8 takes the scalar set, which
- * follows the mode as elem.h does. */
+/* The set for dt. The vector sets narrow fp8 with tables, adds and conversions that give
+ * elem.h's bits under the default rounding mode; under another (rare) mode fp8 takes the
+ * scalar set, which follows the mode as elem.h does. */
 static const struct coll__reduce_isa *isa_for(coll_dtype_t dt)
 {
     if ((dt == COLL_FLOAT8E4M3 || dt == COLL_FLOAT8E5M2) && !rounds_to_nearest())

@@ -1,8 +1,8 @@
 /*
- * reduce_isa.c - the kernel sets: reduce_kern.h compiled four times, for the scalar
- * reference (vectorizer off), SSE2 (the x86-64 baseline), AVX2 and AVX-512, each through
- * function target attributes so that one binary carries them all and reduce.c picks one
- * when it first runs (__builtin_cpu_supports).
+ * reduce_isa.c - the kernel sets: reduce_kern.h compiled five times, for the scalar
+ * reference (vectorizer off), SSE2 (the x86-64 baseline), AVX2, AVX-512 and AVX-512 VBMI,
+ * each through function target attributes so that one binary carries them all and reduce.c
+ * picks one when it first runs (__builtin_cpu_supports).
  *
  * Hand-written on top of the generic loops:
  *   - fp16 on AVX2 and AVX-512 with the F16C conversions (vcvtph2ps/vcvtps2ph): elem.h's
@@ -13,6 +13,8 @@
  *     64 KiB table filled from elem.h's own functions gives the reference's bits by
  *     construction, at a few instructions per element instead of two software widenings
  *     and a software rounding (SSE2, where nothing better is left);
+ *   - fp8 converted in vector registers on AVX2 (which the AVX-512 set borrows) and on
+ *     AVX-512 VBMI: sections 4 and 6;
  *   - the streaming copies (non-temporal stores) that reduce.c uses for large outputs.
  *
  * Divisions: 1 vectorizer switches, 2 fp8 tables, 3 scalar and SSE2 sets, 4 AVX2 set,
