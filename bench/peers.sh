@@ -15,23 +15,13 @@
 # (default /tmp/coll-peers).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-root=$PWD
-peers=${PEERS_DIR:-$root/../shared/peers}
-[ -x "$peers/run_all.sh" ] || { echo "peers.sh: $peers/run_all.sh not found" >&2; exit 2; }
 nps=("$@")
 [ ${#nps[@]} -gt 0 ] || nps=(2 4 8)
 export OUT_DIR=${OUT_DIR:-/tmp/coll-peers}
 export REPS=${REPS:-2}
 export LIBS=${LIBS:-"coll coll-tcp ompi-shm ompi-tcp gloo"}
 export COLLS=${COLLS:-"allreduce bcast reduce"}
-export BUDGET=${BUDGET:-0.2}
-# bench/peers_coll.sh: collbench with each collective's placement as the peers' drivers
-# use it (broadcast in place: MPI_Bcast has one buffer; see its header)
-export COLL_CMD="$root/bench/peers_coll.sh {np} {coll} -c 1 -z 1 -a 3 --time-budget $BUDGET"
-
-"$peers/setup.sh" >/dev/null
-[ -x build/collbench ] || { meson setup build >/dev/null; }
-meson compile -C build >/dev/null
+. bench/peers_prepare.sh
 "$peers/ceilings.sh" || echo "peers.sh: ceilings failed" >&2
 results=()
 for np in "${nps[@]}"; do

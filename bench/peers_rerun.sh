@@ -12,23 +12,13 @@
 # the targets table of those rows (median of repetitions, bench/perf_report.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-root=$PWD
 [ $# -eq 2 ] || { echo "usage: bench/peers_rerun.sh NAME NP" >&2; exit 2; }
 name=$1 np=$2
-peers=${PEERS_DIR:-$root/../shared/peers}
-[ -x "$peers/run_all.sh" ] || { echo "peers_rerun.sh: $peers/run_all.sh not found" >&2; exit 2; }
 export OUT_DIR=${OUT_DIR:-/tmp/coll-peers-rerun/$name}
 export REPS=${REPS:-6}
 export LIBS=${LIBS:-"coll ompi-shm"}
 export COLLS=${COLLS:-allreduce}
-export BUDGET=${BUDGET:-0.2}
-# bench/peers_coll.sh: collbench with each collective's placement as the peers' drivers
-# use it (broadcast in place: MPI_Bcast has one buffer; see its header)
-export COLL_CMD="$root/bench/peers_coll.sh {np} {coll} -c 1 -z 1 -a 3 --time-budget $BUDGET"
-
-"$peers/setup.sh" >/dev/null
-[ -x build/collbench ] || meson setup build >/dev/null
-meson compile -C build >/dev/null
+. bench/peers_prepare.sh
 "$peers/run_all.sh" "$np"
 out=docs/results/rerun-$name-np$np.tsv
 mkdir -p docs/results
