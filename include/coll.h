@@ -86,8 +86,18 @@ typedef enum {
 
 /* Reduction operators, NCCL's values. Floating-point sums of fp16/bf16/fp8 are computed in
  * fp32 and rounded to nearest even once per pairwise step. AVG sums, then divides once by
- * the number of ranks at the end (integer division for integer types). */
+ * the number of ranks at the end (integer division for integer types).
+ *
+ * BAND, BOR and BXOR (bitwise and, or, exclusive or) are coll's own: integer dtypes only
+ * (COLL_INVALID_ARGUMENT for floating-point ones), host buffers only (the stream-ordered
+ * calls and coll_allreduce_quantized refuse them). Their values are negative because NCCL
+ * gives every non-negative value a meaning (0..4 built in, the rest for operators made by
+ * ncclRedOpCreatePreMulSum); NCCL's API (src/compat) refuses them. COLL_NUM_OPS counts
+ * NCCL's operators only. */
 typedef enum {
+    COLL_BXOR = -3,
+    COLL_BOR = -2,
+    COLL_BAND = -1,
     COLL_SUM = 0,
     COLL_PROD = 1,
     COLL_MAX = 2,

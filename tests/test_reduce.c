@@ -14,7 +14,8 @@
  *
  * Divisions: 1 reference formats, 2 conversion tests, 3 reduction tests (random, in
  * place, odd lengths), 4 edge cases (wraparound, NaN, signed zero, overflow), 5 AVG,
- * 6 every instruction set (reduce_isa.c), two outputs, n inputs, streaming stores, copy.
+ * 6 every instruction set (reduce_isa.c), two outputs, n inputs, streaming stores, copy,
+ * 7 the bitwise operators (BAND, BOR, BXOR on integer dtypes).
  */
 #include "reduce/elem.h"
 #include "reduce/reduce.h"
@@ -1742,8 +1743,13 @@ TEST(reduce_n_bad_arguments_write_nothing)
     ASSERT_EQ(coll__reduce_n(d, src, COLL_REDUCE_MAX_INPUTS + 1, 4, COLL_UINT32, COLL_SUM),
               COLL_INVALID_ARGUMENT);
     ASSERT_EQ(coll__reduce_n(d, src, 2, 4, COLL_NUM_DTYPES, COLL_SUM), COLL_INVALID_ARGUMENT);
-    ASSERT_EQ(coll__reduce_n(d, src, 2, 4, COLL_UINT32, (coll_op_t)-1), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, 2, 4, COLL_UINT32, (coll_op_t)-4), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, 2, 4, COLL_UINT32, COLL_NUM_OPS), COLL_INVALID_ARGUMENT);
     ASSERT_EQ(coll__reduce_n(d, with_null, 3, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, with_null, 3, 4, COLL_UINT32, COLL_BOR), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(NULL, src, 3, 4, COLL_UINT32, COLL_BAND), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__reduce_n(d, src, COLL_REDUCE_MAX_INPUTS + 1, 4, COLL_UINT32, COLL_BXOR),
+              COLL_INVALID_ARGUMENT);
     ASSERT_EQ(coll__reduce_n(d, NULL, 3, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
     ASSERT_EQ(coll__reduce_n(NULL, src, 3, 4, COLL_UINT32, COLL_SUM), COLL_INVALID_ARGUMENT);
     for (int i = 0; i < 4; i++)
@@ -1822,6 +1828,105 @@ TEST(stream_threshold_and_odd_dst)
     free(a);
     free(b);
     free(d);
+}
+
+/* ---- 7 bitwise operators ---------------------------------------------------------------- */
+
+/* One element of an integer dtype, as an unsigned value of its width. */
+static uint64_t load_bits(const uint8_t *p, size_t sz)
+{
+    uint64_t v = 0;
+    for (size_t b = 0; b < sz; b++)
+        v |= (uint64_t)p[b] << (8 * b);
+    return v;
+}
+
+static uint64_t ref_bit(coll_op_t op, uint64_t x, uint64_t y)
+{
+    return op == COLL_BAND ? x & y : op == COLL_BOR ? x | y : x ^ y;
+}
+
+TEST(bitwise_ops)
+{
+    static const coll_op_t ops[] = {COLL_BAND, COLL_BOR, COLL_BXOR};
+    /* lengths around the 8 KiB block and odd ones; offsets misalign every view */
+    static const size_t counts[] = {0, 1, 7, 1000, 8192 + 3, 40000};
+    const size_t maxb = 40000 * 8 + 16;
+    uint8_t *in[COLL_REDUCE_MAX_INPUTS], *d = malloc(maxb), *d1 = malloc(maxb),
+            *keep = malloc(maxb);
+
+    ASSERT(d && d1 && keep);
+    for (int j = 0; j < COLL_REDUCE_MAX_INPUTS; j++) {
+        in[j] = malloc(maxb);
+        ASSERT(in[j]);
+        for (size_t i = 0; i < maxb; i++)
+            in[j][i] = (uint8_t)rnd();
+    }
+    for (coll_dtype_t dt = COLL_INT8; dt <= COLL_UINT64; dt++) {
+        size_t sz = coll__dtype_size(dt);
+        for (size_t o = 0; o < COLL_ARRAY_SIZE(ops); o++) {
+            coll_op_t op = ops[o];
+            for (size_t c = 0; c < COLL_ARRAY_SIZE(counts); c++) {
+                size_t n = counts[c], off = 1 + c % 3;
+                const void *src[COLL_REDUCE_MAX_INPUTS];
+
+                /* two inputs, two outputs */
+                memset(d, 0xa5, maxb);
+                memset(d1, 0x5a, maxb);
+                coll__reduce2(d + off, d1, in[0] + off, in[1] + 2, n, dt, op);
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t want = ref_bit(op, load_bits(in[0] + off + i * sz, sz),
+                                            load_bits(in[1] + 2 + i * sz, sz));
+                    ASSERT_MSG(load_bits(d + off + i * sz, sz) == want &&
+                                   load_bits(d1 + i * sz, sz) == want,
+                               "%s %s count %zu: element %zu", coll__dtype_name(dt),
+                               coll__op_name(op), n, i);
+                }
+                ASSERT_MSG(d[off - 1] == 0xa5 && d[off + n * sz] == 0xa5,
+                           "%s %s count %zu: write outside dst", coll__dtype_name(dt),
+                           coll__op_name(op), n);
+                ASSERT_EQ(d1[n * sz], 0x5a);
+                /* n inputs, the result in place over the first */
+                for (int k = 1; k <= COLL_REDUCE_MAX_INPUTS; k += 5) {
+                    memcpy(keep, in[0], maxb);
+                    for (int j = 0; j < k; j++)
+                        src[j] = in[j] + (j ? 0 : off);
+                    ASSERT_EQ(coll__reduce_n(in[0] + off, src, k, n, dt, op), COLL_SUCCESS);
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t want = load_bits(keep + off + i * sz, sz);
+                        for (int j = 1; j < k; j++)
+                            want = ref_bit(op, want, load_bits(in[j] + i * sz, sz));
+                        ASSERT_MSG(load_bits(in[0] + off + i * sz, sz) == want,
+                                   "%s %s k %d count %zu: element %zu", coll__dtype_name(dt),
+                                   coll__op_name(op), k, n, i);
+                    }
+                    memcpy(in[0], keep, maxb);
+                }
+            }
+        }
+    }
+    /* identities that pin which operator is which */
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_BAND, 0xcc, 0xaa), 0x88);
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_BOR, 0xcc, 0xaa), 0xee);
+    ASSERT_EQ(reduce1(COLL_UINT8, COLL_BXOR, 0xcc, 0xaa), 0x66);
+    ASSERT(reduce1(COLL_INT64, COLL_BXOR, ~0ull, 1) == ~1ull);
+    ASSERT_EQ(strcmp(coll__op_name(COLL_BAND), "band"), 0);
+    ASSERT_EQ(strcmp(coll__op_name(COLL_BOR), "bor"), 0);
+    ASSERT_EQ(strcmp(coll__op_name(COLL_BXOR), "bxor"), 0);
+    ASSERT_EQ(strcmp(coll__op_name((coll_op_t)-4), "unknown"), 0);
+    /* floating-point dtypes have no bitwise operators: refused, nothing written */
+    {
+        float a = 1.5f, b = 2.5f, o = 7.0f;
+        const void *src[2] = {&a, &b};
+        ASSERT_EQ(coll__reduce_n(&o, src, 2, 1, COLL_FLOAT32, COLL_BAND), COLL_INVALID_ARGUMENT);
+        coll__reduce(&o, &a, &b, 1, COLL_FLOAT32, COLL_BXOR);
+        ASSERT(o == 7.0f);
+    }
+    for (int j = 0; j < COLL_REDUCE_MAX_INPUTS; j++)
+        free(in[j]);
+    free(d);
+    free(d1);
+    free(keep);
 }
 
 int main(int argc, char **argv)

@@ -61,9 +61,14 @@ static coll_status_t check_common(struct coll_comm *comm, const char *fn, size_t
     if ((unsigned)dtype >= COLL_NUM_DTYPES)
         return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: dtype %d is not a coll_dtype_t",
                            fn, (int)dtype);
-    if (has_op && (unsigned)op >= COLL_NUM_OPS)
+    if (has_op && (unsigned)op >= COLL_NUM_OPS && op != COLL_BAND && op != COLL_BOR &&
+        op != COLL_BXOR)
         return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: op %d is not a coll_op_t", fn,
                            (int)op);
+    if (has_op && (int)op < 0 && dtype > COLL_UINT64)
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "%s: op %s is bitwise: integer dtypes only, not %s", fn,
+                           coll__op_name(op), coll__dtype_name(dtype));
     size = coll__dtype_size(dtype);
     if (count > SIZE_MAX / size / (size_t)comm->nranks)
         return coll__error(comm, COLL_INVALID_ARGUMENT,

@@ -165,5 +165,8 @@ size_t coll__dtype_size(coll_dtype_t dt)
 const char *coll__op_name(coll_op_t op)
 {
     static const char *names[COLL_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
+    static const char *bitwise[3] = {"bxor", "bor", "band"}; /* COLL_BXOR = -3 .. BAND = -1 */
+    if ((int)op < 0 && (int)op >= COLL_BXOR)
+        return bitwise[(int)op - COLL_BXOR];
     return (unsigned)op < COLL_NUM_OPS ? names[op] : "unknown";
 }

@@ -12,7 +12,10 @@
  * read-for-ownership of dst and do not evict the inputs; one sfence at the end orders them before
  * whatever the caller does next (e.g. posting the buffer to a peer).
  *
- * Divisions: 1 choosing the set, 2 two inputs, 3 n inputs, 4 division.
+ * Bitwise operators (COLL_BAND, COLL_BOR, COLL_BXOR) skip the kernel sets: on integers
+ * they do not depend on the element width, so one byte loop serves every dtype.
+ *
+ * Divisions: 1 choosing the set, 2 two inputs, 3 n inputs, 4 division, 5 bitwise.
  */
 #include "reduce.h"
 
@@ -267,6 +270,14 @@ void coll__copy_stream(void *dst, const void *src, size_t bytes)
 
 /* ---- 2 two inputs ---------------------------------------------------------------------- */
 
+static bool is_bitwise(coll_op_t op)
+{
+    return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+}
+
+static void bitwise(uint8_t *d0, uint8_t *d1, const void *const *src, int nsrc, size_t bytes,
+                    coll_op_t op);
+
 void coll__reduce(void *dst, const void *a, const void *b, size_t count, coll_dtype_t dt,
                   coll_op_t op)
 {
@@ -283,6 +294,11 @@ void coll__reduce2(void *dst0, void *dst1, const void *a_, const void *b_, size_
     size_t sz, bel, i, n;
     coll__kern_op_fn fn;
 
+    if (is_bitwise(op) && (unsigned)dt <= COLL_UINT64) {
+        const void *src[2] = {a, b};
+        bitwise(d0, d1, src, 2, count * coll__dtype_size(dt), op);
+        return;
+    }
     /* dtype and op were validated at the API boundary; an unknown pair reduces nothing
      * rather than jumping through a wild pointer. */
     if (!valid(dt, op) || count == 0)
@@ -355,6 +371,16 @@ coll_status_t coll__reduce_n(void *dst, const void *const *src, int nsrc, size_t
     size_t sz, bel, i, n;
     bool stream;
 
+    if (is_bitwise(op) && (unsigned)dt <= COLL_UINT64 && nsrc >= 1 &&
+        nsrc <= COLL_REDUCE_MAX_INPUTS) {
+        if (count && !dst)
+            return coll__error(NULL, COLL_INVALID_ARGUMENT, "reduce_n: dst is NULL");
+        for (int j = 0; j < nsrc && count; j++)
+            if (!src || !src[j])
+                return coll__error(NULL, COLL_INVALID_ARGUMENT, "reduce_n: input %d is NULL", j);
+        bitwise(dst, NULL, src, nsrc, count * coll__dtype_size(dt), op);
+        return COLL_SUCCESS;
+    }
     if (!valid(dt, op))
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "reduce_n: unknown dtype %d or op %d",
                            (int)dt, (int)op);
@@ -438,4 +464,40 @@ void coll__reduce_div(void *dst, size_t count, coll_dtype_t dt, uint64_t n)
     if ((unsigned)dt >= COLL_NUM_DTYPES || n <= 1)
         return;
     div_table[dt](dst, count, n);
+}
+
+/* ---- 5 bitwise ------------------------------------------------------------------------- */
+
+REDUCE_VECTORIZE static void bit_step(uint8_t *restrict acc, const uint8_t *restrict s, size_t n,
+                                      coll_op_t op)
+{
+    size_t i;
+
+    if (op == COLL_BAND)
+        for (i = 0; i < n; i++)
+            acc[i] &= s[i];
+    else if (op == COLL_BOR)
+        for (i = 0; i < n; i++)
+            acc[i] |= s[i];
+    else
+        for (i = 0; i < n; i++)
+            acc[i] ^= s[i];
+}
+
+/* The fold goes through an L1 block, so dst may be one of the inputs. */
+static void bitwise(uint8_t *d0, uint8_t *d1, const void *const *src, int nsrc, size_t bytes,
+                    coll_op_t op)
+{
+    _Alignas(64) uint8_t acc[BLOCK_BYTES];
+    size_t off, n;
+
+    for (off = 0; off < bytes; off += n) {
+        n = COLL_MIN((size_t)BLOCK_BYTES, bytes - off);
+        memcpy(acc, (const uint8_t *)src[0] + off, n);
+        for (int j = 1; j < nsrc; j++)
+            bit_step(acc, (const uint8_t *)src[j] + off, n, op);
+        memcpy(d0 + off, acc, n);
+        if (d1)
+            memcpy(d1 + off, acc, n);
+    }
 }
