@@ -3,7 +3,8 @@
 #
 #   tests/run.sh [builddir] [-- meson-test-args...]
 #
-# builddir defaults to build; it is set up (buildtype debugoptimized) when it does not exist.
+# builddir defaults to build; it is set up (buildtype debugoptimized, warnings as errors) when
+# it does not exist.
 # COLL_BUILD_OPTS adds meson setup options, e.g. for the sanitizers:
 #   COLL_BUILD_OPTS="-Db_sanitize=address,undefined -Db_lundef=false" tests/run.sh build-asan
 # Arguments after -- go to meson test (e.g. -- --suite unit, -- test_schedule).
@@ -36,7 +37,7 @@ build_failed() {
 }
 
 if [ ! -d "$builddir/meson-private" ]; then
-    meson setup "$builddir" --buildtype debugoptimized "${build_opts[@]}" ||
+    meson setup "$builddir" --buildtype debugoptimized -Dwerror=true "${build_opts[@]}" ||
         build_failed "meson setup"
 elif [ ${#build_opts[@]} -gt 0 ]; then
     # An existing build dir takes the options it is given now.

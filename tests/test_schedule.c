@@ -1647,7 +1647,7 @@ static int broken_runs(const struct run_cfg *base, void (*mutate)(struct coll_sc
         mutate(s);
         if (simulate(&c, s, &st)) {
             failures++;
-            snprintf(err, errlen, "%s", fail_msg);
+            snprintf(err, errlen, "%.*s", (int)(errlen - 1), fail_msg);
             if (st != SIM_OK)
                 *st_p = st;
         }

@@ -174,11 +174,13 @@ static void sysfs_cpus(struct coll_topo *t)
 static void sysfs_locality(const char *devdir, struct coll_topo_dev *dev)
 {
     char path[PATH_MAX];
+    int n;
 
-    snprintf(path, sizeof(path), "%s/numa_node", devdir);
-    dev->numa = (int)read_long(path, -1);
-    snprintf(path, sizeof(path), "%s/local_cpulist", devdir);
-    if (!read_line(path, dev->cpus, sizeof(dev->cpus)))
+    /* a path too long for PATH_MAX names no file: read nothing rather than its prefix */
+    n = snprintf(path, sizeof(path), "%s/numa_node", devdir);
+    dev->numa = n > 0 && (size_t)n < sizeof(path) ? (int)read_long(path, -1) : -1;
+    n = snprintf(path, sizeof(path), "%s/local_cpulist", devdir);
+    if (n <= 0 || (size_t)n >= sizeof(path) || !read_line(path, dev->cpus, sizeof(dev->cpus)))
         dev->cpus[0] = '\0';
 }
 

@@ -114,7 +114,7 @@ static void fv_config(void)
             int port = colon ? atoi(colon + 1) : 1;
             if (colon)
                 *colon = '\0';
-            for (int i = 0; i < fv_ndevs; i++)
+            for (int i = 0; i < fv_ndevs && i < FV_MAX_DEVICES; i++)
                 if (!strcmp(fv_devs[i].ibv.name, t) && port >= 1 && port <= FV_MAX_PORTS)
                     fv_devs[i].down[port] = true;
         }
