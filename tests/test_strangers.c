@@ -8,6 +8,10 @@
  * make it worthless), a replay of a real join record to the root, connections that leave
  * at once, and connections held open and silent until the end. The collectives must all
  * succeed with the right results, and the data listeners must have counted strangers.
+ * Then crowds: 2,000 connections held on every listener (idle, a byte a second, junk), the
+ * root's from before the first rank joins, the data listeners' from before the first
+ * collective; the listeners drop the oldest at their caps and the crowd dials again, and
+ * the ranks must still join and get every result right.
  * (test_tcp.c checks each kind of stranger one by one at the transport level; test_shm.c
  * the shared-memory doorbell.)
  */
@@ -23,6 +27,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <time.h>
 
 #define NRANKS 3
@@ -335,6 +341,259 @@ TEST(strangers_on_every_port_during_collectives)
             ASSERT_MSG(atomic_load(&attacks[a]) > 0, "no '%s' stranger reached a listener",
                        attack_names[a]);
     ASSERT(rejected > 0);
+}
+
+/* ---- crowds: thousands of strangers held on every listener ------------------------------ */
+
+/* CROWD connections are held on every TCP listener of the process (the bootstrap root from
+ * before the first rank joins, each data listener from its creation, so before the first
+ * collective too): a third idle, a third slow (a byte a second), a third sending junk. The
+ * listeners drop some (junk, deadlines, the oldest at their caps); the crowd dials them
+ * again, at most REFILL per listener per sweep, so the crowd stays and churns. */
+#define CROWD 2000
+#define REFILL 200
+#define SWEEP_MS 20
+#define MAX_LISTENERS 8
+#define CROWD_ITERS 150
+
+enum crowd_kind { K_IDLE, K_SLOW, K_JUNK };
+
+struct crowd_listener {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    bool gone;
+    int fd[CROWD];
+    long dials, drops;
+    bool filled; /* a whole crowd dialed (a listener that drops some holds fewer) */
+};
+
+static struct crowd_listener crowd[MAX_LISTENERS];
+static atomic_int crowd_n, crowd_filled, crowd_size = CROWD;
+static atomic_bool crowd_stop;
+
+static int crowd_dial(const struct sockaddr_storage *ss, socklen_t len, enum crowd_kind kind)
+{
+    /* a full backlog must not stall the crowd: the connect gives up after 100 ms */
+    struct timeval tv = {0, 100000};
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (const struct sockaddr *)ss, len) < 0) {
+        close(fd);
+        return -1;
+    }
+    if (kind == K_JUNK) {
+        uint8_t junk[200];
+        for (size_t k = 0; k < sizeof(junk); k++)
+            junk[k] = (uint8_t)(k * 131 + 7);
+        (void)!send(fd, junk, sizeof(junk), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return fd;
+}
+
+static void *crowd_main(void *arg)
+{
+    static struct pollfd pfds[MAX_LISTENERS * CROWD];
+    static int owner[MAX_LISTENERS * CROWD], slot[MAX_LISTENERS * CROWD];
+    uint64_t last_slow = 0;
+    int size = atomic_load(&crowd_size);
+
+    (void)arg;
+    while (!atomic_load(&crowd_stop)) {
+        struct sockaddr_storage ls[16];
+        socklen_t lens[16];
+        int n = find_listeners(ls, lens, 16), np = 0;
+        struct timespec ts;
+        uint64_t now;
+
+        /* new listeners join the table; vanished ones lose their crowd */
+        for (int i = 0; i < n; i++) {
+            int j, nl = atomic_load(&crowd_n);
+            for (j = 0; j < nl; j++)
+                if (crowd[j].len == lens[i] && !memcmp(&crowd[j].ss, &ls[i], lens[i]))
+                    break;
+            if (j == nl && nl < MAX_LISTENERS) {
+                crowd[nl].ss = ls[i];
+                crowd[nl].len = lens[i];
+                for (int k = 0; k < CROWD; k++)
+                    crowd[nl].fd[k] = -1;
+                atomic_store(&crowd_n, nl + 1);
+            }
+        }
+        for (int j = 0; j < atomic_load(&crowd_n); j++) {
+            struct crowd_listener *c = &crowd[j];
+            bool present = false;
+            int dialed = 0;
+
+            if (c->gone)
+                continue;
+            for (int i = 0; i < n; i++)
+                present |= c->len == lens[i] && !memcmp(&c->ss, &ls[i], lens[i]);
+            if (!present) {
+                c->gone = true;
+                for (int k = 0; k < size; k++)
+                    if (c->fd[k] >= 0)
+                        close(c->fd[k]), c->fd[k] = -1;
+                continue;
+            }
+            for (int k = 0; k < size; k++) {
+                if (c->fd[k] < 0 && dialed < REFILL) {
+                    c->fd[k] = crowd_dial(&c->ss, c->len, (enum crowd_kind)(k % 3));
+                    dialed++;
+                    c->dials++;
+                }
+                if (c->fd[k] >= 0) {
+                    pfds[np] = (struct pollfd){.fd = c->fd[k], .events = POLLIN};
+                    owner[np] = j;
+                    slot[np++] = k;
+                }
+            }
+            if (c->dials >= size && !c->filled) {
+                c->filled = true;
+                atomic_fetch_add(&crowd_filled, 1);
+            }
+        }
+        /* connections the listeners closed (reading what they sent: nonces) */
+        if (np > 0 && poll(pfds, (nfds_t)np, 0) > 0) {
+            for (int i = 0; i < np; i++) {
+                uint8_t buf[64];
+                ssize_t r;
+
+                if (!pfds[i].revents)
+                    continue;
+                r = recv(pfds[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                    close(pfds[i].fd);
+                    crowd[owner[i]].fd[slot[i]] = -1;
+                    crowd[owner[i]].drops++;
+                }
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        if (now - last_slow >= 1000000000ull) { /* the slow third: a byte a second */
+            last_slow = now;
+            for (int i = 0; i < np; i++)
+                if (slot[i] % 3 == K_SLOW && crowd[owner[i]].fd[slot[i]] >= 0)
+                    (void)!send(pfds[i].fd, "c", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        ts = (struct timespec){0, SWEEP_MS * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int j = 0; j < atomic_load(&crowd_n); j++)
+        for (int k = 0; k < size; k++)
+            if (crowd[j].fd[k] >= 0)
+                close(crowd[j].fd[k]);
+    return NULL;
+}
+
+static pthread_barrier_t crowd_ready;
+
+static void wait_filled(int want)
+{
+    struct timespec ts = {0, 10 * 1000000};
+    while (atomic_load(&crowd_filled) < want)
+        nanosleep(&ts, NULL);
+}
+
+static void *crowd_rank_main(void *arg)
+{
+    struct rank_run *r = arg;
+    coll_comm_t *comm;
+    int *buf = malloc(MAXCOUNT * sizeof(*buf));
+
+    r->st = coll_comm_init(&comm, NRANKS, &r->id, r->rank);
+    pthread_barrier_wait(&crowd_ready);
+    if (r->st != COLL_SUCCESS) {
+        snprintf(r->msg, sizeof(r->msg), "init: %s", coll_last_error(NULL));
+        free(buf);
+        return NULL;
+    }
+    /* the root and the three data listeners each held a full crowd before this */
+    wait_filled(1 + NRANKS);
+    for (int it = 0; it < CROWD_ITERS; it++) {
+        size_t count = it == 0 ? 1 : (size_t)(it * 7919) % MAXCOUNT;
+        bool bcast = it % 3 == 2;
+        int root = it % NRANKS;
+
+        for (size_t i = 0; i < count; i++)
+            buf[i] = (r->rank + 1) * (int)(i % 11 + 1);
+        r->st = bcast ? coll_broadcast(buf, buf, count, COLL_INT32, root, comm)
+                      : coll_allreduce(buf, buf, count, COLL_INT32, COLL_SUM, comm);
+        if (r->st != COLL_SUCCESS) {
+            snprintf(r->msg, sizeof(r->msg), "iteration %d: %s", it, coll_last_error(comm));
+            break;
+        }
+        for (size_t i = 0; i < count; i++) {
+            int unit = (int)(i % 11 + 1);
+            if (buf[i] != (bcast ? (root + 1) * unit : NRANKS * (NRANKS + 1) / 2 * unit))
+                r->wrong = true;
+        }
+        r->done++;
+    }
+    pthread_mutex_lock(&comm->lock);
+    r->rejected = coll__tcp_rejected(comm->tp_ctx[coll__transport_index(&coll__tcp_transport)]);
+    pthread_mutex_unlock(&comm->lock);
+    coll_comm_destroy(comm);
+    free(buf);
+    return NULL;
+}
+
+TEST(crowds_held_on_every_listener_from_bootstrap_on)
+{
+    struct rank_run rs[NRANKS];
+    pthread_t th;
+    coll_unique_id_t id;
+    struct rlimit rl;
+    uint64_t rejected = 0;
+    long drops = 0;
+
+    setenv("COLL_TRANSPORT", "tcp", 1);
+    setenv("COLL_TIMEOUT_MS", "20000", 1);
+    setenv("COLL_SOCKET_IFNAME", "lo", 1);
+    /* the crowd's ends and the listeners' ends of four crowds live in this one process */
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < (rlim_t)(4 * CROWD + 4000)) {
+        int size = (int)((rl.rlim_cur > 5000 ? rl.rlim_cur - 4000 : 1000) / 4);
+        atomic_store(&crowd_size, size);
+        fprintf(stderr, "# RLIMIT_NOFILE %llu: crowds of %d, not %d\n",
+                (unsigned long long)rl.rlim_cur, size, CROWD);
+    }
+    ASSERT_EQ(pthread_barrier_init(&crowd_ready, NULL, NRANKS), 0);
+    ASSERT_EQ(pthread_create(&th, NULL, crowd_main, NULL), 0);
+    ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+    wait_filled(1); /* the root's crowd is there before any rank */
+    memset(rs, 0, sizeof(rs));
+    for (int r = 0; r < NRANKS; r++) {
+        rs[r].rank = r;
+        rs[r].id = id;
+        ASSERT_EQ(pthread_create(&rs[r].thread, NULL, crowd_rank_main, &rs[r]), 0);
+    }
+    for (int r = 0; r < NRANKS; r++)
+        ASSERT_EQ(pthread_join(rs[r].thread, NULL), 0);
+    atomic_store(&crowd_stop, true);
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+
+    for (int j = 0; j < atomic_load(&crowd_n); j++) {
+        fprintf(stderr, "# listener %d: %ld dials, %ld closed by the listener\n", j,
+                crowd[j].dials, crowd[j].drops);
+        drops += crowd[j].drops;
+    }
+    for (int r = 0; r < NRANKS; r++) {
+        ASSERT_MSG(rs[r].st == COLL_SUCCESS, "rank %d: %s", r, rs[r].msg);
+        ASSERT_EQ(rs[r].done, CROWD_ITERS);
+        ASSERT_MSG(!rs[r].wrong, "rank %d got a wrong result", r);
+        rejected += rs[r].rejected;
+    }
+    fprintf(stderr, "# data listeners refused %llu connections\n", (unsigned long long)rejected);
+    ASSERT_EQ(atomic_load(&crowd_n), 1 + NRANKS);
+    ASSERT(rejected > 0);
+    ASSERT(drops > 0);
 }
 
 int main(int argc, char **argv)

@@ -29,6 +29,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@
 #define ROOT_HANDSHAKE_MS 5000 /* a connection must send its join record within this */
 #define ROOT_SEND_MS 10000     /* to write the answer to one rank */
 #define ROOT_MAX_STRANGERS 256 /* unauthenticated connections held at once */
+#define ROOT_ACCEPT_BATCH 32   /* accepts per poll round: joins already in are read first */
+#define JOIN_RETRIES 8         /* a rank's tries after the root closed without an answer */
 
 /* ---- 1 wire helpers ------------------------------------------------------------------ */
 
@@ -328,6 +331,31 @@ static void join_mac(const uint8_t *secret, const uint8_t *root_nonce, const uin
     coll__hmac_sha256(secret, COLL_SECRET_BYTES, m, sizeof(m), mac);
 }
 
+/* A process out of file descriptors whose soft limit is below the hard one raises it, once,
+ * rather than refusing connections: listeners under a crowd of strangers may need more than
+ * the customary 1024. */
+bool coll__raise_nofile(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    struct rlimit rl;
+    bool raised = false;
+
+    pthread_mutex_lock(&lock);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+
+        rl.rlim_cur = rl.rlim_max;
+        raised = setrlimit(RLIMIT_NOFILE, &rl) == 0;
+        if (raised)
+            COLL_INFO(COLL_SUB_BOOTSTRAP,
+                      "out of file descriptors: raised the soft RLIMIT_NOFILE from %llu to the "
+                      "hard limit %llu",
+                      (unsigned long long)was, (unsigned long long)rl.rlim_max);
+    }
+    pthread_mutex_unlock(&lock);
+    return raised;
+}
+
 /* ---- 5 the root thread --------------------------------------------------------------- */
 
 struct root_conn {
@@ -547,6 +575,9 @@ static void root_readable(struct root *r, struct root_conn *c)
             c->off += (size_t)n;
             if (c->off == JOIN_BYTES)
                 root_admit(r, c);
+            else if (c->off >= 8 &&
+                     (get32(c->rec) != JOIN_MAGIC || get32(c->rec + 4) != JOIN_VERSION))
+                root_reject(r, c, "not a coll join record"); /* junk need not wait */
         }
         return;
     }
@@ -581,13 +612,33 @@ static bool root_grow(struct root *r)
     return true;
 }
 
+/* The oldest connection still to authenticate: first read what it sent, so that a join
+ * record already in its socket is admitted, not thrown away; if it still has not proved the
+ * secret, drop it. Strangers then cost the newest arrivals nothing: an authenticated rank
+ * only has to send its record within ROOT_MAX_STRANGERS arrivals of its own. */
+static bool root_evict_oldest(struct root *r, const char *why)
+{
+    for (size_t i = 0; i < r->nconns; i++) {
+        struct root_conn *c = r->conns[i];
+
+        if (c->joined || c->drop)
+            continue;
+        root_readable(r, c);
+        if (c->joined || c->drop)
+            continue; /* admitted, or refused for what it sent: look further */
+        root_reject(r, c, "%s", why);
+        return true;
+    }
+    return false;
+}
+
 static void root_accept(struct root *r)
 {
     size_t strangers = 0;
 
     for (size_t i = 0; i < r->nconns; i++)
         strangers += !r->conns[i]->joined && !r->conns[i]->drop;
-    for (;;) {
+    for (int k = 0; k < ROOT_ACCEPT_BATCH; k++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         struct root_conn *c;
@@ -597,6 +648,17 @@ static void root_accept(struct root *r)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                /* out of fds: a higher soft limit, else the oldest stranger's fd */
+                if (errno == EMFILE && coll__raise_nofile())
+                    continue;
+                if (strangers > 0 &&
+                    root_evict_oldest(r, "dropped to free a file descriptor for a newer "
+                                         "connection")) {
+                    strangers--;
+                    continue;
+                }
+            }
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 COLL_WARN(COLL_SUB_BOOTSTRAP, "bootstrap root %s: cannot accept: %s", r->where,
                           strerror(errno));
@@ -612,11 +674,12 @@ static void root_accept(struct root *r)
         }
         c->fd = fd;
         coll__sockaddr_str(&ss, sl, c->where, sizeof(c->where));
+        /* at the cap the oldest stranger goes, never the newcomer, which may be a rank */
+        if (strangers >= ROOT_MAX_STRANGERS &&
+            root_evict_oldest(r, "the oldest of too many connections still to authenticate"))
+            strangers--;
         r->conns[r->nconns++] = c;
-        if (strangers++ >= ROOT_MAX_STRANGERS) {
-            root_reject(r, c, "too many connections are still to authenticate");
-            continue;
-        }
+        strangers++;
         if (coll__random(c->nonce, sizeof(c->nonce)) != COLL_SUCCESS) {
             root_reject(r, c, "no random bytes for a nonce");
             continue;
@@ -1022,7 +1085,7 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
     uint64_t deadline;
     char where[64], ebuf[128];
     coll_status_t st;
-    int fd = -1, err;
+    int fd = -1, err, attempt;
 
     if (!comm)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "bootstrap: comm is NULL");
@@ -1046,20 +1109,35 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
     mine = comm->self;
     mine.rank = comm->rank;
     mine.hostname[COLL_HOSTNAME_MAX - 1] = '\0';
-    COLL_CHECK_GOTO(coll__random(my_nonce, sizeof(my_nonce)), st, out);
-    COLL_CHECK_GOTO(join_connect(comm, id, where, deadline, timeout_ms, &fd, root_nonce), st, out);
-
-    put32(rec, JOIN_MAGIC);
-    put32(rec + 4, JOIN_VERSION);
-    put64(rec + 8, id->comm_id);
-    put32(rec + 16, (uint32_t)comm->rank);
-    put32(rec + 20, (uint32_t)comm->nranks);
-    memcpy(rec + 24, my_nonce, BS_NONCE_BYTES);
-    peer_encode(rec + 24 + BS_NONCE_BYTES, &mine);
-    join_mac(id->secret, root_nonce, rec, rec + JOIN_BODY_BYTES);
-    err = io_full(fd, rec, sizeof(rec), deadline, true);
-    if (!err)
-        err = io_full(fd, hdr, sizeof(hdr), deadline, false);
+    /* The root closes a connection without an answer only before it counted the rank: one
+     * that sent junk or a wrong MAC, or, under a crowd of strangers, the oldest of too many
+     * still to authenticate. So joining again is safe, and a few tries tell the crowd (which
+     * a retry gets through) from a wrong secret (which fails every time). */
+    for (attempt = 1;; attempt++) {
+        COLL_CHECK_GOTO(coll__random(my_nonce, sizeof(my_nonce)), st, out);
+        COLL_CHECK_GOTO(join_connect(comm, id, where, deadline, timeout_ms, &fd, root_nonce), st,
+                        out);
+        put32(rec, JOIN_MAGIC);
+        put32(rec + 4, JOIN_VERSION);
+        put64(rec + 8, id->comm_id);
+        put32(rec + 16, (uint32_t)comm->rank);
+        put32(rec + 20, (uint32_t)comm->nranks);
+        memcpy(rec + 24, my_nonce, BS_NONCE_BYTES);
+        peer_encode(rec + 24 + BS_NONCE_BYTES, &mine);
+        join_mac(id->secret, root_nonce, rec, rec + JOIN_BODY_BYTES);
+        err = io_full(fd, rec, sizeof(rec), deadline, true);
+        if (!err)
+            err = io_full(fd, hdr, sizeof(hdr), deadline, false);
+        if (!err || err == ETIMEDOUT || attempt >= JOIN_RETRIES || coll__now_ns() >= deadline)
+            break;
+        COLL_INFO(COLL_SUB_BOOTSTRAP,
+                  "rank %d: the root at %s closed the connection without an answer (%s); "
+                  "joining again (try %d of %d)",
+                  comm->rank, where, errstr(err, ebuf, sizeof(ebuf)), attempt + 1, JOIN_RETRIES);
+        coll__sys.close(fd);
+        fd = -1;
+        coll__sys.poll(NULL, 0, COLL_MIN(10 * attempt, ms_until(deadline, coll__now_ns())));
+    }
     if (err == ETIMEDOUT) {
         st = coll__error(comm, COLL_TIMEOUT,
                          "bootstrap: the root at %s sent no peer table within %lld ms "
@@ -1070,8 +1148,8 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
     if (err) {
         st = coll__error(comm, COLL_REMOTE_ERROR,
                          "bootstrap: the root at %s ended the connection without an answer "
-                         "(%s): wrong secret, or an id from another run?",
-                         where, errstr(err, ebuf, sizeof(ebuf)));
+                         "%d time%s (last: %s): wrong secret, or an id from another run?",
+                         where, attempt, attempt > 1 ? "s" : "", errstr(err, ebuf, sizeof(ebuf)));
         goto out;
     }
 

@@ -54,6 +54,10 @@ COLL_INTERNAL void coll__sockaddr_str(const void *sa, socklen_t len, char *buf, 
 /* This host's identity: hostname + /proc/sys/kernel/random/boot_id. */
 COLL_INTERNAL void coll__host_identity(struct coll_peer_info *self);
 
+/* Out of file descriptors (EMFILE): raise the soft RLIMIT_NOFILE to the hard limit if it is
+ * lower; true when it did, and a retry may succeed. */
+COLL_INTERNAL bool coll__raise_nofile(void);
+
 /* HMAC-SHA256 (FIPS 180-4, RFC 2104), and a constant-time compare. */
 #define COLL_MAC_BYTES 32
 COLL_INTERNAL void coll__sha256(const void *msg, size_t len, uint8_t out[32]);

@@ -86,7 +86,8 @@
 
 #define TCP_HS_TIMEOUT_MS 5000 /* at most; COLL_TIMEOUT_MS if shorter */
 #define TCP_IOV_MAX 64         /* iovecs per sendmsg: up to 32 pieces at once */
-#define TCP_MAX_STRANGERS 64   /* handshakes in progress, beyond nranks */
+#define TCP_MAX_STRANGERS 256  /* handshakes in progress, beyond nranks */
+#define TCP_ACCEPT_BATCH 32    /* accepts per listener event: answers already in go first */
 #define TCP_MAX_SOCKS 64       /* sockets per link (COLL_NSOCKS's bound) */
 #define TCP_PIECE_MIN (32 << 10) /* smallest piece a message is striped into */
 #define TCP_PIECE_ALIGN 64     /* piece bounds: whole cache lines */
@@ -196,7 +197,8 @@ struct tcp_sock {
     uint64_t deadline_ns; /* acceptor: handshake must be done by then */
     bool expired;
     char where[64];               /* acceptor: remote address, for messages */
-    struct tcp_sock *prev, *next; /* acceptor: in ctx's pending list until accepted */
+    struct tcp_sock *prev, *next; /* acceptor: in ctx's pending list until accepted, then
+                                   * in its grave list if refused outside its callback */
 
     struct tcp_fifo sq, rq;
 
@@ -225,6 +227,8 @@ struct tcp_ctx {
     int nranks;
     struct tcp_sock *pend_head, *pend_tail; /* accepted, handshake not done (FIFO) */
     int npending;
+    struct tcp_sock *in_cb; /* the handshake whose own callback runs, if any */
+    struct tcp_sock *grave; /* refused outside their callback: freed by tcp_progress */
     uint64_t hs_timeout_ns;
     uint64_t timer_at; /* armed for this time, 0 when disarmed */
     uint64_t nrejected;
@@ -1077,7 +1081,10 @@ static void note_rejected(struct tcp_ctx *ctx, const char *where, const char *wh
                   why);
 }
 
-/* Refuse a connection still in its handshake. Only from its own callback (see the top). */
+/* Refuse a connection still in its handshake. Its fd goes at once; its memory only in its
+ * own callback: refused from elsewhere (the listener evicting it), the engine may still hold
+ * an event for it in this epoll batch, which sock_cb ignores (fd < 0), so it waits in the
+ * grave list until tcp_progress, which runs between batches. */
 COLL_PRINTF(2, 3)
 static void acceptor_reject(struct tcp_sock *s, const char *fmt, ...)
 {
@@ -1091,7 +1098,13 @@ static void acceptor_reject(struct tcp_sock *s, const char *fmt, ...)
     note_rejected(ctx, s->where, why);
     pending_unlink(ctx, s);
     sock_close_fd(s);
-    free(s);
+    s->state = TCP_DEAD;
+    if (ctx->in_cb == s) {
+        free(s);
+        return;
+    }
+    s->next = ctx->grave;
+    ctx->grave = s;
 }
 
 /* The connector's answer is in: is it one of our ranks, with our secret, for us, and a socket
@@ -1217,6 +1230,8 @@ static void acceptor_event(struct tcp_sock *s, uint32_t events)
     s->hs_off += (size_t)n;
     if (s->hs_off == TCP_HS_BYTES)
         acceptor_check(s);
+    else if (s->hs_off >= 4 && get32(s->hs) != TCP_HS_MAGIC)
+        acceptor_reject(s, "not a coll handshake"); /* junk need not wait for 56 bytes */
 }
 
 static void sock_cb(struct coll_pollent *pe, uint32_t events)
@@ -1232,9 +1247,13 @@ static void sock_cb(struct coll_pollent *pe, uint32_t events)
         connector_event(s, events);
         break;
     case TCP_HS_SEND:
-    case TCP_HS_WAIT:
+    case TCP_HS_WAIT: {
+        struct tcp_ctx *ctx = s->ctx; /* s may be freed by its callback */
+        ctx->in_cb = s;
         acceptor_event(s, events);
+        ctx->in_cb = NULL;
         break;
+    }
     case TCP_UP:
         sock_up_event(s, events);
         break;
@@ -1288,13 +1307,40 @@ static void timer_cb(struct coll_pollent *pe, uint32_t events)
     timer_rearm(ctx);
 }
 
+/* The oldest handshake still running (not one the timer already ended): first read what it
+ * sent, so that an answer already in its socket is checked and taken, not thrown away; if it
+ * still has not proved the secret, refuse it. Under a crowd of strangers a rank then only
+ * has to answer within TCP_MAX_STRANGERS arrivals of its own connection. */
+static bool pending_evict_oldest(struct tcp_ctx *ctx, const char *why)
+{
+    struct tcp_sock *s = ctx->pend_head;
+
+    while (s) {
+        struct tcp_sock *next = s->next;
+
+        if (!s->expired) {
+            acceptor_event(s, 0); /* not its callback: a refusal leaves s in the grave */
+            if (s->state == TCP_DEAD)
+                return true; /* refused for what it sent */
+            if (s->state != TCP_UP) {
+                acceptor_reject(s, "%s", why);
+                return true;
+            }
+        }
+        s = next;
+    }
+    return false;
+}
+
 static void listen_cb(struct coll_pollent *pe, uint32_t events)
 {
     struct tcp_ctx *ctx = pe->arg;
     struct coll_comm *comm = ctx->comm;
 
     (void)events;
-    while (!ctx->shut) {
+    /* level-triggered: a backlog longer than a batch calls again, after the events that
+     * arrived meanwhile (the answers of the connections accepted here) */
+    for (int k = 0; k < TCP_ACCEPT_BATCH && !ctx->shut; k++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         struct tcp_sock *s;
@@ -1311,18 +1357,22 @@ static void listen_cb(struct coll_pollent *pe, uint32_t events)
                 errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == ENONET ||
                 errno == EHOSTUNREACH || errno == ENETUNREACH)
                 continue;
+            /* out of fds: a higher soft limit, else the oldest stranger's fd */
+            if ((errno == EMFILE && coll__raise_nofile()) ||
+                ((errno == EMFILE || errno == ENFILE) &&
+                 pending_evict_oldest(ctx, "dropped to free a file descriptor for a newer "
+                                           "connection")))
+                continue;
             /* out of fds or memory: the listener would fire forever, and a peer waits */
             coll__sys_error(comm, errno, "cannot accept connections on %s", ctx->where);
             coll__comm_fail(comm, COLL_SYSTEM_ERROR);
             return;
         }
         coll__sockaddr_str(&ss, sl, where, sizeof(where));
-        /* room for every socket peers may open (their COLL_NSOCKS rules their links) */
-        if (ctx->npending >= TCP_MAX_STRANGERS + comm->nranks * TCP_MAX_SOCKS) {
-            note_rejected(ctx, where, "too many handshakes in progress");
-            coll__sys.close(fd);
-            continue;
-        }
+        /* room for every socket peers may open (their COLL_NSOCKS rules their links); at
+         * the cap the oldest goes, never the newcomer, which may be a rank */
+        if (ctx->npending >= TCP_MAX_STRANGERS + comm->nranks * TCP_MAX_SOCKS)
+            pending_evict_oldest(ctx, "the oldest of too many handshakes in progress");
         s = calloc(1, sizeof(*s));
         if (!s || coll__random(s->nonce, sizeof(s->nonce)) != COLL_SUCCESS) {
             note_rejected(ctx, where, "out of memory or randomness");
@@ -1676,12 +1726,39 @@ static void tcp_shutdown(void *arg)
     }
 }
 
+/* Between epoll batches: free the handshakes refused outside their own callback. */
+static bool tcp_progress(void *arg)
+{
+    struct tcp_ctx *ctx = arg;
+
+    while (ctx->grave) {
+        struct tcp_sock *s = ctx->grave;
+        ctx->grave = s->next;
+        free(s);
+    }
+    return false;
+}
+
+/* Nothing to arm (sockets wake the engine by themselves); defined because a transport with
+ * a progress hook has all three. */
+static bool tcp_arm(void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+static void tcp_disarm(void *arg)
+{
+    (void)arg;
+}
+
 static void tcp_fini(void *arg)
 {
     struct tcp_ctx *ctx = arg;
 
     if (!ctx)
         return;
+    tcp_progress(ctx);
     for (int i = 0; ctx->links && i < ctx->nranks; i++) {
         struct tcp_link *l = ctx->links[i];
         if (!l)
@@ -1743,7 +1820,9 @@ const struct coll_transport coll__tcp_transport = {
     .connect = tcp_connect,
     .post_send = tcp_post_send,
     .post_recv = tcp_post_recv,
-    .progress = NULL,
+    .progress = tcp_progress,
+    .arm = tcp_arm,
+    .disarm = tcp_disarm,
     .shutdown = tcp_shutdown,
     .fini = tcp_fini,
 };
