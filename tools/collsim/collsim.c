@@ -1124,7 +1124,8 @@ static int host_cmp(const void *x, const void *y)
 int main(int argc, char **argv)
 {
     struct opts *o = &S.o;
-    char **sg_argv = calloc((size_t)argc + 8, sizeof(char *));
+    /* static: reachable until exit, whichever return is taken */
+    static char **sg_argv;
     int sg_argc = 1, rc, nalgos = 0;
     const struct coll_algo *algos[MAX_ALGOS];
     bool auto_pick = false;
@@ -1137,6 +1138,7 @@ int main(int argc, char **argv)
     size_t esz;
     int nrows = 0;
 
+    sg_argv = calloc((size_t)argc + 8, sizeof(char *));
     if (!sg_argv)
         return EXIT_SIMFAIL;
     sg_argv[0] = argv[0];
