@@ -93,8 +93,9 @@ def quantized_hook(state, bucket):
     pg = _group(state.process_group)
     buf = bucket.buffer()
     if state.codec == "fp32":
-        # what DDP does without a hook: divide, then sum
-        buf.div_(pg.size())
+        # what DDP does without a hook: scale by 1 / size (a multiply, not a division:
+        # the bits differ where size is not a power of two), then sum
+        buf.mul_(1.0 / pg.size())
         return dist.all_reduce(buf, group=pg, async_op=True).get_future().then(_first)
     work = _coll_torch.allreduce_quantized(pg, buf, CODECS[state.codec], state.block,
                                            bucket.index(), state.feedback)

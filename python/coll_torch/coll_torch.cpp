@@ -80,7 +80,9 @@ coll_op_t to_coll_op(const c10d::ReduceOp &op, const at::Tensor &t)
         return COLL_PROD;
     case c10d::ReduceOp::MIN: return COLL_MIN;
     case c10d::ReduceOp::MAX: return COLL_MAX;
-    case c10d::ReduceOp::AVG: return COLL_AVG;
+    case c10d::ReduceOp::AVG:
+        TORCH_CHECK(!is_bool, "ProcessGroupColl: AVG of bool tensors");
+        return COLL_AVG;
     case c10d::ReduceOp::BAND:
     case c10d::ReduceOp::BOR:
     case c10d::ReduceOp::BXOR:
@@ -487,9 +489,10 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         check_cpu(in, "alltoall_base input");
         TORCH_CHECK(out.scalar_type() == in.scalar_type(),
                     "ProcessGroupColl: alltoall_base tensors differ in type");
-        // Splits count rows (dim 0); coll counts elements.
-        int64_t in_row = in.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1;
-        int64_t out_row = out.dim() ? out.numel() / std::max<int64_t>(out.size(0), 1) : 1;
+        // Splits count rows (dim 0); coll counts bytes here.
+        int64_t es = in.element_size();
+        int64_t in_row = es * (in.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1);
+        int64_t out_row = es * (out.dim() ? out.numel() / std::max<int64_t>(out.size(0), 1) : 1);
         auto counts = [this](const std::vector<int64_t> &splits, const at::Tensor &t,
                              int64_t row, const char *what) {
             std::vector<size_t> c(size_), d(size_);
@@ -497,7 +500,7 @@ class ProcessGroupColl : public c10d::ProcessGroup {
             if (splits.empty()) {
                 TORCH_CHECK(t.numel() % size_ == 0, "ProcessGroupColl: alltoall ", what,
                             " does not split evenly over ", size_, " ranks");
-                std::fill(c.begin(), c.end(), static_cast<size_t>(t.numel() / size_));
+                std::fill(c.begin(), c.end(), nbytes(t) / size_);
             } else {
                 TORCH_CHECK(splits.size() == static_cast<size_t>(size_),
                             "ProcessGroupColl: alltoall ", what, " splits need ", size_,
@@ -511,7 +514,7 @@ class ProcessGroupColl : public c10d::ProcessGroup {
                 d[r] = off;
                 off += c[r];
             }
-            TORCH_CHECK(off <= static_cast<size_t>(t.numel()), "ProcessGroupColl: alltoall ",
+            TORCH_CHECK(off <= nbytes(t), "ProcessGroupColl: alltoall ",
                         what, " splits exceed the tensor");
             return std::make_pair(c, d);
         };
@@ -522,7 +525,7 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         return enqueue(c10d::OpType::ALLTOALL_BASE, {out}, [this, f, i, sc, rc] {
             check_status(coll_alltoallv(i.data_ptr(), sc.first.data(), sc.second.data(),
                                         f->work.data_ptr(), rc.first.data(), rc.second.data(),
-                                        to_coll_dtype(i), comm_),
+                                        COLL_UINT8, comm_),
                          comm_, "alltoall");
             f->finish();
         });
@@ -544,13 +547,13 @@ class ProcessGroupColl : public c10d::ProcessGroup {
             TORCH_CHECK(ins[r].scalar_type() == ins[0].scalar_type() &&
                             outs[r].scalar_type() == ins[0].scalar_type(),
                         "ProcessGroupColl: alltoall tensors differ in type");
-            sc[r] = ins[r].numel();
+            sc[r] = nbytes(ins[r]);
             sd[r] = soff;
             soff += sc[r];
-            rc[r] = outs[r].numel();
+            rc[r] = nbytes(outs[r]);
             rd[r] = roff;
             roff += rc[r];
-            flat_in.push_back(ins[r].reshape({-1}));
+            flat_in.push_back(ins[r].contiguous().reshape({-1}).view(at::kByte));
         }
         at::Tensor in = at::cat(flat_in);
         auto outputs = outs;
@@ -559,10 +562,10 @@ class ProcessGroupColl : public c10d::ProcessGroup {
                        [this, in, outputs, sc, sd, rc, rd, total] {
             at::Tensor out = at::empty({total}, in.options());
             check_status(coll_alltoallv(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(),
-                                        rc.data(), rd.data(), to_coll_dtype(in), comm_),
+                                        rc.data(), rd.data(), COLL_UINT8, comm_),
                          comm_, "alltoall");
             for (int r = 0; r < size_; r++)
-                outputs[r].copy_(out.narrow(0, rd[r], rc[r]).view_as(outputs[r]));
+                outputs[r].copy_(from_bytes(out.narrow(0, rd[r], rc[r]), outputs[r]));
         });
     }
 
