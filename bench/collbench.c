@@ -78,7 +78,7 @@
 #include "core/topo.h"
 #include "cuda/cuda.h"
 #include "reduce/reduce.h"
-#include "transport/shm_flat.h"
+#include "path/path.h"
 #include "transport/transport.h"
 #define CI(x) (x) /* an internal enum value */
 #else
@@ -2168,12 +2168,16 @@ static const char *algo_for(struct bench *b, const struct rowspec *rs, int nrank
         snprintf(why, whylen, "point to point");
         return "p2p";
     }
-    /* what the calls of this run take: blocking ones on host buffers, one per iteration, of
-     * this comm's ranks go through the shared-memory fast path where it runs them */
-    if (b->o.blocking && b->o.agg_iters == 1 && !b->o.memtype_cuda && nranks == b->comm->nranks &&
-        coll__flat_takes(b->comm, a.coll, a.count * a.elem_size)) {
-        snprintf(why, whylen, "shared-memory fast path (blocking, one host; not priced)");
-        return "flat";
+    /* what the calls of this run take on this comm, as the library's chooser says (host
+     * buffers: device ones stage through the stream path) */
+    if (!b->o.memtype_cuda && nranks == b->comm->nranks) {
+        struct coll_call c = {.comm = b->comm, .coll = a.coll, .count = a.count,
+                              .dtype = a.dtype, .op = COLL_SUM, .root = a.root, .peer = -1};
+        struct coll_choice ch;
+        if (coll__choose(b->comm, &c, false, &ch) == COLL_SUCCESS && ch.path->run) {
+            snprintf(why, whylen, "%s path (shared segment, one host)", ch.path->name);
+            return ch.path->name;
+        }
     }
     if (coll__select(b->comm, &a, &algo, why, whylen) != COLL_SUCCESS || !algo)
         return "?";

@@ -502,7 +502,9 @@ COLL_API coll_status_t coll_quant_feedback_reset(coll_quant_feedback_t *fb);
 COLL_API coll_status_t coll_quant_feedback_destroy(coll_quant_feedback_t *fb);
 
 /* Payload bytes this rank has handed to the transport for sending on comm since it was
- * made, all collectives and sends counted (framing headers not included). With COLL_QUANT
+ * made, all collectives and sends counted (framing headers not included; on the shared-memory
+ * fast path, the bytes this rank writes into the shared segment for its peers to read: its
+ * input, and the slice it reduces for them). With COLL_QUANT
  * set (a codec name, as coll_quant_codec_t in lower case: int8, e4m3, ...), coll_allreduce
  * of fp32/fp16/bf16 sum or avg of at least COLL_QUANT_MIN_BYTES runs quantized. */
 COLL_API coll_status_t coll_comm_bytes_sent(const coll_comm_t *comm, uint64_t *bytes_p);

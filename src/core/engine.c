@@ -64,6 +64,23 @@ static void reap_head(struct coll_comm *comm)
     }
 }
 
+/* An op whose parts run to completion by themselves (a path's run hook: the flat path's
+ * waits on peers spin and sleep on their own, with the comm's timeout) runs with the lock
+ * released, so that other threads can issue ops meanwhile; this thread stays the driver
+ * (comm->driving), so nothing else advances the comm until it is done. Lock held. */
+static void run_head(struct coll_comm *comm, struct coll_op *op)
+{
+    coll_status_t st = COLL_SUCCESS;
+    int expected = COLL_IN_PROGRESS;
+
+    pthread_mutex_unlock(&comm->lock);
+    for (int k = 0; k < op->nparts && st == COLL_SUCCESS; k++)
+        st = op->parts[k].run(comm, &op->parts[k].call);
+    pthread_mutex_lock(&comm->lock);
+    /* a failure of the comm meanwhile has set every op's status: the first one stays */
+    atomic_compare_exchange_strong(&op->status, &expected, (int)st);
+}
+
 static void check_timeout(struct coll_comm *comm)
 {
     struct coll_op *op = comm->ops_head;
@@ -112,7 +129,14 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
         struct coll_op *op = comm->ops_head;
         if (!op)
             break;
-        moved |= coll__exec_advance(op);
+        if (op->runs) {
+            if (comm->poll_only)
+                break; /* coll_test does not block: the progress thread runs it */
+            run_head(comm, op);
+            moved = true;
+        } else {
+            moved |= coll__exec_advance(op);
+        }
         if (atomic_load(&op->status) == COLL_IN_PROGRESS)
             break;
         reap_head(comm);
@@ -147,7 +171,7 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
         pe->cb(pe, evs[i].events);
         moved = true;
     }
-    if (n > 0 && comm->ops_head) {
+    if (n > 0 && comm->ops_head && !comm->ops_head->runs) {
         moved |= coll__exec_advance(comm->ops_head);
         reap_head(comm);
     }
@@ -250,11 +274,11 @@ void coll__engine_fini(struct coll_comm *comm)
 void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
 {
     pthread_mutex_lock(&comm->lock);
-    op->seq = comm->next_seq++;
+    op->seq = atomic_fetch_add(&comm->next_seq, 1);
     /* Every rank issues the same collectives in the same order, so their number is checked
      * by the receiver of each message; sends and receives are issued by some ranks only,
      * so an op of nothing else carries a fixed mark instead. */
-    op->wire_seq = op->has_coll ? comm->next_coll_seq++ : COLL_WIRE_SEQ_P2P;
+    op->wire_seq = op->has_coll ? atomic_fetch_add(&comm->next_coll_seq, 1) : COLL_WIRE_SEQ_P2P;
     atomic_store(&op->status, COLL_IN_PROGRESS);
     if (atomic_load(&comm->failed) != COLL_SUCCESS)
         atomic_store(&op->status, atomic_load(&comm->failed));
@@ -361,11 +385,43 @@ void coll__engine_poll(struct coll_comm *comm)
     pthread_mutex_lock(&comm->lock);
     if (!comm->driving) {
         comm->driving = true;
+        comm->poll_only = true;
         engine_progress(comm, 0);
+        comm->poll_only = false;
         comm->driving = false;
         pthread_cond_broadcast(&comm->cond);
+        if (comm->ops_head && comm->ops_head->runs && comm->progress_idle)
+            pthread_cond_signal(&comm->pcond);
     }
     pthread_mutex_unlock(&comm->lock);
+}
+
+coll_status_t coll__engine_drain(struct coll_comm *comm)
+{
+    struct coll_op *tail;
+    coll_status_t st;
+
+    pthread_mutex_lock(&comm->lock);
+    tail = comm->ops_tail;
+    pthread_mutex_unlock(&comm->lock);
+    /* ops complete in queue order, so the last one done means all are; every op still
+     * queued is a request the user holds (blocking calls leave the queue before they
+     * return), so it stays valid while this thread, the API's, waits for it */
+    if (tail) {
+        st = coll__engine_wait(comm, tail, false);
+        if (st != COLL_SUCCESS) {
+            st = (coll_status_t)atomic_load(&comm->failed);
+            return st != COLL_SUCCESS ? st : COLL_REMOTE_ERROR;
+        }
+    }
+    return (coll_status_t)atomic_load(&comm->failed);
+}
+
+uint64_t coll__engine_take_seq(struct coll_comm *comm, bool has_coll)
+{
+    if (has_coll)
+        atomic_fetch_add_explicit(&comm->next_coll_seq, 1, memory_order_relaxed);
+    return atomic_fetch_add_explicit(&comm->next_seq, 1, memory_order_relaxed);
 }
 
 void coll__comm_fail(struct coll_comm *comm, coll_status_t st)

@@ -22,6 +22,26 @@ struct coll_plan {
 
 #define COLL_WIRE_SEQ_P2P ((1ull << 48) - 1)
 
+/* A call as the API checked it, before anything is planned (src/path/path.h chooses how it
+ * runs). sendbuf/recvbuf are NULL where this rank does not use them. */
+struct coll_call {
+    struct coll_comm *comm;
+    enum coll_coll coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;                /* elements (all-gather, all-to-all: per rank) */
+    coll_dtype_t dtype;
+    coll_op_t op;
+    int root;
+    uint8_t p2p;                 /* COLL_STEP_SEND / COLL_STEP_RECV / COLL_STEP_COPY */
+    int peer;
+    uint64_t seq;                /* the op number, once issued (for traces) */
+};
+
+/* A part that a path runs to completion by itself (src/path/path.h: the flat path) rather
+ * than through a schedule: the engine calls it, lock released, when the op is at the head. */
+typedef coll_status_t (*coll_run_fn)(struct coll_comm *comm, const struct coll_call *c);
+
 enum coll_step_state { STEP_PENDING = 0, STEP_POSTED = 1, STEP_DONE = 2 };
 
 /* One collective (or send, or receive) inside an op. An op issued by a plain call has one
@@ -33,7 +53,9 @@ struct coll_part {
     int root;
     const void *sendbuf;
     void *recvbuf;
-    struct coll_plan *plan;
+    struct coll_plan *plan;      /* NULL where run is set */
+    coll_run_fn run;             /* a path's own runner, or NULL: the executor runs plan */
+    struct coll_call call;       /* the call as checked (what run gets) */
     uint64_t sig;                /* hash of the call's arguments */
     /* executor state */
     uint8_t *state;              /* [nsteps] enum coll_step_state */
@@ -50,6 +72,7 @@ struct coll_op {
     uint64_t seq;                /* position on the comm: 0, 1, 2, ... */
     uint64_t sig;                /* hash of the collective parts' arguments << 48 */
     bool has_coll;               /* any part is a collective (not send/recv) */
+    bool runs;                   /* every part has a run hook: the engine runs them in turn */
     uint64_t wire_seq;           /* sent in each message with sig: see engine_submit */
     int nparts;
     struct coll_part *parts;     /* [nparts], in call order: part_mem */
@@ -75,8 +98,14 @@ COLL_INTERNAL void coll__engine_submit(struct coll_comm *comm, struct coll_op *o
  * op also leaves the queue (as coll__engine_detach, under the same lock). */
 COLL_INTERNAL coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op,
                                               bool unlink);
-/* One non-blocking pass (coll_test). */
+/* One non-blocking pass (coll_test). An op whose parts run to completion by themselves is
+ * not started here (that would block): the progress thread takes it. */
 COLL_INTERNAL void coll__engine_poll(struct coll_comm *comm);
+/* For a call that runs outside the queue on the caller's thread (a blocking call on a path
+ * with a run hook): wait until every op issued before is complete, then take the op numbers
+ * an op would have taken. Returns the first failure of the ops waited for, or the comm's. */
+COLL_INTERNAL coll_status_t coll__engine_drain(struct coll_comm *comm);
+COLL_INTERNAL uint64_t coll__engine_take_seq(struct coll_comm *comm, bool has_coll);
 /* Let comm's progress thread drive its ops (after its grace delay) while this thread waits
  * on another comm: the other ops of a group that spans comms, whose ranks may all live in
  * this process (ncclCommInitAll). */

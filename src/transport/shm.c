@@ -23,7 +23,7 @@
  * rank they claim (SCM_CREDENTIALS, filled in by the kernel).
  */
 #include "transport.h"
-#include "shm_flat.h"
+#include "shm.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -139,7 +139,7 @@ struct shm_ctx {
      * -1 none; then the state it runs on */
     int flat_verdict;
     int flat_fd;
-    struct coll_flat *flat;
+    struct coll_shm_segment_owner flat; /* the fast path's segment, once attached */
 };
 
 /* ---- 2 the doorbell ------------------------------------------------------------------ */
@@ -1007,7 +1007,8 @@ static void shm_shutdown(void *arg)
         }
     }
     pthread_mutex_unlock(&ctx->comm->errlock);
-    coll__flat_shutdown(ctx->flat);
+    if (ctx->flat.shutdown)
+        ctx->flat.shutdown(ctx->flat.arg);
     for (int p = 0; p < ctx->nranks; p++) {
         struct shm_chan *ch = ctx->chans[p];
         if (!ch)
@@ -1024,8 +1025,9 @@ static void shm_fini(void *arg)
 
     if (!ctx)
         return;
-    coll__flat_fini(ctx->flat);
-    ctx->flat = NULL;
+    if (ctx->flat.fini)
+        ctx->flat.fini(ctx->flat.arg);
+    memset(&ctx->flat, 0, sizeof(ctx->flat));
     if (ctx->flat_fd >= 0)
         close(ctx->flat_fd);
     for (int p = 0; p < ctx->nranks; p++) {
@@ -1062,7 +1064,7 @@ static void shm_fini(void *arg)
     free(ctx);
 }
 
-/* ---- the fast path's side (shm_flat.h) ------------------------------------------------ */
+/* ---- the fast path's side (shm.h) --- ------------------------------------------------ */
 
 int coll__shm_flat_send(void *arg, int peer, int fd)
 {
@@ -1104,9 +1106,9 @@ int coll__shm_flat_peer(void *arg, int peer)
     return COLL_SHM_PEER_OK;
 }
 
-void coll__shm_flat_attach(void *arg, struct coll_flat *f)
+void coll__shm_flat_attach(void *arg, const struct coll_shm_segment_owner *o)
 {
-    ((struct shm_ctx *)arg)->flat = f;
+    ((struct shm_ctx *)arg)->flat = *o;
 }
 
 uint64_t coll__shm_refused(const void *arg)

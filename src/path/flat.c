@@ -1,5 +1,5 @@
 /*
- * shm_flat.c - the shared-memory fast path ("flat") for small blocking collectives.
+ * flat.c - the "flat" path: collectives of a one-host comm through one shared segment.
  *
  * Divisions: 1 layout, 2 failure, 3 waiting, 4 set-up, 5 the collectives, 6 the hook.
  *
@@ -50,13 +50,14 @@
  * arguments, never from the segment; a line is copied out once and its signature compared
  * with this rank's call; a rank number read from the segment is checked before use.
  */
-#include "shm_flat.h"
+#include "flat.h"
+#include "flat_test.h"
+#include "path.h"
 
-#include "../core/exec.h"
 #include "../core/trace.h"
 #include "../cuda/cuda.h"
 #include "../reduce/reduce.h"
-#include "transport.h"
+#include "../transport/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +91,7 @@
  * whole took 0.52-0.58x the sliced time at 8 KiB on 2, 4 and 8 ranks, 0.54-0.87x at 16 KiB,
  * 0.66-0.91x at 32-64 KiB; at 128 KiB the sliced one was as fast, so it keeps the rest. */
 #define FLAT_REDUCE_WHOLE_BYTES ((size_t)64 << 10)
-/* How coll__flat_run tells flat_call about the whole call its piece belongs to. */
+/* How flat_path_run tells flat_call about the whole call its piece belongs to. */
 enum {
     FLAT_WHOLE = 1,  /* a reduce that goes whole to the root (FLAT_REDUCE_WHOLE_BYTES) */
     FLAT_STREAM = 2, /* copies into recvbuf stream past the cache (see flat_streams) */
@@ -151,7 +152,6 @@ struct coll_flat {
     uint64_t spin_ns;           /* how long a wait polls now: see flat_wait */
     uint64_t spin_max_ns;       /* COLL_SHM_FLAT_SPIN_US */
     uint64_t ncalls;
-    uint64_t drained;           /* comm->flat_reqs when the queue was last seen empty */
     uint32_t flags;             /* the segment header's FLAT_HDR_* */
     int *pidfd;                 /* [n], -1 where none */
     struct flat_line *snap;     /* [n] lines copied out of the segment */
@@ -561,6 +561,16 @@ static bool sliced_on(const struct coll_comm *comm)
     return true;
 }
 
+static void flat_owner_shutdown(void *f)
+{
+    coll__flat_shutdown(f);
+}
+
+static void flat_owner_fini(void *f)
+{
+    coll__flat_fini(f);
+}
+
 /* The first call that wants the fast path: rank 0 makes the segment, the others map it.
  * Returns COLL_SUCCESS with comm->flat set, or with it NULL when rank 0 could not make one
  * (the fast path is then off on every rank); an error fails the comm. */
@@ -621,7 +631,11 @@ static coll_status_t flat_setup(struct coll_comm *comm, void *shm)
         return st;
     }
     pthread_mutex_lock(&comm->lock);
-    coll__shm_flat_attach(shm, f);
+    coll__shm_flat_attach(shm, &(struct coll_shm_segment_owner){
+                                   .shutdown = flat_owner_shutdown,
+                                   .fini = flat_owner_fini,
+                                   .arg = f,
+                               });
     comm->flat = f;
     pthread_mutex_unlock(&comm->lock);
     COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path segment of %zu bytes mapped (%d ranks, "
@@ -784,6 +798,9 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
         (void)coll__reduce_n(mine, f->src, f->n, hi - lo, dt, op);
         if (op == COLL_AVG)
             coll__reduce_div(mine, hi - lo, dt, (uint64_t)f->n);
+        if (root != f->rank) /* the others copy our reduced slice out */
+            atomic_fetch_add_explicit(&f->comm->bytes_sent, (hi - lo) * esz,
+                                      memory_order_relaxed);
     }
     publish(me, &me->reduced, c);
     if (root >= 0 && root != f->rank)
@@ -805,7 +822,7 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
     return COLL_SUCCESS;
 }
 
-/* how: FLAT_* flags, which coll__flat_run sets from the size of the whole call */
+/* how: FLAT_* flags, which flat_path_run sets from the size of the whole call */
 static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const void *sendbuf,
                                void *recvbuf, size_t count, coll_dtype_t dt, coll_op_t op,
                                int root, unsigned how)
@@ -840,8 +857,11 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     ml->op = (uint8_t)op;
     ml->root = root;
     ml->count = count;
-    if (writes && bytes)
+    if (writes && bytes) {
         memcpy(bytes <= FLAT_INLINE ? ml->data : slot_of(f, me, c), sendbuf, bytes);
+        /* what peers read of ours counts as sent, as a transport's payload does */
+        atomic_fetch_add_explicit(&f->comm->bytes_sent, bytes, memory_order_relaxed);
+    }
     publish(me, &ml->seq, c);
 
     switch (coll) {
@@ -904,7 +924,7 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     return COLL_SUCCESS;
 }
 
-/* ---- 6 the hook ---------------------------------------------------------------------- */
+/* ---- 6 the path ---------------------------------------------------------------------- */
 
 /* Once per comm, the same on every rank: may this comm use the fast path, and why not. */
 static void flat_decide(struct coll_comm *comm)
@@ -942,9 +962,9 @@ static void flat_decide(struct coll_comm *comm)
         COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path off: %s", comm->rank, why);
     else
         COLL_INFO(COLL_SUB_SHM, "rank %d: shm fast path on: all %d ranks on one host over shm; "
-                  "blocking all-reduce, broadcast, reduce, all-gather and barrier of at most "
-                  "%lld bytes per rank; larger all-reduce, broadcast and reduce in pieces of "
-                  "%lld bytes%s",
+                  "all-reduce, broadcast, reduce, all-gather and barrier of at most %lld bytes "
+                  "per rank, blocking, non-blocking or grouped; larger all-reduce, broadcast "
+                  "and reduce in pieces of %lld bytes%s",
                   comm->rank, comm->nranks, (long long)comm->cfg.shm_flat_bytes,
                   comm->flat_sliced ? (long long)comm->cfg.shm_sliced_bytes : 0ll,
                   comm->flat_forced ? " (forced by COLL_ALGO)" : "");
@@ -962,30 +982,6 @@ static bool flat_streams(const struct coll_flat *f, enum coll_coll coll, size_t 
     size_t bufs = coll == COLL_COLL_BROADCAST ? (size_t)f->n + 1 : 2 * (size_t)f->n;
 
     return bytes >= coll__reduce_stream_bytes() / bufs;
-}
-
-/* Non-blocking ops issued before this call must be done first: ops on a comm run in order. */
-static coll_status_t flat_drain(struct coll_flat *f)
-{
-    struct coll_comm *comm = f->comm;
-    struct coll_op *tail;
-    coll_status_t st;
-
-    pthread_mutex_lock(&comm->lock);
-    tail = comm->ops_tail;
-    pthread_mutex_unlock(&comm->lock);
-    /* ops complete in queue order, so the last one done means all are; the user still owns
-     * it (a request), so it stays valid */
-    if (tail) {
-        st = coll__engine_wait(comm, tail, false);
-        if (st != COLL_SUCCESS) {
-            st = (coll_status_t)atomic_load(&comm->failed);
-            coll__set_thread_error(comm->errmsg);
-            return st != COLL_SUCCESS ? st : COLL_REMOTE_ERROR;
-        }
-    }
-    f->drained = comm->flat_reqs;
-    return COLL_SUCCESS;
 }
 
 /* The fast path copies with the CPU: device memory is the general path's. */
@@ -1033,76 +1029,114 @@ bool coll__flat_takes(struct coll_comm *comm, enum coll_coll coll, size_t bytes)
     return takes(comm, coll, bytes) && keeps(comm, flags, coll, bytes);
 }
 
-bool coll__flat_run(struct coll_comm *comm, enum coll_coll coll, const void *sendbuf,
-                    void *recvbuf, size_t count, coll_dtype_t dtype, coll_op_t op, int root,
-                    coll_status_t *st_p)
+static bool flat_path_takes(struct coll_comm *comm, const struct coll_call *c, char *why,
+                            size_t n)
 {
-    struct coll_flat *f;
+    size_t bytes;
+
+    if (c->coll == COLL_COLL_SENDRECV) {
+        if (why)
+            snprintf(why, n, "point-to-point");
+        return false;
+    }
+    /* the API checked that count * size fits a size_t */
+    bytes = c->count * coll__dtype_size(c->dtype);
+    if (!takes(comm, c->coll, bytes)) {
+        if (why)
+            snprintf(why, n, "%s", comm->flat_state < 0 ? "off on this comm (COLL_DEBUG=INFO "
+                                                          "says why)"
+                                 : !(comm->flat_colls & (1u << c->coll))
+                                     ? "not for this collective"
+                                     : "larger than COLL_SHM_FLAT_BYTES");
+        return false;
+    }
+    if (comm->flat_cuda && (!host_memory(comm, c->sendbuf) || !host_memory(comm, c->recvbuf))) {
+        if (why)
+            snprintf(why, n, "device memory");
+        return false;
+    }
+    if (!comm->flat) { /* rank 0 could not make one at init: off on every rank */
+        if (why)
+            snprintf(why, n, "no segment");
+        return false;
+    }
+    /* every rank mapped the segment at init and follows rank 0's choices in it */
+    if (!keeps(comm, comm->flat->flags, c->coll, bytes)) {
+        if (why)
+            snprintf(why, n, "small rooted calls on a host with more ranks than CPUs go to "
+                             "the trees");
+        return false;
+    }
+    if (why)
+        snprintf(why, n, "one host, shared memory%s",
+                 (comm->flat_forced & (1u << c->coll)) ? ", forced by COLL_ALGO" : "");
+    return true;
+}
+
+static coll_status_t flat_path_run(struct coll_comm *comm, const struct coll_call *c)
+{
+    struct coll_flat *f = comm->flat;
+    const size_t esz = coll__dtype_size(c->dtype), count = c->count, bytes = count * esz;
     uint64_t t0 = 0;
-    size_t bytes, esz, chunk;
+    size_t chunk;
     unsigned how;
     coll_status_t st;
 
-    /* the API checked that count * size (* nranks) fits a size_t */
-    esz = coll__dtype_size(dtype);
-    bytes = count * esz;
-    if (!takes(comm, coll, bytes))
-        return false;
-    if (comm->flat_cuda && (!host_memory(comm, sendbuf) || !host_memory(comm, recvbuf)))
-        return false;
-    f = comm->flat;
-    if (!f) {
-        int idx = coll__transport_index(&coll__shm_transport);
-        st = flat_setup(comm, comm->tp_ctx[idx]);
-        if (st != COLL_SUCCESS) {
-            *st_p = st;
-            return true;
-        }
-        f = comm->flat;
-        if (!f) { /* rank 0 could not make the segment: off on every rank */
-            comm->flat_state = -1;
-            return false;
-        }
-    }
-    /* only now: every rank that got here made or mapped the segment, and follows rank 0 */
-    if (!keeps(comm, f->flags, coll, bytes))
-        return false;
+    if (!f) /* set up by the chooser; gone only once the comm ended */
+        return coll__error(comm, COLL_INTERNAL_ERROR, "the shared-memory fast path is gone");
     if (comm->tracer)
         t0 = coll__now_ns();
-    if (comm->flat_reqs != f->drained) {
-        st = flat_drain(f);
-        if (st != COLL_SUCCESS) {
-            *st_p = st;
-            return true;
-        }
-    }
     /* A large call goes through the slots in pieces of one slot, each a call of its own
      * (so pieces k and k + 1 use different slots, and a rank fills piece k + 1 while slower
      * ones still read piece k). Every rank cuts alike: the slot size is checked equal on
      * every rank when the segment is mapped. */
     chunk = bytes > (size_t)comm->cfg.shm_flat_bytes ? f->slot_bytes / esz : count;
-    how = coll == COLL_COLL_REDUCE && bytes <= COLL_MIN(FLAT_REDUCE_WHOLE_BYTES, f->slot_bytes)
+    how = c->coll == COLL_COLL_REDUCE &&
+                  bytes <= COLL_MIN(FLAT_REDUCE_WHOLE_BYTES, f->slot_bytes)
               ? FLAT_WHOLE
               : 0;
-    if (flat_streams(f, coll, bytes))
+    if (flat_streams(f, c->coll, bytes))
         how |= FLAT_STREAM;
     for (size_t off = 0;; off += chunk) {
         size_t m = COLL_MIN(chunk, count - off);
-        st = flat_call(f, coll, sendbuf ? (const uint8_t *)sendbuf + off * esz : NULL,
-                       recvbuf ? (uint8_t *)recvbuf + off * esz : NULL, m, dtype, op, root, how);
+        st = flat_call(f, c->coll, c->sendbuf ? (const uint8_t *)c->sendbuf + off * esz : NULL,
+                       c->recvbuf ? (uint8_t *)c->recvbuf + off * esz : NULL, m, c->dtype,
+                       c->op, c->root, how);
         if (st != COLL_SUCCESS || count - off <= chunk)
             break;
     }
     f->ncalls++;
     if (comm->tracer) {
         pthread_mutex_lock(&comm->lock);
-        coll__trace_flat(comm->tracer, coll, dtype, count, root, comm->next_seq, t0, st);
+        coll__trace_flat(comm->tracer, c->coll, c->dtype, count, c->root, c->seq, t0, st);
         pthread_mutex_unlock(&comm->lock);
     }
-    comm->next_seq++;
-    *st_p = st;
-    return true;
+    return st;
 }
+
+/* At comm init, so that the choice of a path never waits: whether every rank has the
+ * segment is known to all before the first call, whatever its form (a rank other than 0
+ * waits here for rank 0's verdict; init is collective anyway). The cost is the segment's
+ * memory from init on: twice COLL_SHM_SLICED_BYTES per rank (2 MiB by default), reserved
+ * in tmpfs. */
+coll_status_t coll__flat_comm_init(struct coll_comm *comm)
+{
+    coll_status_t st;
+
+    flat_decide(comm);
+    if (comm->flat_state < 0)
+        return COLL_SUCCESS;
+    st = flat_setup(comm, comm->tp_ctx[coll__transport_index(&coll__shm_transport)]);
+    if (st == COLL_SUCCESS && !comm->flat)
+        comm->flat_state = -1;
+    return st;
+}
+
+const struct coll_path coll__path_flat = {
+    .name = "flat",
+    .takes = flat_path_takes,
+    .run = flat_path_run,
+};
 
 uint64_t coll__flat_calls(const struct coll_comm *comm)
 {

@@ -12,9 +12,9 @@
  * INFO with the estimates of the alternatives.
  */
 #include "../core/exec.h"
-#include "cost.h"
+#include "../algo/cost.h"
 #include "../transport/transport.h"
-#include "../transport/shm_flat.h"
+#include "flat.h"
 
 #include <sched.h>
 #include <stdlib.h>

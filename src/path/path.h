@@ -1,0 +1,67 @@
+/*
+ * path.h - the ways a call can run, as peers behind one small interface, and the one
+ * chooser that picks among them.
+ *
+ *   flat   (flat.c)    one comm-wide shared segment: a small call is a cache line each way,
+ *                      a large all-reduce, broadcast or reduce goes through it in pieces
+ *   sched  (choose.c)  the general path: a schedule built by src/algo, run by the executor
+ *                      over the transports
+ *
+ * Every collective call, blocking or not, grouped or not, asks coll__choose which path runs
+ * it. The answer depends only on the comm's settings and the call's arguments, so every
+ * rank of a comm answers alike and a blocking call on one rank meets the non-blocking form
+ * of the same call on another. A path with a run hook (flat) runs a call to completion on
+ * whichever thread drives the comm (the caller of a blocking call or of coll_wait, else the
+ * comm's progress thread), in issue order with the comm's other ops; the sched path's ops
+ * are advanced step by step by the executor.
+ */
+#ifndef COLL_PATH_H
+#define COLL_PATH_H
+
+#include "../core/exec.h"
+
+struct coll_path {
+    const char *name; /* "flat", "sched": also what COLL_ALGO and traces call it */
+    /* Would this path run call c? The same answer on every rank. why, when not NULL, gets
+     * the reason in words (for COLL_DEBUG and collbench --explain). */
+    bool (*takes)(struct coll_comm *comm, const struct coll_call *c, char *why, size_t n);
+    /* Run c to completion on this thread, the engine lock not held; NULL for the sched
+     * path, whose ops the executor advances. */
+    coll_status_t (*run)(struct coll_comm *comm, const struct coll_call *c);
+};
+
+COLL_INTERNAL extern const struct coll_path coll__path_flat;
+COLL_INTERNAL extern const struct coll_path coll__path_sched;
+
+/* What runs a call: the path, and for the sched path the algorithm and chunk the selector
+ * picks (only when coll__choose is asked for them: the plan cache keeps the API's). */
+struct coll_choice {
+    const struct coll_path *path;
+    const struct coll_algo *algo; /* sched: NULL unless asked */
+    size_t chunk_count;           /* sched: elements per chunk, when algo is set */
+    char why[512];
+};
+
+/* The one chooser: the path for c, and with full also the sched path's algorithm and chunk
+ * (as the plan cache would pick them) and the reasons. The API, collbench --explain and
+ * collviz all ask it. */
+COLL_INTERNAL coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c,
+                                         bool full, struct coll_choice *out);
+
+/* The sched path's view of a call (what the builders and the plan cache get). */
+COLL_INTERNAL void coll__call_args(const struct coll_call *c, struct coll_algo_args *a);
+
+/* At the end of comm init: each path that needs set-up (the flat path's segment). */
+COLL_INTERNAL coll_status_t coll__path_comm_init(struct coll_comm *comm);
+
+/* Tell the flat path that this comm has non-blocking ops it has not seen complete; the next
+ * blocking call drains them first (the API's thread only). */
+COLL_INTERNAL void coll__path_note_request(struct coll_comm *comm);
+
+/* A blocking call on a path with a run hook, run at once on the caller's thread when no op
+ * of the comm is pending (else it queues like any op). */
+COLL_INTERNAL coll_status_t coll__path_run_now(struct coll_comm *comm,
+                                               const struct coll_path *path,
+                                               const struct coll_call *c);
+
+#endif /* COLL_PATH_H */
