@@ -11,6 +11,7 @@
 #include "core/exec.h"
 
 #include <stdint.h>
+#include <sys/resource.h>
 
 static coll_comm_t *one_rank_comm(void)
 {
@@ -20,6 +21,146 @@ static coll_comm_t *one_rank_comm(void)
     ASSERT_EQ(coll_comm_init(&comm, 1, &id, 0), COLL_SUCCESS);
     ASSERT(comm != NULL);
     return comm;
+}
+
+/* Every public call that takes a comm, on handle h: each must refuse it with
+ * COLL_INVALID_ARGUMENT and say why, touching nothing behind it. */
+static void refuse_everywhere(coll_comm_t *h, const char *why)
+{
+    int buf[8] = {0}, ibuf[8] = {0}, rank = -1, size = -1;
+    size_t counts[1] = {1}, displs[1] = {0};
+    coll_request_t *req = NULL;
+    coll_comm_t *newcomm = NULL;
+    coll_quant_feedback_t *fb = NULL;
+    coll_status_t async = COLL_SUCCESS;
+    uint64_t bytes = 0;
+    int exclude[1] = {0};
+    int n = 0;
+
+#define REFUSED(call)                                                                       \
+    do {                                                                                    \
+        ASSERT_MSG((call) == COLL_INVALID_ARGUMENT, "%s on a %s comm", #call, why);         \
+        ASSERT_STR_CONTAINS(coll_last_error(NULL), "not a live communicator");             \
+        n++;                                                                                \
+    } while (0)
+    REFUSED(coll_allreduce(buf, ibuf, 1, COLL_INT32, COLL_SUM, h));
+    REFUSED(coll_broadcast(buf, ibuf, 1, COLL_INT32, 0, h));
+    REFUSED(coll_reduce(buf, ibuf, 1, COLL_INT32, COLL_SUM, 0, h));
+    REFUSED(coll_allgather(buf, ibuf, 1, COLL_INT32, h));
+    REFUSED(coll_reduce_scatter(buf, ibuf, 1, COLL_INT32, COLL_SUM, h));
+    REFUSED(coll_alltoall(buf, ibuf, 1, COLL_INT32, h));
+    REFUSED(coll_alltoallv(buf, counts, displs, ibuf, counts, displs, COLL_INT32, h));
+    REFUSED(coll_gather(buf, ibuf, 1, COLL_INT32, 0, h));
+    REFUSED(coll_scatter(buf, ibuf, 1, COLL_INT32, 0, h));
+    REFUSED(coll_barrier(h));
+    REFUSED(coll_send(buf, 1, COLL_INT32, 0, h));
+    REFUSED(coll_recv(ibuf, 1, COLL_INT32, 0, h));
+    REFUSED(coll_iallreduce(buf, ibuf, 1, COLL_INT32, COLL_SUM, h, &req));
+    REFUSED(coll_ibroadcast(buf, ibuf, 1, COLL_INT32, 0, h, &req));
+    REFUSED(coll_ireduce(buf, ibuf, 1, COLL_INT32, COLL_SUM, 0, h, &req));
+    REFUSED(coll_iallgather(buf, ibuf, 1, COLL_INT32, h, &req));
+    REFUSED(coll_ireduce_scatter(buf, ibuf, 1, COLL_INT32, COLL_SUM, h, &req));
+    REFUSED(coll_ialltoall(buf, ibuf, 1, COLL_INT32, h, &req));
+    REFUSED(coll_igather(buf, ibuf, 1, COLL_INT32, 0, h, &req));
+    REFUSED(coll_iscatter(buf, ibuf, 1, COLL_INT32, 0, h, &req));
+    REFUSED(coll_ibarrier(h, &req));
+    REFUSED(coll_isend(buf, 1, COLL_INT32, 0, h, &req));
+    REFUSED(coll_irecv(ibuf, 1, COLL_INT32, 0, h, &req));
+    ASSERT(req == NULL);
+    REFUSED(coll_allreduce_stream(buf, ibuf, 1, COLL_INT32, COLL_SUM, h, NULL));
+    REFUSED(coll_broadcast_stream(buf, ibuf, 1, COLL_INT32, 0, h, NULL));
+    REFUSED(coll_reduce_stream(buf, ibuf, 1, COLL_INT32, COLL_SUM, 0, h, NULL));
+    REFUSED(coll_allgather_stream(buf, ibuf, 1, COLL_INT32, h, NULL));
+    REFUSED(coll_reduce_scatter_stream(buf, ibuf, 1, COLL_INT32, COLL_SUM, h, NULL));
+    REFUSED(coll_alltoall_stream(buf, ibuf, 1, COLL_INT32, h, NULL));
+    REFUSED(coll_send_stream(buf, 1, COLL_INT32, 0, h, NULL));
+    REFUSED(coll_recv_stream(ibuf, 1, COLL_INT32, 0, h, NULL));
+    REFUSED(coll_comm_get_async_error(h, &async));
+    REFUSED(coll_allreduce_quantized(buf, ibuf, 1, COLL_FLOAT32, COLL_SUM, NULL, NULL, h));
+    REFUSED(coll_quant_feedback_create(h, 8, &fb));
+    ASSERT(fb == NULL);
+    REFUSED(coll_comm_bytes_sent(h, &bytes));
+    REFUSED(coll_comm_split(h, 0, 0, &newcomm));
+    REFUSED(coll_comm_shrink(h, exclude, 1, &newcomm));
+    ASSERT(newcomm == NULL);
+    REFUSED(coll_comm_rank(h, &rank));
+    REFUSED(coll_comm_size(h, &size));
+    ASSERT_EQ(rank, -1);
+    ASSERT_EQ(size, -1);
+    REFUSED(coll_comm_abort(h));
+    REFUSED(coll_comm_destroy(h));
+    /* inside a group the refusal comes at once too, and the group ends with it */
+    ASSERT_EQ(coll_group_start(), COLL_SUCCESS);
+    REFUSED(coll_allreduce(buf, ibuf, 1, COLL_INT32, COLL_SUM, h));
+    ASSERT_EQ(coll_group_end(), COLL_INVALID_ARGUMENT);
+    /* coll_last_error of such a handle is this thread's message, which says so */
+    ASSERT_STR_CONTAINS(coll_last_error(h), "not a live communicator");
+#undef REFUSED
+    ASSERT_EQ(n, 42);
+}
+
+TEST(destroyed_and_never_made_comms_are_refused)
+{
+    coll_comm_t *comm = one_rank_comm(), *live = one_rank_comm();
+    int rank = -1, x = 3;
+    union {
+        uint8_t bytes[4096];
+        uint64_t align;
+    } junk;
+    void *heap = malloc(4096);
+
+    ASSERT(heap != NULL);
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
+    refuse_everywhere(comm, "destroyed");
+    /* never made: memory that merely looks allocated, zeroed or not; a number */
+    memset(junk.bytes, 0xa5, sizeof(junk.bytes));
+    refuse_everywhere((coll_comm_t *)(void *)junk.bytes, "garbage");
+    memset(heap, 0, 4096);
+    refuse_everywhere(heap, "zeroed");
+    refuse_everywhere((coll_comm_t *)(uintptr_t)0x40, "wild");
+    free(heap);
+    /* and a live comm next to them is untouched */
+    ASSERT_EQ(coll_comm_rank(live, &rank), COLL_SUCCESS);
+    ASSERT_EQ(rank, 0);
+    ASSERT_EQ(coll_allreduce(&x, &x, 1, COLL_INT32, COLL_SUM, live), COLL_SUCCESS);
+    ASSERT_EQ(x, 3);
+    ASSERT_EQ(coll_comm_destroy(NULL), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_destroy(live), COLL_SUCCESS);
+    ASSERT_EQ(coll_comm_destroy(live), COLL_INVALID_ARGUMENT);
+}
+
+/* More live comms than the lock-free table holds (1024): the rest are found too. */
+TEST(many_live_comms_all_recognized)
+{
+    enum { N = 1100 };
+    static coll_comm_t *comms[N];
+    coll_unique_id_t id;
+    int size = 0;
+
+    struct rlimit rl;
+
+    setenv("COLL_TRANSPORT", "tcp", 1); /* one listener per comm, nothing else */
+    /* about five fds a comm */
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    ASSERT_MSG(rl.rlim_cur >= 8 * N, "RLIMIT_NOFILE %llu is too low for %d comms",
+               (unsigned long long)rl.rlim_cur, N);
+    for (int i = 0; i < N; i++) {
+        ASSERT_EQ(coll_get_unique_id(&id), COLL_SUCCESS);
+        ASSERT_EQ(coll_comm_init(&comms[i], 1, &id, 0), COLL_SUCCESS);
+    }
+    for (int i = 0; i < N; i++) {
+        ASSERT_EQ(coll_comm_size(comms[i], &size), COLL_SUCCESS);
+        ASSERT_EQ(size, 1);
+    }
+    for (int i = 0; i < N; i += 2)
+        ASSERT_EQ(coll_comm_destroy(comms[i]), COLL_SUCCESS);
+    for (int i = 0; i < N; i++)
+        ASSERT_EQ(coll_comm_size(comms[i], &size), i % 2 ? COLL_SUCCESS : COLL_INVALID_ARGUMENT);
+    for (int i = 1; i < N; i += 2)
+        ASSERT_EQ(coll_comm_destroy(comms[i]), COLL_SUCCESS);
 }
 
 TEST(status_strings)

@@ -13,7 +13,6 @@
 #include "trace.h"
 #include "../algo/cost.h"
 #include "../cuda/stream.h"
-#include "../path/path.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -87,6 +86,138 @@ COLL_API coll_status_t coll_unique_id_from_string(const char *str, coll_unique_i
         return COLL_INVALID_ARGUMENT; /* message set by the decoder */
     *id_p = id;
     return COLL_SUCCESS;
+}
+
+/* ---- live communicators ----------------------------------------------------------------
+ *
+ * Every public call on a comm first asks whether the handle is one coll_comm_init returned
+ * and coll_comm_destroy has not yet taken back. The answer never reads through the handle:
+ * a destroyed comm's memory is freed, and a never-initialized handle may point anywhere. A
+ * table of live handles (open addressing, linear probing) is read without a lock: a call on
+ * a live comm costs a hash and, nearly always, one load. Inserts and removals take the lock;
+ * a removed slot becomes a tombstone that a later insert reuses, so the table never needs to
+ * move under its lock-free readers. The rare process with more live comms than the table
+ * holds keeps the rest in a locked list, searched only when the table has no answer.
+ *
+ * Where this ends: a handle is a pointer. Once a destroyed comm's memory is handed out
+ * again and a new comm is made at the same address, the old handle names the new comm, and
+ * nothing in the pointer can tell them apart. */
+#define LIVE_SLOTS 1024 /* a power of two */
+#define LIVE_TOMB ((uintptr_t)1)
+
+static _Atomic uintptr_t live_slot[LIVE_SLOTS];
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct live_more {
+    struct coll_comm *comm;
+    struct live_more *next;
+} *live_more;
+static atomic_bool live_any_more;
+
+static size_t live_hash(const void *p)
+{
+    return (size_t)(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (LIVE_SLOTS - 1);
+}
+
+static bool live_in_table(const void *p)
+{
+    size_t h = live_hash(p);
+
+    for (size_t i = 0; i < LIVE_SLOTS; i++) {
+        uintptr_t v = atomic_load_explicit(&live_slot[(h + i) & (LIVE_SLOTS - 1)],
+                                           memory_order_acquire);
+        if (v == (uintptr_t)p)
+            return true;
+        if (v == 0)
+            return false;
+    }
+    return false;
+}
+
+static bool live_find(const void *p)
+{
+    bool found = false;
+
+    if (live_in_table(p))
+        return true;
+    if (!atomic_load_explicit(&live_any_more, memory_order_acquire))
+        return false;
+    pthread_mutex_lock(&live_lock);
+    for (struct live_more *m = live_more; m && !found; m = m->next)
+        found = m->comm == p;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+static bool live_add(struct coll_comm *comm)
+{
+    size_t h = live_hash(comm);
+    bool ok = false;
+
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < LIVE_SLOTS && !ok; i++) {
+        _Atomic uintptr_t *slot = &live_slot[(h + i) & (LIVE_SLOTS - 1)];
+        uintptr_t v = atomic_load_explicit(slot, memory_order_relaxed);
+        if (v == 0 || v == LIVE_TOMB) {
+            atomic_store_explicit(slot, (uintptr_t)comm, memory_order_release);
+            ok = true;
+        }
+    }
+    if (!ok) {
+        struct live_more *m = malloc(sizeof(*m));
+        if (m) {
+            m->comm = comm;
+            m->next = live_more;
+            live_more = m;
+            atomic_store(&live_any_more, true);
+            ok = true;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+    return ok;
+}
+
+/* Take comm out; false when it was not live (destroyed already, by another thread too). */
+static bool live_remove(const struct coll_comm *comm)
+{
+    size_t h = live_hash(comm);
+    bool found = false;
+
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = 0; i < LIVE_SLOTS; i++) {
+        _Atomic uintptr_t *slot = &live_slot[(h + i) & (LIVE_SLOTS - 1)];
+        uintptr_t v = atomic_load_explicit(slot, memory_order_relaxed);
+        if (v == (uintptr_t)comm) {
+            atomic_store_explicit(slot, LIVE_TOMB, memory_order_release);
+            found = true;
+            break;
+        }
+        if (v == 0)
+            break;
+    }
+    for (struct live_more **m = &live_more; !found && *m; m = &(*m)->next) {
+        if ((*m)->comm == comm) {
+            struct live_more *dead = *m;
+            *m = dead->next;
+            free(dead);
+            found = true;
+            break;
+        }
+    }
+    atomic_store(&live_any_more, live_more != NULL);
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+coll_status_t coll__comm_check(const struct coll_comm *comm, const char *fn)
+{
+    if (!comm)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "%s: comm is NULL", fn);
+    if (live_find(comm))
+        return COLL_SUCCESS;
+    return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                       "%s: comm %p is not a live communicator (destroyed, or never made by "
+                       "coll_comm_init, coll_comm_split or coll_comm_shrink)",
+                       fn, (const void *)comm);
 }
 
 static void comm_free(struct coll_comm *comm)
@@ -337,12 +468,15 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
     coll__stream_comm_init(comm);
-    COLL_CHECK_GOTO(coll__path_comm_init(comm), st, out_free);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
         COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",
                   rank, nranks, (unsigned long long)comm->comm_id, comm->self.hostname,
                   (int)getpid(), coll__comm_transports(comm, names, sizeof(names)));
+    }
+    if (!live_add(comm)) {
+        st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory to register a communicator");
+        goto out_free;
     }
     *comm_p = comm;
     return COLL_SUCCESS;
@@ -364,14 +498,21 @@ COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p)
 
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)
 {
+    if (!comm)
+        return COLL_SUCCESS;
+    /* out of the table first: from here on every call on comm is refused */
+    if (!live_remove(comm))
+        return coll__comm_check(comm, "coll_comm_destroy");
     comm_free(comm);
     return COLL_SUCCESS;
 }
 
 COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm)
 {
-    if (!comm)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_abort: comm is NULL");
+    coll_status_t st = coll__comm_check(comm, "coll_comm_abort");
+
+    if (st != COLL_SUCCESS)
+        return st;
     atomic_store(&comm->aborted, 1);
     pthread_mutex_lock(&comm->lock);
     if (atomic_load(&comm->failed) == COLL_SUCCESS)
@@ -383,18 +524,24 @@ COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm)
 
 COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank_p)
 {
-    if (!comm || !rank_p)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_rank: %s is NULL",
-                           !comm ? "comm" : "rank_p");
+    coll_status_t st = coll__comm_check(comm, "coll_comm_rank");
+
+    if (st != COLL_SUCCESS)
+        return st;
+    if (!rank_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_rank: rank_p is NULL");
     *rank_p = comm->rank;
     return COLL_SUCCESS;
 }
 
 COLL_API coll_status_t coll_comm_size(const coll_comm_t *comm, int *size_p)
 {
-    if (!comm || !size_p)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_size: %s is NULL",
-                           !comm ? "comm" : "size_p");
+    coll_status_t st = coll__comm_check(comm, "coll_comm_size");
+
+    if (st != COLL_SUCCESS)
+        return st;
+    if (!size_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_size: size_p is NULL");
     *size_p = comm->nranks;
     return COLL_SUCCESS;
 }

@@ -205,12 +205,10 @@ struct coll_comm {
     int wakefd;                       /* eventfd in epfd: wakes a sleeping driver */
     struct coll_pollent wake_pe;
     struct coll_op *ops_head, *ops_tail; /* issued, not yet completed, in order */
-    /* atomic: a call that runs outside the queue takes its numbers without the lock */
-    _Atomic uint64_t next_seq;        /* sequence number of the next op issued */
-    _Atomic uint64_t next_coll_seq;   /* ... of the next op holding a collective */
+    uint64_t next_seq;                /* sequence number of the next op issued */
+    uint64_t next_coll_seq;           /* ... of the next op holding a collective */
     int waiters;                      /* threads waiting that want to drive progress */
     bool driving;                     /* some thread is inside coll__engine_progress */
-    bool poll_only;                   /* the driver is coll_test's: it must not block */
     bool stopping;                    /* destroy in progress: progress thread exits */
     bool progress_idle;               /* the progress thread sleeps until signalled */
     bool spin_yield;                  /* more ranks on this host than cores: yield in spins */
@@ -234,16 +232,14 @@ struct coll_comm {
     struct coll_cost_params *cost;    /* the selector's model of this machine */
     struct coll_tracer *tracer;       /* COLL_TRACE (src/core/trace.c), NULL = off */
 
-    /* the shared-memory fast path (src/path/flat.c): decided at the first call that could
-     * use it, the same way on every rank */
+    /* the shared-memory fast path for small blocking collectives (src/transport/shm_flat.c):
+     * decided at the first call that could use it, the same way on every rank */
     struct coll_flat *flat;           /* its segment, NULL until first used */
     int8_t flat_state;                /* 0 undecided, 1 on, -1 off */
     bool flat_cuda;                   /* CUDA is up: device buffers take the general path */
     bool flat_sliced;                 /* its sliced all-reduce runs on this comm */
     uint32_t flat_colls, flat_forced; /* collectives it may run; those COLL_ALGO forces */
-    uint64_t reqs_issued;             /* non-blocking ops issued (the API's thread) ... */
-    uint64_t reqs_drained;            /* ... and that count when the queue was seen empty */
-    bool quant_nb_said;               /* COLL_QUANT skipped a non-blocking call: said once */
+    uint64_t flat_reqs;               /* non-blocking calls issued (the caller's thread) */
 
     /* stream-ordered collectives (src/cuda/stream.c): the CUDA device current at init (-1
      * without CUDA) and the staging state, made on first use */
@@ -264,6 +260,9 @@ COLL_INTERNAL const char *coll__comm_transports(const struct coll_comm *comm, ch
 /* Mark comm failed with st (first failure wins; its message stays), wake every waiter,
  * and let peers know by closing connections (the transport's close). Engine lock held. */
 COLL_INTERNAL void coll__comm_fail(struct coll_comm *comm, coll_status_t st);
+/* COLL_INVALID_ARGUMENT, with a message naming fn, unless comm is live: made by
+ * coll_comm_init and not yet destroyed (src/core/comm.c; never reads through comm). */
+COLL_INTERNAL coll_status_t coll__comm_check(const struct coll_comm *comm, const char *fn);
 /* The CPUs this host's ranks share: COLL_HOST_CPUS when set (ranks pinned one to a CPU see
  * only their own in their affinity), else this process's affinity. */
 COLL_INTERNAL int coll__host_cpus(const struct coll_comm *comm);

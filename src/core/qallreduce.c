@@ -146,8 +146,8 @@ static coll_status_t check_args(struct qar *a, const char *fn, const coll_quant_
     uint64_t call;
     int failed;
 
-    if (!comm)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "%s: comm is NULL", fn);
+    if (coll__comm_check(comm, fn) != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
     failed = atomic_load(&comm->failed);
     if (failed != COLL_SUCCESS) {
         coll__set_thread_error(comm->errmsg);
@@ -240,8 +240,8 @@ COLL_API coll_status_t coll_quant_feedback_create(coll_comm_t *comm, size_t coun
     struct coll_qfeedback *fb;
     coll_status_t st;
 
-    if (!comm)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "%s: comm is NULL", fn);
+    if (coll__comm_check(comm, fn) != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
     if (!fb_p)
         return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: fb_p is NULL", fn);
     fb = calloc(1, sizeof(*fb));
@@ -870,8 +870,8 @@ coll_status_t coll__allreduce_quant_env(struct coll_comm *comm, const void *send
 
 COLL_API coll_status_t coll_comm_bytes_sent(const coll_comm_t *comm, uint64_t *bytes_p)
 {
-    if (!comm)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_bytes_sent: comm is NULL");
+    if (coll__comm_check(comm, "coll_comm_bytes_sent") != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
     if (!bytes_p)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_bytes_sent: bytes_p is NULL");
     *bytes_p = atomic_load_explicit(&((struct coll_comm *)comm)->bytes_sent, memory_order_relaxed);

@@ -88,8 +88,8 @@ COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, i
     if (!newcomm_p)
         return coll__error(comm, COLL_INVALID_ARGUMENT, "coll_comm_shrink: newcomm_p is NULL");
     *newcomm_p = NULL;
-    if (!comm)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_shrink: comm is NULL");
+    if (coll__comm_check(comm, "coll_comm_shrink") != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
     gone = calloc((size_t)comm->nranks, sizeof(*gone));
     if (!gone)
         return coll__error(comm, COLL_SYSTEM_ERROR, "coll_comm_shrink: out of memory");

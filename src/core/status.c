@@ -27,8 +27,8 @@ COLL_API const char *coll_status_string(coll_status_t status)
 
 COLL_API const char *coll_last_error(const coll_comm_t *comm)
 {
-    if (!comm)
-        return thread_errmsg;
+    if (!comm || coll__comm_check(comm, "coll_last_error") != COLL_SUCCESS)
+        return thread_errmsg; /* for a handle that is not a live comm: why not */
     /* comm->errmsg only changes under errlock; the caller owns the comm's thread, and abort
      * writes are complete strings, so returning the buffer is safe enough for a message. */
     return comm->errmsg;

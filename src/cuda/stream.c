@@ -1791,10 +1791,8 @@ static coll_status_t submit(struct scall c)
     coll_status_t st;
     int failed;
 
-    if (!comm) {
-        st = coll__error(NULL, COLL_INVALID_ARGUMENT, "%s: comm is NULL", fn);
+    if ((st = coll__comm_check(comm, fn)) != COLL_SUCCESS)
         goto out_fail;
-    }
     failed = atomic_load(&comm->failed);
     if (failed != COLL_SUCCESS) {
         coll__set_thread_error(comm->errmsg);
@@ -2010,9 +2008,11 @@ COLL_API coll_status_t coll_recv_stream(void *recvbuf, size_t count, coll_dtype_
 
 COLL_API coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *status_p)
 {
-    if (!comm || !status_p)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "coll_comm_get_async_error: %s is NULL",
-                           !comm ? "comm" : "status_p");
+    if (coll__comm_check(comm, "coll_comm_get_async_error") != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
+    if (!status_p)
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "coll_comm_get_async_error: status_p is NULL");
     *status_p = (coll_status_t)atomic_load(&comm->failed);
     return COLL_SUCCESS;
 }
