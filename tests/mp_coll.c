@@ -506,6 +506,67 @@ static void suite_alltoallv(coll_comm_t *world)
                 die("alltoallv from %d [%zu] = %d", j, i, r[rd[j] + i]);
     free(s);
     free(r);
+
+    /* In place (sendbuf == recvbuf, as MPI_IN_PLACE): block j leaves from and lands at
+     * rd[j]. Counts must agree pairwise: rank i sends rc_i[j] to j, which receives rc_j[i],
+     * so rc[j] is symmetric in (rank, j); large, so no block fits in one eager slot. */
+    rtot = 0;
+    for (int j = 0; j < nranks; j++) {
+        rc[j] = 100000 + (size_t)((rank + j) % 3) * 4099 + (size_t)(rank * j % 5);
+        rd[j] = rtot + (size_t)j; /* a gap before each block: nobody writes there */
+        rtot = rd[j] + rc[j];
+    }
+    r = malloc((rtot + 1) * sizeof(int32_t));
+    for (size_t i = 0; i <= rtot; i++)
+        r[i] = -7;
+    for (int j = 0; j < nranks; j++)
+        for (size_t i = 0; i < rc[j]; i++)
+            r[rd[j] + i] = rank * 1000000 + j * 10000 + (int32_t)(i % 9973);
+    CHECK(coll_alltoallv(r, rc, rd, r, rc, rd, COLL_INT32, world));
+    for (int j = 0; j < nranks; j++) {
+        for (size_t i = 0; i < rc[j]; i++)
+            if (r[rd[j] + i] != j * 1000000 + rank * 10000 + (int32_t)(i % 9973))
+                die("in-place alltoallv from %d [%zu] = %d", j, i, r[rd[j] + i]);
+        if (j > 0 && r[rd[j] - 1] != -7)
+            die("in-place alltoallv wrote into the gap before block %d", j);
+    }
+    if (r[rtot] != -7)
+        die("in-place alltoallv wrote past its last block");
+    /* sendbuf == recvbuf with other send counts or displacements is not in place: refused
+     * on every rank, nothing moved, and the comm goes on */
+    sd[0] = rd[0] + 1;
+    if (coll_alltoallv(r, rc, sd, r, rc, rd, COLL_INT32, world) != COLL_INVALID_ARGUMENT)
+        die("in-place alltoallv with other displacements was not refused");
+    /* a partial overlap: sendbuf one element past recvbuf */
+    if (coll_alltoallv(r + 1, rc, rd, r, rc, rd, COLL_INT32, world) != COLL_INVALID_ARGUMENT)
+        die("alltoallv with overlapping buffers was not refused");
+    if (!strstr(coll_last_error(world), "overlaps"))
+        die("overlap refused with '%s'", coll_last_error(world));
+    /* disjoint blocks interleaved in one buffer are not an overlap */
+    {
+        size_t n2 = (size_t)nranks * 2 * 1000;
+        int32_t *both = malloc(n2 * sizeof(int32_t));
+        /* sends from both (even thousands), receives into both + 1 (odd thousands) */
+        for (int j = 0; j < nranks; j++) {
+            sc[j] = rc[j] = 1000;
+            sd[j] = (size_t)j * 2000;
+            rd[j] = (size_t)j * 2000 + 998; /* one element early: overlaps send block j */
+            for (size_t i = 0; i < 1000; i++)
+                both[sd[j] + i] = rank * 1000 + j;
+        }
+        if (coll_alltoallv(both, sc, sd, both + 1, rc, rd, COLL_INT32, world) !=
+            COLL_INVALID_ARGUMENT)
+            die("interleaved overlapping alltoallv blocks were not refused");
+        for (int j = 0; j < nranks; j++)
+            rd[j] = (size_t)j * 2000 + 999;
+        CHECK(coll_alltoallv(both, sc, sd, both + 1, rc, rd, COLL_INT32, world));
+        for (int j = 0; j < nranks; j++)
+            for (size_t i = 0; i < 1000; i++)
+                if (both[1 + rd[j] + i] != j * 1000 + rank || both[sd[j] + i] != rank * 1000 + j)
+                    die("interleaved alltoallv block %d [%zu] = %d", j, i, both[1 + rd[j] + i]);
+        free(both);
+    }
+    free(r);
     free(sc);
     free(sd);
     free(rc);

@@ -467,12 +467,85 @@ COLL_API coll_status_t coll_recv(void *recvbuf, size_t count, coll_dtype_t dtype
     return do_p2p(COLL_STEP_RECV, recvbuf, count, dtype, peer, comm, NULL, "coll_recv");
 }
 
+/* One block of an all-to-all-v: [off, off + len) bytes of one of the two buffers. */
+struct a2av_block {
+    uintptr_t off, end;
+    bool recv;
+};
+
+static int a2av_block_cmp(const void *a, const void *b)
+{
+    const struct a2av_block *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Does a block sendbuf sends from overlap a block recvbuf receives into? The spans first
+ * (O(n)); only when they meet, every block, sorted by start (O(n log n)): a send block that
+ * starts before the furthest end of the receive blocks started so far overlaps one, and the
+ * other way round. */
+static coll_status_t a2av_check_overlap(struct coll_comm *comm, const char *fn,
+                                        const void *sendbuf, const size_t *sendcounts,
+                                        const size_t *sdispls, const void *recvbuf,
+                                        const size_t *recvcounts, const size_t *rdispls,
+                                        size_t esz)
+{
+    uintptr_t slo = UINTPTR_MAX, shi = 0, rlo = UINTPTR_MAX, rhi = 0, send_end = 0, recv_end = 0;
+    struct a2av_block *b;
+    size_t nb = 0, n = (size_t)comm->nranks;
+    coll_status_t st = COLL_SUCCESS;
+
+    for (size_t j = 0; j < n; j++) {
+        uintptr_t s = (uintptr_t)sendbuf + sdispls[j] * esz;
+        uintptr_t r = (uintptr_t)recvbuf + rdispls[j] * esz;
+
+        if (sendcounts[j] > 0) {
+            slo = COLL_MIN(slo, s);
+            shi = COLL_MAX(shi, s + sendcounts[j] * esz);
+        }
+        if (recvcounts[j] > 0) {
+            rlo = COLL_MIN(rlo, r);
+            rhi = COLL_MAX(rhi, r + recvcounts[j] * esz);
+        }
+    }
+    if (slo >= shi || rlo >= rhi || shi <= rlo || rhi <= slo)
+        return COLL_SUCCESS;
+    b = malloc(2 * n * sizeof(*b));
+    if (!b)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "%s: out of memory", fn);
+    for (size_t j = 0; j < n; j++) {
+        uintptr_t s = (uintptr_t)sendbuf + sdispls[j] * esz;
+        uintptr_t r = (uintptr_t)recvbuf + rdispls[j] * esz;
+
+        if (sendcounts[j] > 0)
+            b[nb++] = (struct a2av_block){s, s + sendcounts[j] * esz, false};
+        if (recvcounts[j] > 0)
+            b[nb++] = (struct a2av_block){r, r + recvcounts[j] * esz, true};
+    }
+    qsort(b, nb, sizeof(*b), a2av_block_cmp);
+    for (size_t i = 0; i < nb && st == COLL_SUCCESS; i++) {
+        if (b[i].off < (b[i].recv ? send_end : recv_end))
+            st = coll__error(comm, COLL_INVALID_ARGUMENT,
+                             "%s: a block of sendbuf overlaps a block of recvbuf (in place is "
+                             "sendbuf == recvbuf with the same counts and displacements)",
+                             fn);
+        if (b[i].recv)
+            recv_end = COLL_MAX(recv_end, b[i].end);
+        else
+            send_end = COLL_MAX(send_end, b[i].end);
+    }
+    free(b);
+    return st;
+}
+
 COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
                                       const size_t *sdispls, void *recvbuf,
                                       const size_t *recvcounts, const size_t *rdispls,
                                       coll_dtype_t dtype, coll_comm_t *comm)
 {
     static const char fn[] = "coll_alltoallv";
+    bool inplace = sendbuf != NULL && sendbuf == recvbuf;
+    uint8_t *staged = NULL;
+    size_t total = 0;
     coll_status_t st;
     size_t esz;
 
@@ -493,12 +566,40 @@ COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcou
                                          "%s: displacement of rank %d overflows", fn, j));
         CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, sendcounts[j]));
         CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, recvcounts[j]));
+        /* in place, as MPI_IN_PLACE: block j goes from and comes back to the same place */
+        if (inplace && (sendcounts[j] != recvcounts[j] || sdispls[j] != rdispls[j]))
+            return fail_call(coll__error(
+                comm, COLL_INVALID_ARGUMENT,
+                "%s: in place (sendbuf == recvbuf) needs sendcounts and sdispls equal to "
+                "recvcounts and rdispls; for rank %d they are %zu at %zu and %zu at %zu",
+                fn, j, sendcounts[j], sdispls[j], recvcounts[j], rdispls[j]));
+        if (inplace)
+            total = COLL_MAX(total, (rdispls[j] + recvcounts[j]) * esz);
     }
     if (comm->nranks > 0 && sendcounts[comm->rank] != recvcounts[comm->rank])
         return fail_call(coll__error(comm, COLL_INVALID_ARGUMENT,
                                      "%s: sendcounts[%d] = %zu but recvcounts[%d] = %zu", fn,
                                      comm->rank, sendcounts[comm->rank], comm->rank,
                                      recvcounts[comm->rank]));
+    if (!inplace)
+        CHECK_CALL(a2av_check_overlap(comm, fn, sendbuf, sendcounts, sdispls, recvbuf,
+                                      recvcounts, rdispls, esz));
+    if (inplace && total > 0) {
+        /* a block may arrive before ours has left: send from a copy. The copy lives until
+         * the call returns, which in a group is only at the group's end */
+        if (coll__group_active())
+            return fail_call(coll__error(comm, COLL_INVALID_USAGE,
+                                         "%s: in place inside a group (its sends would "
+                                         "read after the call returns)",
+                                         fn));
+        staged = malloc(total);
+        if (!staged)
+            return fail_call(coll__error(comm, COLL_SYSTEM_ERROR,
+                                         "%s: out of memory for %zu bytes to send in place",
+                                         fn, total));
+        memcpy(staged, sendbuf, total);
+        sendbuf = staged;
+    }
     /* a group of sends and receives: it cannot deadlock, whatever the counts */
     coll_group_start();
     for (int j = 0; j < comm->nranks; j++) {
@@ -510,6 +611,7 @@ COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcou
             do_p2p(COLL_STEP_RECV, r, recvcounts[j], dtype, j, comm, NULL, fn);
     }
     st = coll_group_end();
+    free(staged);
     return st;
 }
 
