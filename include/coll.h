@@ -15,6 +15,14 @@
  * from any thread at any time. Every call is safe to call with NULL where a pointer is
  * expected: it returns COLL_INVALID_ARGUMENT and says which argument in coll_last_error().
  *
+ * Handles: a communicator handle that coll_comm_init (or split, or shrink) did not return,
+ * or that was destroyed, is refused by every call with COLL_INVALID_ARGUMENT ("not a live
+ * communicator", in coll_last_error(NULL)); coll never reads through such a handle, so a
+ * freed, zeroed, garbage or dangling pointer is recognized. Where that ends: once a later
+ * coll_comm_init gets the destroyed comm's address back from the allocator, the old handle
+ * names the new comm. Requests are not checked this way: using one after its comm was
+ * destroyed, or after it was released, is undefined.
+ *
  * Errors: every call returns a status and never aborts the process. After
  * COLL_REMOTE_ERROR or COLL_TIMEOUT (a peer failed, disagreed or went silent; every
  * surviving rank sees one of the two) the communicator is failed: later collectives on it
@@ -169,7 +177,8 @@ COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p);
 
 /* coll_comm_destroy - wait for nothing: cancel pending requests (they complete with
  * COLL_INVALID_USAGE), close connections, stop the progress thread, free the comm.
- * Not collective. NULL is accepted. Requests of comm must not be used afterwards. */
+ * Not collective. NULL is accepted; a handle destroyed already, or never made, is
+ * COLL_INVALID_ARGUMENT. Requests of comm must not be used afterwards. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm);
 
 /* coll_comm_abort - fail comm from any thread: every pending and later call on it returns
@@ -223,7 +232,11 @@ COLL_API coll_status_t coll_alltoall(const void *sendbuf, void *recvbuf, size_t 
 /* As coll_alltoall with per-peer counts and displacements (in elements): sendcounts[j]
  * elements at sendbuf + sdispls[j] go to rank j, which receives recvcounts[i] elements from
  * rank i at recvbuf + rdispls[i]. Each pair of counts must agree (else COLL_REMOTE_ERROR).
- * The arrays have nranks entries and are read during the call only. Not in place. */
+ * The arrays have nranks entries and are read during the call only. In place, as
+ * MPI_IN_PLACE: sendbuf == recvbuf with sendcounts and sdispls equal to recvcounts and
+ * rdispls; block j leaves from recvbuf + rdispls[j] and rank j's block lands there (coll
+ * copies what it sends first; not inside a group: COLL_INVALID_USAGE). Otherwise a block
+ * sent that overlaps a block received is COLL_INVALID_ARGUMENT. */
 COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
                                       const size_t *sdispls, void *recvbuf,
                                       const size_t *recvcounts, const size_t *rdispls,
