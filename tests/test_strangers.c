@@ -17,6 +17,7 @@
  */
 #include "harness.h"
 #include "core/bootstrap.h"
+#include "core/wire.h"
 #include "transport/sys.h"
 #include "transport/transport.h"
 
@@ -52,11 +53,6 @@ static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t cap_hs[HS_BYTES], cap_join[JOIN_BYTES];
 static bool have_hs, have_join;
 static atomic_bool stop;
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static void capture(const uint8_t *p, size_t n)
 {
