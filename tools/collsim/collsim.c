@@ -49,6 +49,14 @@
 #define MAX_ALGOS 16
 #define CPU_SPEED 1e9 /* flops per second of a simulated core: seconds x this = flops */
 #define TRACE_LANES 64u
+/* Messages posted ahead per peer and direction. SimGrid's wait for any of k communications
+ * costs O(k), and a schedule can hold hundreds of sends or receives with no dependencies (a
+ * tree's chunks from its leaves, or from its parent): posting them all made a 64 MiB tree
+ * all-reduce on 64 ranks cost minutes. A send (receive) is posted once the one RECV_WINDOW
+ * before it to (from) that peer completed, so at most this many messages per link are in
+ * flight, as a transport's buffers would allow; a send waits for its receive (SimGrid's
+ * rendezvous). */
+#define RECV_WINDOW 8u
 
 /* ---- options --------------------------------------------------------------------------- */
 
@@ -371,6 +379,7 @@ struct sstep {
     int32_t peer;
     uint32_t next_same; /* the next send (receive) to (from) the same peer, or NONE */
     uint32_t tag;       /* the message's number among those between the two ranks */
+    uint32_t win_next;  /* the message RECV_WINDOW later on the same link, or NONE */
     uint8_t kind, left, flags;
 };
 
@@ -472,8 +481,12 @@ static bool slot_get(struct slots *s, uint32_t *id_p)
 
 static void done_step(struct srank *R, uint32_t i, uint32_t *ready, uint32_t *nready)
 {
+    const struct sstep *st = &R->steps[i];
+
     R->steps[i].flags |= F_DONE;
     R->ndone++;
+    if (st->win_next != NONE && --R->steps[st->win_next].left == 0)
+        ready[(*nready)++] = st->win_next;
     for (uint32_t k = R->rdep_off[i]; k < R->rdep_off[i + 1]; k++) {
         uint32_t j = R->rdep[k];
         if (--R->steps[j].left == 0)
@@ -649,7 +662,7 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
                       bool trace)
 {
     uint32_t n = s->nsteps, nedges = 0;
-    uint32_t *seen;
+    uint32_t *seen, *prev;
 
     R->nsteps = n;
     R->ndone = 0;
@@ -659,12 +672,15 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
         nedges += s->steps[i].ndeps;
     R->rdep = malloc(sizeof(uint32_t) * (nedges ? nedges : 1));
     seen = calloc((size_t)n + 1, sizeof(uint32_t));
+    prev = malloc(sizeof(uint32_t) * (n ? n : 1));
     if (trace) {
         R->t0 = calloc(n ? n : 1, sizeof(double));
         R->t1 = calloc(n ? n : 1, sizeof(double));
     }
-    if (!R->steps || !R->rdep_off || !R->rdep || !seen || (trace && (!R->t0 || !R->t1))) {
+    if (!R->steps || !R->rdep_off || !R->rdep || !seen || !prev ||
+        (trace && (!R->t0 || !R->t1))) {
         free(seen);
+        free(prev);
         return -1;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -679,14 +695,23 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
             st->bytes = (uint64_t)cs->src.count * s->elem_size;
         if (cs->kind == COLL_STEP_COPY && cs->src.buf == cs->dst.buf && cs->src.off == cs->dst.off)
             st->flags |= F_FREE;
+        st->win_next = NONE;
         if (cs->kind == COLL_STEP_SEND || cs->kind == COLL_STEP_RECV) {
             uint32_t *last = &peer_last[(size_t)cs->peer * 2 + (cs->kind == COLL_STEP_RECV)];
+            prev[i] = *last;
             if (*last != NONE) {
                 R->steps[*last].next_same = i;
                 st->left++;
                 st->tag = R->steps[*last].tag + 1;
             }
             *last = i;
+            if (st->tag >= RECV_WINDOW) {
+                uint32_t j = i;
+                for (uint32_t k = 0; k < RECV_WINDOW; k++)
+                    j = prev[j];
+                R->steps[j].win_next = i;
+                st->left++;
+            }
         }
         for (uint32_t k = 0; k < cs->ndeps; k++)
             R->rdep_off[cs->deps[k] + 1]++;
@@ -699,6 +724,7 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
             R->rdep[R->rdep_off[d] + seen[d]++] = i;
         }
     free(seen);
+    free(prev);
     for (uint32_t i = 0; i < n; i++) {
         const struct coll_step *cs = &s->steps[i];
         if (cs->kind == COLL_STEP_SEND || cs->kind == COLL_STEP_RECV)
@@ -732,7 +758,7 @@ static enum coll_link link_of(void *arg, int32_t src, int32_t dst)
 static double wall_now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
