@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/scale.sh [BUILD] [OUT] - docs/scale.md's numbers: coll's schedules on SimGrid
+# (tools/collsim) from 2 to 4,096 ranks, and collsim against collbench on this machine.
+# BUILD (default build-sim) must hold collsim, collbench and collrun; OUT (default
+# docs/results) gets scale-*.json, and bench/scale.py turns them into tables and plots.
+#
+# Parts (SCALE_PARTS, default all of them, in this order):
+#   logn       8 B all-reduce and broadcast, tree against ring/chain (and the others),
+#              n = 2 .. SCALE_MAXN (4096) ranks, one per host, 100 Gbit/s fat tree
+#   crossover  all-reduce ring and tree, 8 B .. 16 MiB, n = 16 .. 1024: where ring wins
+#   selector   every all-reduce algorithm and the selector's pick, n = 64 .. 1024 (8 ranks per
+#              host), 8 B .. 128 MiB at 64 ranks, .. 8 MiB above (the simulation's cost)
+#   hier       1,024 ranks (128 hosts x 8), hier against ring and tree, on a full and on a
+#              4:1 oversubscribed fat tree
+#   extrap     bench/extrapolate.sh's clusters (256 MiB, hosts of 8, 100/200/400 Gbit/s)
+#   validate   collbench --calibrate, then ring and tree all-reduce measured (shared memory,
+#              2 and 4 ranks, COLL_SHM_FLAT=0 so that the schedules run) and simulated from
+#              the calibration file
+# Simulated times do not depend on the load of the machine; the measured ones (validate) do.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build=${1:-build-sim}
+out=${2:-docs/results}
+parts=${SCALE_PARTS:-logn crossover selector hier extrap validate}
+maxn=${SCALE_MAXN:-4096}
+sim="$build/tools/collsim/collsim"
+net=(--link 100Gbps --latency 1us --intra 20GBps --intra-latency 1us)
+mkdir -p "$out"
+[ -x "$sim" ] || { echo "scale.sh: no $sim (install libsimgrid-dev, reconfigure)" >&2; exit 2; }
+
+has() { [[ " $parts " == *" $1 "* ]]; }
+
+if has logn; then
+    for n in 2 4 8 16 32 64 128 256 512 1024 2048 4096; do
+        [ "$n" -le "$maxn" ] || break
+        echo "scale.sh: logn n=$n" >&2
+        "$sim" -q "${net[@]}" --hosts "$n" --fabric fattree -c allreduce -b 8 -e 8 \
+            --algo ring,tree,dbtree,rd,binomial --json "$out/scale-logn-allreduce-$n.json"
+        "$sim" -q "${net[@]}" --hosts "$n" --fabric fattree -c allreduce -b 8 -e 8 \
+            --algo auto --json "$out/scale-logn-allreduce-auto-$n.json"
+        "$sim" -q "${net[@]}" --hosts "$n" --fabric fattree -c broadcast -b 8 -e 8 \
+            --algo chain,binomial,tree,dbtree --json "$out/scale-logn-broadcast-$n.json"
+    done
+fi
+
+if has crossover; then
+    for n in 16 64 256 1024; do
+        [ "$n" -le "$maxn" ] || break
+        echo "scale.sh: crossover n=$n" >&2
+        "$sim" -q "${net[@]}" --hosts "$n" --fabric fattree -c allreduce -b 8 -e 16M -f 4 \
+            --algo ring,tree --json "$out/scale-crossover-$n.json"
+    done
+fi
+
+if has selector; then
+    for n in 64 256 1024; do
+        [ "$n" -le "$maxn" ] || break
+        echo "scale.sh: selector n=$n" >&2
+        e=8M
+        [ "$n" -gt 64 ] || e=128M
+        "$sim" -q "${net[@]}" --hosts $((n / 8)) --per-host 8 --fabric fattree -c allreduce \
+            -b 8 -e $e -f 16 --algo all --json "$out/scale-selector-all-$n.json"
+        "$sim" -q "${net[@]}" --hosts $((n / 8)) --per-host 8 --fabric fattree -c allreduce \
+            -b 8 -e $e -f 16 --algo auto --json "$out/scale-selector-auto-$n.json"
+    done
+fi
+
+if has hier; then
+    for f in fattree fattree:4; do
+        echo "scale.sh: hier $f" >&2
+        "$sim" -q "${net[@]}" --hosts 128 --per-host 8 --fabric "$f" -c allreduce -b 8 -e 16M \
+            -f 8 --algo ring,tree,hier --json "$out/scale-hier-${f/:/-}.json"
+    done
+fi
+
+if has extrap; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    for gbit in 100 200 400; do
+        # the calibration bench/extrapolate.sh states for the cost model
+        python3 - "$gbit" >"$tmp/cal-$gbit.txt" <<'EOF'
+import sys
+rate = float(sys.argv[1]) * 1e9 / 8
+print("tcp.alpha 5e-06")
+print("tcp.beta %r" % (1 / rate))
+print("shm.alpha 1e-06")
+print("shm.beta %r" % (1 / 20e9))
+EOF
+        for n in 64 256 1024; do
+            [ "$n" -le "$maxn" ] || break
+            echo "scale.sh: extrap ${gbit}G n=$n" >&2
+            "$sim" -q --calib "$tmp/cal-$gbit.txt" --hosts $((n / 8)) --per-host 8 \
+                -c allreduce -b 256M -e 256M --chunk 1M --algo auto \
+                --json "$out/scale-extrap-$gbit-$n.json"
+        done
+    done
+fi
+
+if has validate; then
+    cal=$out/scale-calib.txt
+    echo "scale.sh: validate: collbench --calibrate" >&2
+    COLL_CALIB_FILE=$cal "$build/collrun" -n 2 "$build/collbench" --calibrate >/dev/null
+    for np in 2 4; do
+        for algo in ring tree; do
+            echo "scale.sh: validate np=$np $algo" >&2
+            COLL_SHM_FLAT=0 COLL_ALGO=$algo COLL_CALIB_FILE=$cal "$build/collrun" -n "$np" \
+                "$build/collbench" allreduce -b 8 -e 16M -f 4 -w 5 -n 20 \
+                --json "$out/scale-measured-$np-$algo.json" >/dev/null
+            "$sim" -q --calib "$cal" --hosts 1 --per-host "$np" --cores "$(nproc)" \
+                -c allreduce -b 8 -e 16M -f 4 --algo "$algo" \
+                --json "$out/scale-simulated-$np-$algo.json"
+        done
+    done
+fi
+echo "scale.sh: done; python3 bench/scale.py $out" >&2
