@@ -303,6 +303,21 @@ class ProcessGroupColl : public c10d::ProcessGroup {
 
     ~ProcessGroupColl() override
     {
+        // The last reference may go from Python (DDP's reducer), with the GIL held; the
+        // worker's last Works may hold tensors whose release takes the GIL.
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            py::gil_scoped_release nogil;
+            shutdown();
+        } else {
+            shutdown();
+        }
+    }
+
+    std::chrono::milliseconds timeout_ms() const { return recv_limit_; }
+
+  private:
+    void shutdown()
+    {
         {
             std::lock_guard<std::mutex> g(m_);
             stop_ = true;
@@ -315,7 +330,7 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         coll_comm_destroy(comm_);
     }
 
-    std::chrono::milliseconds timeout_ms() const { return recv_limit_; }
+  public:
 
     const std::string getBackendName() const override { return "coll"; }
 
