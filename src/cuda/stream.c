@@ -1804,9 +1804,10 @@ static coll_status_t submit(struct scall c)
                          (int)c.dtype);
         goto out_fail;
     }
-    if ((unsigned)c.op >= COLL_NUM_OPS) {
-        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: op %d is not a coll_op_t", fn,
-                         (int)c.op);
+    if ((unsigned)c.op >= COLL_NUM_OPS) { /* the bitwise ops are host-only */
+        st = coll__error(comm, COLL_INVALID_ARGUMENT,
+                         "%s: op %d (%s) is not one of NCCL's, which stream-ordered calls take",
+                         fn, (int)c.op, coll__op_name(c.op));
         goto out_fail;
     }
     if (c.kind != COLL_SK_ALLREDUCE && c.kind != COLL_SK_ALLGATHER &&
