@@ -9,31 +9,17 @@
 #include "exec.h"
 #include "qallreduce.h"
 #include "../cuda/stream.h"
-#include "../transport/shm_flat.h"
+#include "../path/path.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A checked call, before it is planned. */
-struct call {
-    struct coll_comm *comm;
-    enum coll_coll coll;
-    const void *sendbuf;
-    void *recvbuf;
-    size_t count;
-    coll_dtype_t dtype;
-    coll_op_t op;
-    int root;
-    uint8_t p2p;                 /* COLL_STEP_SEND / COLL_STEP_RECV for SENDRECV */
-    int peer;
-};
-
 /* This thread's open group. */
 static _Thread_local struct {
     int depth;
     coll_status_t err;
-    struct call *calls;
+    struct coll_call *calls;
     size_t n, cap;
 } grp;
 
@@ -114,27 +100,17 @@ static coll_status_t check_overlap(struct coll_comm *comm, const char *fn, const
 
 /* ---- issuing --------------------------------------------------------------------------- */
 
-static uint64_t call_signature(const struct call *c)
+static uint64_t call_signature(const struct coll_call *c)
 {
     uint64_t v[6] = {(uint64_t)c->coll, (uint64_t)c->dtype, (uint64_t)c->op,
                      (uint64_t)c->count, (uint64_t)c->root, (uint64_t)c->p2p};
     return coll__hash64(v, sizeof(v), 0x636f6c6c);
 }
 
-static coll_status_t part_plan(const struct call *c, struct coll_part *p)
+static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struct coll_part *p)
 {
     struct coll_comm *comm = c->comm;
-    struct coll_algo_args args = {
-        .coll = c->coll,
-        .nranks = comm->nranks,
-        .rank = comm->rank,
-        .root = c->root,
-        .count = c->count,
-        .dtype = c->dtype,
-        .elem_size = coll__dtype_size(c->dtype),
-        .hosts = comm->nhosts > 1 ? comm->hosts : NULL,
-        .nhosts = comm->nhosts > 1 ? comm->nhosts : 0,
-    };
+    struct coll_algo_args args;
 
     p->coll = c->coll;
     p->op = c->op;
@@ -142,17 +118,21 @@ static coll_status_t part_plan(const struct call *c, struct coll_part *p)
     p->sendbuf = c->sendbuf;
     p->recvbuf = c->recvbuf;
     p->sig = call_signature(c);
+    p->call = *c;
+    p->run = run;
+    if (run)
+        return COLL_SUCCESS;
     if (c->coll == COLL_COLL_SENDRECV)
         return coll__plan_p2p(comm, c->p2p, c->peer, c->count, c->dtype, &p->plan);
-    args.chunk_count = (size_t)comm->cfg.chunk_bytes / args.elem_size;
-    if (args.chunk_count == 0)
-        args.chunk_count = 1;
+    coll__call_args(c, &args);
     return coll__plan_get(comm, &args, &p->plan);
 }
 
 /* One op on calls[0].comm from n calls (all on that comm), queued on return. */
-static coll_status_t issue(const struct call *calls, int n, bool is_request,
-                           struct coll_op **op_p)
+/* run: the path's run hook when every call is that path's (the engine runs them in turn),
+ * NULL for the sched path. */
+static coll_status_t issue(const struct coll_call *calls, int n, coll_run_fn run,
+                           bool is_request, struct coll_op **op_p)
 {
     struct coll_comm *comm = calls[0].comm;
     struct coll_op *op = calloc(1, sizeof(*op) + (size_t)n * sizeof(op->part_mem[0]));
@@ -164,7 +144,7 @@ static coll_status_t issue(const struct call *calls, int n, bool is_request,
     op->parts = op->part_mem;
     op->comm = comm;
     for (int k = 0; k < n; k++) {
-        st = part_plan(&calls[k], &op->parts[k]);
+        st = part_plan(&calls[k], run, &op->parts[k]);
         if (st != COLL_SUCCESS) {
             coll__op_free(op);
             return st;
@@ -178,6 +158,7 @@ static coll_status_t issue(const struct call *calls, int n, bool is_request,
         }
     }
     op->sig = (sig & 0xffffull) << 48;
+    op->runs = run != NULL;
     op->is_request = is_request;
     coll__engine_submit(comm, op);
     *op_p = op;
@@ -193,11 +174,11 @@ static coll_status_t finish(struct coll_comm *comm, struct coll_op *op)
     return st;
 }
 
-static coll_status_t group_record(const struct call *c)
+static coll_status_t group_record(const struct coll_call *c)
 {
     if (grp.n == grp.cap) {
         size_t cap = grp.cap ? 2 * grp.cap : 16;
-        struct call *mem = realloc(grp.calls, cap * sizeof(*mem));
+        struct coll_call *mem = realloc(grp.calls, cap * sizeof(*mem));
         if (!mem)
             return grp.err = coll__error(c->comm, COLL_SYSTEM_ERROR,
                                          "out of memory recording a grouped call");
@@ -209,9 +190,10 @@ static coll_status_t group_record(const struct call *c)
 }
 
 /* A checked call: record it in the open group, or issue it. */
-static coll_status_t run(const struct call *c, coll_request_t **req_p, const char *fn)
+static coll_status_t run(const struct coll_call *c, coll_request_t **req_p, const char *fn)
 {
     struct coll_op *op = NULL;
+    struct coll_choice ch;
     coll_status_t st;
 
     if (grp.depth > 0) {
@@ -225,16 +207,17 @@ static coll_status_t run(const struct call *c, coll_request_t **req_p, const cha
                            "%s: a send to or receive from oneself outside a group would wait "
                            "for itself; pair them in coll_group_start/end",
                            fn);
-    /* small blocking collectives of a one-host comm skip the schedule and the engine */
-    if (!req_p && c->coll != COLL_COLL_SENDRECV &&
-        coll__flat_run(c->comm, c->coll, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op,
-                       c->root, &st))
+    st = coll__choose(c->comm, c, false, &ch);
+    if (st != COLL_SUCCESS)
         return st;
-    st = issue(c, 1, req_p != NULL, &op);
+    /* a blocking call on a path that runs calls by itself runs right here: no op, no queue */
+    if (!req_p && ch.path->run)
+        return coll__path_run_now(c->comm, ch.path, c);
+    st = issue(c, 1, ch.path->run, req_p != NULL, &op);
     if (st != COLL_SUCCESS)
         return st;
     if (req_p) {
-        c->comm->flat_reqs++; /* the fast path lets it finish before its next call */
+        coll__path_note_request(c->comm);
         *req_p = (coll_request_t *)op;
         return COLL_SUCCESS;
     }
@@ -269,7 +252,9 @@ static coll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t cou
                                   coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
                                   coll_request_t **req_p, const char *fn)
 {
-    struct call c = {comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, 0, -1};
+    struct coll_call c = {.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = sendbuf,
+                          .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
+                          .peer = -1};
     size_t bytes;
 
     CHECK_CALL(check_common(comm, fn, count, dtype, op, true));
@@ -286,7 +271,8 @@ static coll_status_t do_rooted(enum coll_coll coll, const void *sendbuf, void *r
                                size_t count, coll_dtype_t dtype, coll_op_t op, int root,
                                coll_comm_t *comm, coll_request_t **req_p, const char *fn)
 {
-    struct call c = {comm, coll, NULL, NULL, count, dtype, COLL_SUM, root, 0, -1};
+    struct coll_call c = {.comm = comm, .coll = coll, .count = count, .dtype = dtype,
+                          .op = COLL_SUM, .root = root, .peer = -1};
     bool need_send, need_recv;
     size_t bytes;
 
@@ -315,7 +301,8 @@ static coll_status_t do_blocked(enum coll_coll coll, const void *sendbuf, void *
                                 size_t count, coll_dtype_t dtype, coll_op_t op,
                                 coll_comm_t *comm, coll_request_t **req_p, const char *fn)
 {
-    struct call c = {comm, coll, sendbuf, recvbuf, count, dtype, COLL_SUM, 0, 0, -1};
+    struct coll_call c = {.comm = comm, .coll = coll, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                          .count = count, .dtype = dtype, .op = COLL_SUM, .peer = -1};
     size_t esz, sbytes, rbytes;
 
     CHECK_CALL(check_common(comm, fn, count, dtype, op, coll == COLL_COLL_REDUCE_SCATTER));
@@ -345,7 +332,9 @@ static coll_status_t do_gather_scatter(enum coll_coll coll, const void *sendbuf,
                                        coll_comm_t *comm, coll_request_t **req_p,
                                        const char *fn)
 {
-    struct call c = {comm, coll, sendbuf, recvbuf, count, dtype, COLL_SUM, root, 0, -1};
+    struct coll_call c = {.comm = comm, .coll = coll, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                          .count = count, .dtype = dtype, .op = COLL_SUM, .root = root,
+                          .peer = -1};
     bool gather = coll == COLL_COLL_GATHER, is_root;
     size_t esz, big;
 
@@ -374,7 +363,8 @@ static coll_status_t do_gather_scatter(enum coll_coll coll, const void *sendbuf,
 
 static coll_status_t do_barrier(coll_comm_t *comm, coll_request_t **req_p, const char *fn)
 {
-    struct call c = {comm, COLL_COLL_BARRIER, NULL, NULL, 0, COLL_UINT8, COLL_SUM, 0, 0, -1};
+    struct coll_call c = {.comm = comm, .coll = COLL_COLL_BARRIER, .dtype = COLL_UINT8,
+                          .op = COLL_SUM, .peer = -1};
 
     CHECK_CALL(check_common(comm, fn, 0, COLL_UINT8, COLL_SUM, false));
     return run(&c, req_p, fn);
@@ -383,7 +373,8 @@ static coll_status_t do_barrier(coll_comm_t *comm, coll_request_t **req_p, const
 static coll_status_t do_p2p(uint8_t kind, const void *buf, size_t count, coll_dtype_t dtype,
                             int peer, coll_comm_t *comm, coll_request_t **req_p, const char *fn)
 {
-    struct call c = {comm, COLL_COLL_SENDRECV, NULL, NULL, count, dtype, COLL_SUM, 0, kind, peer};
+    struct coll_call c = {.comm = comm, .coll = COLL_COLL_SENDRECV, .count = count,
+                          .dtype = dtype, .op = COLL_SUM, .p2p = kind, .peer = peer};
 
     CHECK_CALL(check_common(comm, fn, count, dtype, COLL_SUM, false));
     CHECK_CALL(check_root(comm, fn, "peer", peer));
@@ -752,16 +743,16 @@ COLL_API coll_status_t coll_group_start(void)
 }
 
 /* Sends to and receives from oneself pair up, in order, into local copies. */
-static coll_status_t pair_self(struct call *calls, size_t n, struct coll_comm *comm)
+static coll_status_t pair_self(struct coll_call *calls, size_t n, struct coll_comm *comm)
 {
     for (size_t i = 0; i < n; i++) {
-        struct call *s = &calls[i];
+        struct coll_call *s = &calls[i];
         size_t j;
         if (s->comm != comm || s->coll != COLL_COLL_SENDRECV || s->peer != comm->rank ||
             s->p2p != COLL_STEP_SEND)
             continue;
         for (j = 0; j < n; j++) {
-            struct call *r = &calls[j];
+            struct coll_call *r = &calls[j];
             if (r->comm == comm && r->coll == COLL_COLL_SENDRECV && r->peer == comm->rank &&
                 r->p2p == COLL_STEP_RECV)
                 break;
@@ -787,10 +778,33 @@ static coll_status_t pair_self(struct call *calls, size_t n, struct coll_comm *c
     return COLL_SUCCESS;
 }
 
+/* A group of one comm whose calls all take a path that runs calls by itself: run them in
+ * call order on this thread, as coll__path_run_now runs a blocking call. Returns false,
+ * with nothing done, for any other group. */
+static bool group_runs_now(const struct coll_call *calls, size_t n, coll_status_t *st_p)
+{
+    struct coll_comm *comm = calls[0].comm;
+    const struct coll_path *path = NULL;
+    struct coll_choice ch;
+
+    for (size_t i = 0; i < n; i++) {
+        if (calls[i].comm != comm || calls[i].coll == COLL_COLL_SENDRECV)
+            return false;
+        if (coll__choose(comm, &calls[i], false, &ch) != COLL_SUCCESS || !ch.path->run ||
+            (path && ch.path != path))
+            return false;
+        path = ch.path;
+    }
+    *st_p = COLL_SUCCESS;
+    for (size_t i = 0; i < n && *st_p == COLL_SUCCESS; i++)
+        *st_p = coll__path_run_now(comm, path, &calls[i]);
+    return true;
+}
+
 COLL_API coll_status_t coll_group_end(void)
 {
     struct coll_op **ops = NULL;
-    struct call *calls = grp.calls;
+    struct coll_call *calls = grp.calls;
     coll_status_t st = COLL_SUCCESS;
     size_t n = grp.n, nops = 0;
 
@@ -818,35 +832,64 @@ COLL_API coll_status_t coll_group_end(void)
         free(calls);
         return COLL_SUCCESS;
     }
-    ops = calloc(n, sizeof(*ops));
+    /* one comm, only calls of a path that runs them itself: in turn, right here, as
+     * blocking calls would (the commonest group: one collective, or a few on one comm) */
+    if (group_runs_now(calls, n, &st)) {
+        free(calls);
+        return st;
+    }
+    ops = calloc(2 * n, sizeof(*ops));
     if (!ops) {
         free(calls);
         return coll__error(NULL, COLL_SYSTEM_ERROR, "out of memory ending a group");
     }
-    /* one op per comm, in the order the comms first appear; its calls in call order */
+    /* per comm, in the order the comms first appear: an op of the calls a path runs by
+     * itself (the flat path's), in call order, then an op of the rest, whose parts run at
+     * once. Every rank splits its group the same way (the choice of a path is the same on
+     * every rank), and the collectives of a group carry no order against its sends and
+     * receives, so running them first cannot deadlock what the group's form would not. */
     for (size_t i = 0; i < n && st == COLL_SUCCESS; i++) {
         struct coll_comm *comm = calls[i].comm;
-        struct call *mine;
-        int k = 0;
+        struct coll_call *mine;
+        coll_run_fn run = NULL;
+        int k = 0, kr = 0;
         if (!comm)
             continue;
         st = pair_self(calls + i, n - i, comm);
         if (st != COLL_SUCCESS)
             break;
-        mine = malloc((n - i) * sizeof(*mine));
+        mine = malloc(2 * (n - i) * sizeof(*mine));
         if (!mine) {
             st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory ending a group");
             break;
         }
-        for (size_t j = i; j < n; j++)
-            if (calls[j].comm == comm) {
-                mine[k++] = calls[j];
-                calls[j].comm = NULL;
+        /* mine[0 .. kr): the run path's calls; mine[n - i + 0 .. k): the rest */
+        for (size_t j = i; j < n && st == COLL_SUCCESS; j++) {
+            struct coll_choice ch;
+            if (calls[j].comm != comm)
+                continue;
+            st = coll__choose(comm, &calls[j], false, &ch);
+            if (st != COLL_SUCCESS)
+                break;
+            if (ch.path->run && (!run || run == ch.path->run)) {
+                run = ch.path->run;
+                mine[kr++] = calls[j];
+            } else {
+                mine[(n - i) + (size_t)k++] = calls[j];
             }
-        st = issue(mine, k, false, &ops[nops]);
+            calls[j].comm = NULL;
+        }
+        if (st == COLL_SUCCESS && kr > 0) {
+            st = issue(mine, kr, run, false, &ops[nops]);
+            if (st == COLL_SUCCESS)
+                nops++;
+        }
+        if (st == COLL_SUCCESS && k > 0) {
+            st = issue(mine + (n - i), k, NULL, false, &ops[nops]);
+            if (st == COLL_SUCCESS)
+                nops++;
+        }
         free(mine);
-        if (st == COLL_SUCCESS)
-            nops++;
     }
     free(calls);
     /* wait for everything issued, even after a failure: coll owns the ops until then; while

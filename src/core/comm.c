@@ -13,6 +13,7 @@
 #include "trace.h"
 #include "../algo/cost.h"
 #include "../cuda/stream.h"
+#include "../path/path.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -468,6 +469,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
     coll__stream_comm_init(comm);
+    COLL_CHECK_GOTO(coll__path_comm_init(comm), st, out_free);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
         COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",

@@ -205,10 +205,12 @@ struct coll_comm {
     int wakefd;                       /* eventfd in epfd: wakes a sleeping driver */
     struct coll_pollent wake_pe;
     struct coll_op *ops_head, *ops_tail; /* issued, not yet completed, in order */
-    uint64_t next_seq;                /* sequence number of the next op issued */
-    uint64_t next_coll_seq;           /* ... of the next op holding a collective */
+    /* atomic: a call that runs outside the queue takes its numbers without the lock */
+    _Atomic uint64_t next_seq;        /* sequence number of the next op issued */
+    _Atomic uint64_t next_coll_seq;   /* ... of the next op holding a collective */
     int waiters;                      /* threads waiting that want to drive progress */
     bool driving;                     /* some thread is inside coll__engine_progress */
+    bool poll_only;                   /* the driver is coll_test's: it must not block */
     bool stopping;                    /* destroy in progress: progress thread exits */
     bool progress_idle;               /* the progress thread sleeps until signalled */
     bool spin_yield;                  /* more ranks on this host than cores: yield in spins */
@@ -232,14 +234,16 @@ struct coll_comm {
     struct coll_cost_params *cost;    /* the selector's model of this machine */
     struct coll_tracer *tracer;       /* COLL_TRACE (src/core/trace.c), NULL = off */
 
-    /* the shared-memory fast path for small blocking collectives (src/transport/shm_flat.c):
-     * decided at the first call that could use it, the same way on every rank */
+    /* the shared-memory fast path (src/path/flat.c): decided at the first call that could
+     * use it, the same way on every rank */
     struct coll_flat *flat;           /* its segment, NULL until first used */
     int8_t flat_state;                /* 0 undecided, 1 on, -1 off */
     bool flat_cuda;                   /* CUDA is up: device buffers take the general path */
     bool flat_sliced;                 /* its sliced all-reduce runs on this comm */
     uint32_t flat_colls, flat_forced; /* collectives it may run; those COLL_ALGO forces */
-    uint64_t flat_reqs;               /* non-blocking calls issued (the caller's thread) */
+    uint64_t reqs_issued;             /* non-blocking ops issued (the API's thread) ... */
+    uint64_t reqs_drained;            /* ... and that count when the queue was seen empty */
+    bool quant_nb_said;               /* COLL_QUANT skipped a non-blocking call: said once */
 
     /* stream-ordered collectives (src/cuda/stream.c): the CUDA device current at init (-1
      * without CUDA) and the staging state, made on first use */
