@@ -29,6 +29,7 @@
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
+#include <simgrid/link.h>
 #include <simgrid/mailbox.h>
 
 #include <errno.h>
@@ -374,6 +375,8 @@ static int write_platform(const struct opts *o, const char *path, int32_t *nodes
 
 enum { F_POSTED = 1, F_DONE = 2, F_FREE = 4 /* a copy onto itself */ };
 
+static int32_t host_of(int32_t rank);
+
 struct sstep {
     uint64_t bytes;
     int32_t peer;
@@ -400,6 +403,12 @@ struct sim {
     size_t nhosts_plat;
     struct srank *r;
     double start;
+    /* The cost model's memory term (cost.c): a row whose busiest host's buffers exceed
+     * cache_bytes pays mem_f times the per-byte costs, links' included. */
+    double mem_f;
+    sg_link_t *links;
+    double *link_bw; /* as the platform gave them */
+    size_t nlinks;
     const char *failed; /* first failure, reported once the run ends */
     char errbuf[256];
 };
@@ -419,8 +428,8 @@ static double local_cpu(const struct sstep *st)
     if (st->flags & F_FREE)
         return 0;
     if (st->kind == COLL_STEP_REDUCE)
-        return S.p.gamma[S.o.dtype] * (double)st->bytes;
-    return S.p.copy * (double)st->bytes;
+        return S.p.gamma[S.o.dtype] * (double)st->bytes * S.mem_f;
+    return S.p.copy * (double)st->bytes * S.mem_f;
 }
 
 static double step_cpu(void)
@@ -705,9 +714,13 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
                 st->tag = R->steps[*last].tag + 1;
             }
             *last = i;
-            if (st->tag >= RECV_WINDOW) {
+            /* SimGrid's loopback link of a host gives every flow its whole bandwidth
+             * (a fat pipe): one message at a time between two ranks of a host, as one
+             * process copies them, instead of eight at full speed each */
+            uint32_t win = host_of(cs->peer) == R->host ? 1 : RECV_WINDOW;
+            if (st->tag >= win) {
                 uint32_t j = i;
-                for (uint32_t k = 0; k < RECV_WINDOW; k++)
+                for (uint32_t k = 0; k < win; k++)
                     j = prev[j];
                 R->steps[j].win_next = i;
                 st->left++;
@@ -893,9 +906,15 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
     struct coll_cost_links links = {link_of, NULL, COLL_LINK_TCP};
     double t_wall = wall_now(), end = 0;
 
+    double *ws = calloc((size_t)S.o.hosts, sizeof(double)), most = 0;
+
+    if (!ws)
+        return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
     w->msgs = w->steps = 0;
-    if (w->algo->applicable && !w->algo->applicable(&a))
+    if (w->algo->applicable && !w->algo->applicable(&a)) {
+        free(ws);
         return -1;
+    }
     for (int32_t r = 0; r < n; r++) {
         struct coll_schedule s;
         coll_status_t st;
@@ -919,8 +938,18 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
             return EXIT_SIMFAIL;
         }
         w->steps += s.nsteps;
+        ws[host_of(r)] += (double)(s.buf_count[COLL_BUF_SEND] + s.buf_count[COLL_BUF_RECV] +
+                                   s.buf_count[COLL_BUF_SCRATCH]) * (double)s.elem_size;
         coll__sched_free(&s);
     }
+    for (int32_t h = 0; h < S.o.hosts; h++)
+        most = ws[h] > most ? ws[h] : most;
+    free(ws);
+    S.mem_f = 1;
+    if (S.p.mem > 1 && S.p.cache_bytes > 0 && most > S.p.cache_bytes)
+        S.mem_f = 1 + (S.p.mem - 1) * (1 - S.p.cache_bytes / most);
+    for (size_t l = 0; l < S.nlinks; l++)
+        sg_link_set_bandwidth(S.links[l], S.link_bw[l] / S.mem_f);
     /* the cost model's figure for the same schedules, on its own machine */
     /* (a platform file's links are not the model's: no figure then) */
     if (S.o.platform && !S.o.calib)
@@ -1277,6 +1306,15 @@ int main(int argc, char **argv)
         S.hosts = list;
         qsort(S.hosts, S.nhosts_plat, sizeof(*S.hosts), host_cmp);
     }
+    if (o->calib && S.p.mem > 1 && S.p.cache_bytes > 0) {
+        S.nlinks = sg_link_count();
+        S.links = sg_link_list();
+        S.link_bw = malloc(sizeof(double) * (S.nlinks ? S.nlinks : 1));
+        if (!S.links || !S.link_bw)
+            return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
+        for (size_t l = 0; l < S.nlinks; l++)
+            S.link_bw[l] = sg_link_get_bandwidth(S.links[l]);
+    }
     if (o->platform) {
         int64_t cap = (int64_t)S.nhosts_plat * o->per_host;
         if (!o->nranks)
@@ -1470,6 +1508,8 @@ out:
     free(peer_last);
     free(hostmap);
     free(S.hosts);
+    free(S.links);
+    free(S.link_bw);
     free(sg_argv);
     return rc;
 }
