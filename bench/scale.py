@@ -127,6 +127,8 @@ def crossover(d):
         by = {}
         for r in doc["rows"]:
             by.setdefault(r["size"], {})[r["algo"]] = r["time_us"]
+        if not by:
+            continue
         cross = None
         for size in sorted(by):
             t = by[size]
@@ -246,40 +248,41 @@ def extrap(d):
     return out
 
 
-def validate(d):
+def compare(d, meas_prefix, sim_prefix, title, png, plot_title):
     out = []
     pts = []
-    for path in sorted(glob.glob(os.path.join(d, "scale-measured-*.json"))):
-        _, _, np_, algo = os.path.basename(path)[:-5].split("-")
+    for path in sorted(glob.glob(os.path.join(d, meas_prefix + "*.json"))):
+        shape, algo = os.path.basename(path)[len(meas_prefix):-5].split("-")
         meas = {}
         for r in load(path)["results"]:
             t = r.get("out_of_place") or {}
-            if t.get("time_us") is not None:
-                meas[r["size_bytes"]] = t["time_us"]
-        sim = {r["size"]: r for r in rows_of(path.replace("measured", "simulated"))}
+            # the slowest rank's mean per call: the simulation's time is when the last rank
+            # is done
+            if t.get("time_max_us") is not None:
+                meas[r["size_bytes"]] = (t["time_max_us"], t["time_us"])
+        sim = {r["size"]: r for r in rows_of(path.replace(meas_prefix, sim_prefix))}
         for size in sorted(meas):
             if size in sim:
-                pts.append((int(np_), algo, size, meas[size], sim[size]["time_us"],
-                            sim[size]["model_us"]))
+                pts.append((shape, algo, size, meas[size][0], sim[size]["time_us"],
+                            sim[size]["model_us"], meas[size][1]))
     if not pts:
         return out
-    out.append("### Measured (collbench, shared memory, this machine) against simulated "
-               "(collsim --calib)\n")
-    out.append("| ranks | algorithm | size | measured (us) | simulated (us) | error | "
-               "cost model (us) |")
-    out.append("|---:|---|---:|---:|---:|---:|---:|")
+    out.append(title + "\n")
+    out.append("| ranks | algorithm | size | measured, slowest rank (us) | simulated (us) "
+               "| error | cost model (us) | measured, mean of ranks (us) |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|")
     good = 0
-    for np_, algo, size, m, s, mod in pts:
+    for shape, algo, size, m, s, mod, mean in pts:
         err = (s - m) / m
         good += abs(err) <= 0.25
-        out.append("| %d | %s | %s | %.1f | %.1f | %+.0f%% | %.1f |" % (
-            np_, algo, human(size), m, s, 100 * err, mod))
+        out.append("| %s | %s | %s | %.1f | %.1f | %+.0f%% | %.1f | %.1f |" % (
+            shape, algo, human(size), m, s, 100 * err, mod, mean))
     out.append("\nWithin 25%%: %d of %d points.\n" % (good, len(pts)))
-    dat = os.path.join(d, "scale-validate.dat")
+    dat = os.path.join(d, png + ".dat")
     keys = sorted({(p[0], p[1]) for p in pts})
     with open(dat, "w") as f:
         for k in keys:
-            f.write("# %d %s\n" % k)
+            f.write("# %s %s\n" % k)
             for p in pts:
                 if (p[0], p[1]) == k:
                     f.write("%d %g %g\n" % (p[2], p[3], p[4]))
@@ -287,22 +290,35 @@ def validate(d):
     plots = []
     for i, k in enumerate(keys):
         plots.append("'%s' index %d using 1:2 with linespoints lc %d pt 7 title 'measured "
-                     "n=%d %s'" % (dat, i, i + 1, k[0], k[1]))
+                     "%s %s'" % (dat, i, i + 1, k[0], k[1]))
         plots.append("'%s' index %d using 1:3 with linespoints lc %d dt 2 pt 6 title "
-                     "'simulated n=%d %s'" % (dat, i, i + 1, k[0], k[1]))
+                     "'simulated %s %s'" % (dat, i, i + 1, k[0], k[1]))
     gnuplot("""set terminal pngcairo size 1000,650
 set output '%s'
 set logscale xy
 set format x '%%.0s%%cB'
 set xlabel 'all-reduce size'
 set ylabel 'time (us)'
-set title 'collbench on this machine (shared memory) against collsim from its calibration'
+set title '%s'
 set key left top
 set grid
 plot %s
-""" % (os.path.join(d, "scale-validate.png"), ", ".join(plots)))
+""" % (os.path.join(d, png), plot_title, ", ".join(plots)))
     os.remove(dat)
     return out
+
+
+def validate(d):
+    return (compare(d, "scale-measured-", "scale-simulated-",
+                    "### Measured (collbench, shared memory, one host) against simulated "
+                    "(collsim --calib); ranks = ranks on the host",
+                    "scale-validate.png",
+                    "collbench on this machine (shared memory) against collsim") +
+            compare(d, "scale-netns-measured-", "scale-netns-simulated-",
+                    "### Measured on bench/netns_hosts.sh's hosts (1 Gbit/s) against "
+                    "simulated; ranks = hosts x ranks per host",
+                    "scale-netns.png",
+                    "collbench on emulated hosts (netns, 1 Gbit/s) against collsim"))
 
 
 def cost(d):

@@ -16,12 +16,15 @@
 #   validate   collbench --calibrate, then ring and tree all-reduce measured (shared memory,
 #              2 and 4 ranks, COLL_SHM_FLAT=0 so that the schedules run) and simulated from
 #              the calibration file
+#   netns      bench/netns_hosts.sh's hosts at 1 Gbit/s (root): ring, tree and hier
+#              all-reduce on 2 hosts x 4 ranks and 4 x 2, measured and simulated (after
+#              validate, whose shm calibration it reuses)
 # Simulated times do not depend on the load of the machine; the measured ones (validate) do.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build-sim}
 out=${2:-docs/results}
-parts=${SCALE_PARTS:-logn crossover selector hier extrap validate}
+parts=${SCALE_PARTS:-logn crossover selector hier extrap validate netns}
 maxn=${SCALE_MAXN:-4096}
 sim="$build/tools/collsim/collsim"
 net=(--link 100Gbps --latency 1us --intra 20GBps --intra-latency 1us)
@@ -109,6 +112,28 @@ if has validate; then
             "$sim" -q --calib "$cal" --hosts 1 --per-host "$np" --cores "$(nproc)" \
                 -c allreduce -b 8 -e 16M -f 4 --algo "$algo" \
                 --json "$out/scale-simulated-$np-$algo.json"
+        done
+    done
+fi
+if has netns; then
+    # bench/netns_hosts.sh's hosts at 1 Gbit/s: tcp calibrated across two of them (one rank
+    # each), shm from the loopback calibration (validate's), then ring, tree and hier
+    # measured on 2 hosts x 4 ranks and 4 x 2 and simulated from the merged file
+    bed=bench/netns_hosts.sh
+    cal=$out/scale-calib-netns.txt
+    echo "scale.sh: netns: collbench --calibrate across 2 hosts" >&2
+    COLL_CALIB_FILE=$out/scale-calib-netns-tcp.txt $bed run 2 1 -r 1gbit -c "$build/collrun" \
+        -- "$build/collbench" --calibrate >/dev/null
+    { grep -v '^shm\.' "$out/scale-calib-netns-tcp.txt"; grep '^shm\.' "$out/scale-calib.txt"; } >"$cal"
+    for shape in 2x4 4x2; do
+        k=${shape%x*} p=${shape#*x}
+        for algo in ring tree hier; do
+            echo "scale.sh: netns $shape $algo" >&2
+            COLL_ALGO=$algo COLL_CALIB_FILE=$cal $bed run "$k" "$p" -r 1gbit -c "$build/collrun" \
+                -- "$build/collbench" allreduce -b 8 -e 16M -f 8 -w 2 -n 5 \
+                --json "$out/scale-netns-measured-$shape-$algo.json" >/dev/null
+            "$sim" -q --calib "$cal" --hosts "$k" --per-host "$p" --cores 1 -c allreduce \
+                -b 8 -e 16M -f 8 --algo "$algo" --json "$out/scale-netns-simulated-$shape-$algo.json"
         done
     done
 fi
