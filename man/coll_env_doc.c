@@ -92,7 +92,10 @@ static int man(const char *version)
            "process. An empty variable means its default. A malformed or out-of-range value\n"
            "makes communicator creation fail with COLL_INVALID_ARGUMENT, and\n"
            ".BR coll_last_error ()\n"
-           "names the variable.\n"
+           "names the variable. Communicator creation also warns, once per process, about\n"
+           "a value that is none of a variable's words (COLL_DEBUG=VERBOSE, COLL_QUANT=int3:\n"
+           "the warning lists them) and about a COLL_* name that is not a variable of coll\n"
+           "(COLL_ALOG: the warning names the nearest one, COLL_ALGO).\n"
            ".PP\n"
            ".B collbench \\-\\-help\\-env\n"
            "prints the same table with the values set in the current environment.\n");
@@ -140,6 +143,10 @@ static int markdown(void)
            "`coll_comm_split`); the\nlogging variables once per process. An empty variable "
            "means its default. A malformed\nor out-of-range value makes communicator creation "
            "fail with `COLL_INVALID_ARGUMENT`,\nand `coll_last_error()` names the variable. "
+           "Communicator creation also warns, once per\nprocess, about a value that is none "
+           "of a variable's words (`COLL_DEBUG=VERBOSE`,\n`COLL_QUANT=int3`: the warning lists "
+           "them) and about a `COLL_*` name that is not a\nvariable of coll (`COLL_ALOG`: the "
+           "warning names the nearest one, `COLL_ALGO`). "
            "`collbench --help-env` prints this table\nwith the values currently set; "
            "`man 7 coll` shows it too.\n\n");
     printf("| Variable | Default | Type | Meaning |\n|---|---|---|---|\n");

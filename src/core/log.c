@@ -39,18 +39,57 @@ static const char *subsys_name(uint32_t bit)
     return "COLL";
 }
 
+/* The mask of a COLL_DEBUG_SUBSYS value. Names it does not know are left out (comm creation
+ * warns about them: coll__log_subsys_valid); a value naming none keeps every subsystem, as a
+ * typo that silenced every warning would hide the very warning about it. */
 static uint32_t parse_subsys(const char *spec)
 {
     bool exclude = spec[0] == '^';
     uint32_t mask = 0;
+    int known = 0;
     char buf[256], *save = NULL, *tok;
 
     snprintf(buf, sizeof(buf), "%s", exclude ? spec + 1 : spec);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
         for (size_t i = 0; i < COLL_ARRAY_SIZE(subsys_names); i++)
-            if (!strcasecmp(tok, subsys_names[i].name))
+            if (!strcasecmp(tok, subsys_names[i].name)) {
                 mask |= subsys_names[i].bit;
+                known++;
+            }
+    if (!known)
+        return COLL_SUB_ALL;
     return exclude ? ~mask : mask;
+}
+
+bool coll__log_subsys_valid(const char *spec, char *bad, size_t badlen, char *names,
+                            size_t nameslen)
+{
+    char buf[256], *save = NULL, *tok;
+    size_t o = 0, b = 0;
+    bool ok = true;
+
+    if (!spec || !*spec)
+        return true;
+    snprintf(buf, sizeof(buf), "%s", spec[0] == '^' ? spec + 1 : spec);
+    bad[0] = '\0';
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        bool found = false;
+        for (size_t i = 0; i < COLL_ARRAY_SIZE(subsys_names) && !found; i++)
+            found = !strcasecmp(tok, subsys_names[i].name);
+        if (!found) {
+            int w = snprintf(bad + b, badlen - b, "%s'%s'", ok ? "" : ", ", tok);
+            if (w > 0 && (size_t)w < badlen - b)
+                b += (size_t)w;
+            ok = false;
+        }
+    }
+    names[0] = '\0';
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(subsys_names); i++) {
+        int w = snprintf(names + o, nameslen - o, "%s%s", i ? ", " : "", subsys_names[i].name);
+        if (w > 0 && (size_t)w < nameslen - o)
+            o += (size_t)w;
+    }
+    return ok;
 }
 
 /* Expand %h and %p in a COLL_DEBUG_FILE pattern. */

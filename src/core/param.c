@@ -5,12 +5,16 @@
  * but live here too so that one table documents everything.
  */
 #include "internal.h"
+#include "reduce/quant.h"
+#include "reduce/reduce.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CFG(field) offsetof(struct coll_config, field), sizeof(((struct coll_config *)0)->field)
 #define NOCFG SIZE_MAX, 0
@@ -228,7 +232,227 @@ static bool parse_int(const char *s, int64_t *out_p)
     return true;
 }
 
+/* ---- checks of the environment at comm creation ------------------------------------------- */
+
+/* COLL_* names that other parts of the project read, outside the table: the launch variables
+ * collrun sets (coll_comm_init_env reads them), and the knobs of tests, benchmarks and build
+ * scripts. A name starting with one of the prefixes is theirs too. */
+static const char *const other_names[] = {
+    "COLL_UNIQUE_ID", "COLL_RANK", "COLL_SIZE", "COLL_LOCAL_RANK", "COLL_LOCAL_SIZE",
+    "COLL_BUILD_OPTS", "COLL_CMD", "COLL_ENV", "COLL_QUANT_BENCH", "COLL_SWEEP_ALL",
+    "COLL_SWEEP_VERBOSE",
+};
+static const char *const other_prefixes[] = {"COLL_FAKECUDA_", "COLL_TEST_"};
+
+/* log.c: whether every name in a COLL_DEBUG_SUBSYS value is a subsystem; if not, the unknown
+ * ones (quoted) go to bad, and the known ones to names. */
+COLL_INTERNAL bool coll__log_subsys_valid(const char *spec, char *bad, size_t badlen, char *names,
+                                          size_t nameslen);
+
+static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t warned[64];
+static size_t nwarned;
+
+/* Whether this exact text was warned about before in this process (and note it): every comm
+ * checks the settings, but a user needs to read each complaint once. */
+static bool warned_before(const char *text)
+{
+    uint64_t h = coll__hash64(text, strlen(text), 0x656e76);
+    bool seen = false;
+
+    pthread_mutex_lock(&warned_lock);
+    for (size_t i = 0; i < nwarned && !seen; i++)
+        seen = warned[i] == h;
+    if (!seen && nwarned < COLL_ARRAY_SIZE(warned))
+        warned[nwarned++] = h;
+    pthread_mutex_unlock(&warned_lock);
+    return seen;
+}
+
+/* A warning about a setting, once per text, from rank 0 of the comm (the others say it at
+ * INFO: a launch gives every rank the same environment, and one copy is enough to read). It
+ * ignores COLL_DEBUG_SUBSYS, which may be the very setting that is wrong. */
+static void env_warn(const struct coll_comm *comm, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void env_warn(const struct coll_comm *comm, const char *fmt, ...)
+{
+    int level = comm->rank == 0 ? COLL_LOG_WARN : COLL_LOG_INFO;
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (coll__log_level >= level && !warned_before(msg))
+        coll__log(level, COLL_SUB_ENV, "%s", msg);
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64], prev, tmp;
+
+    if (lb >= COLL_ARRAY_SIZE(row))
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            tmp = row[j];
+            row[j] = best;
+            prev = tmp;
+        }
+    }
+    return row[lb];
+}
+
+static bool known_name(const char *name)
+{
+    for (size_t i = 0; i < coll__nparams; i++)
+        if (!strcmp(name, coll__params[i].name))
+            return true;
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(other_names); i++)
+        if (!strcmp(name, other_names[i]))
+            return true;
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(other_prefixes); i++)
+        if (!strncmp(name, other_prefixes[i], strlen(other_prefixes[i])))
+            return true;
+    return false;
+}
+
+/* A COLL_* variable nobody reads is most often a typo of one that would have applied
+ * (COLL_ALOG for COLL_ALGO): name the nearest table entry. */
+static void check_names(const struct coll_comm *comm)
+{
+    extern char **environ;
+
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        char name[128];
+        const char *near = NULL;
+        size_t best = SIZE_MAX;
+
+        if (strncmp(*e, "COLL_", 5) || !eq || (size_t)(eq - *e) >= sizeof(name))
+            continue;
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = '\0';
+        if (known_name(name))
+            continue;
+        for (size_t i = 0; i < coll__nparams; i++) {
+            size_t d = edit_distance(name, coll__params[i].name);
+            if (d < best) {
+                best = d;
+                near = coll__params[i].name;
+            }
+        }
+        if (near && best <= 3)
+            env_warn(comm, "%s is not a setting of coll and is ignored; did you mean %s? "
+                     "(collbench --help-env lists them all)",
+                     name, near);
+        else
+            env_warn(comm, "%s is not a setting of coll and is ignored (collbench --help-env lists "
+                     "them all)",
+                     name);
+    }
+}
+
+/* Whether v is one of the NULL-terminated list, in any case when caseless. */
+static bool one_of(const char *v, const char *const *list, bool caseless)
+{
+    for (; *list; list++)
+        if (caseless ? !strcasecmp(v, *list) : !strcmp(v, *list))
+            return true;
+    return false;
+}
+
+static void join(const char *const *list, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (; *list && o < len; list++) {
+        int w = snprintf(buf + o, len - o, "%s%s", o ? ", " : "", *list);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+}
+
+/* Values of knobs that take one of a few words. The ones not here take free text, or are
+ * refused where they are used at comm creation (COLL_ALGO, COLL_TRANSPORT, COLL_SELECT). A
+ * wrong value is warned about rather than refused: the reader falls back to its default. */
+static void check_words(const struct coll_comm *comm, const struct coll_config *cfg)
+{
+    static const char *const debug[] = {"NONE", "OFF", "WARN", "INFO", "TRACE", NULL};
+    static const char *const topo[] = {"sysfs", NULL};
+    static const char *const ipc[] = {"auto", "0", "1", NULL};
+    static const char *const launcher[] = {"collrun", "torchrun", "mpirun", "srun", NULL};
+    const char *codecs[COLL_NUM_CODECS + 4];
+    char names[256], bad[128];
+    const char *v;
+    size_t n = 0;
+
+    v = getenv("COLL_DEBUG");
+    if (v && *v && !one_of(v, debug, true))
+        env_warn(comm, "COLL_DEBUG='%s' is not a log level (NONE, WARN, INFO or TRACE); using WARN", v);
+    if (!coll__log_subsys_valid(getenv("COLL_DEBUG_SUBSYS"), bad, sizeof(bad), names,
+                                sizeof(names)))
+        env_warn(comm, "COLL_DEBUG_SUBSYS: no subsystem is called %s (%s); ignored", bad, names);
+    v = getenv("COLL_TOPO");
+    if (v && *v && !one_of(v, topo, false))
+        env_warn(comm, "COLL_TOPO='%s' is not 'sysfs' (or empty); ignored", v);
+    v = getenv("COLL_LAUNCHER");
+    if (v && *v && !one_of(v, launcher, false))
+        env_warn(comm, "COLL_LAUNCHER='%s' is not one of collrun, torchrun, mpirun, srun", v);
+    if (cfg->cuda_ipc[0] && !one_of(cfg->cuda_ipc, ipc, false))
+        env_warn(comm, "COLL_CUDA_IPC='%s' is not auto, 0 or 1; taking auto", cfg->cuda_ipc);
+    codecs[n++] = "off";
+    for (int c = 0; c < COLL_NUM_CODECS; c++)
+        codecs[n++] = coll__codec_name((enum coll_codec)c);
+    codecs[n] = NULL;
+    if (cfg->quant[0] && strcmp(cfg->quant, "none") && strcmp(cfg->quant, "0") &&
+        !one_of(cfg->quant, codecs, false)) {
+        join(codecs, names, sizeof(names));
+        env_warn(comm, "COLL_QUANT='%s' is not a codec (%s): the all-reduces it "
+                 "would quantize fail with COLL_INVALID_ARGUMENT",
+                 cfg->quant, names);
+    }
+    /* the reduction kernels check COLL_REDUCE_ISA and COLL_REDUCE_STREAM_BYTES (with their
+     * own warnings) when first used; use them now so that a wrong value shows at creation */
+    (void)coll__reduce_isa();
+}
+
+/* COLL_CUDA_WAIT_VALUE is read once per process where CUDA is loaded, and anything but "0"
+ * counts as 1 there. (COLL_CUDA_DISABLE's reader warns about a wrong value itself.) */
+static void check_numbers(const struct coll_comm *comm)
+{
+    const char *v = getenv("COLL_CUDA_WAIT_VALUE");
+
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        env_warn(comm, "COLL_CUDA_WAIT_VALUE='%s' is not 0 or 1; taking 1", v);
+}
+
+static coll_status_t config_parse(struct coll_comm *comm, struct coll_config *cfg);
+
 coll_status_t coll__config_load(struct coll_comm *comm, struct coll_config *cfg)
+{
+    coll_status_t st = config_parse(comm, cfg);
+
+    if (st != COLL_SUCCESS)
+        return st;
+    check_names(comm);
+    check_words(comm, cfg);
+    check_numbers(comm);
+    return COLL_SUCCESS;
+}
+
+static coll_status_t config_parse(struct coll_comm *comm, struct coll_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     for (size_t i = 0; i < coll__nparams; i++) {
