@@ -404,7 +404,7 @@ struct sim {
     struct srank *r;
     double start;
     /* The cost model's memory term (cost.c): a row whose busiest host's buffers exceed
-     * cache_bytes pays mem_f times the per-byte costs, links' included. */
+     * cache_bytes pays mem_f times the per-byte costs of the CPU and of shared memory. */
     double mem_f;
     sg_link_t *links;
     double *link_bw; /* as the platform gave them */
@@ -1317,13 +1317,19 @@ int main(int argc, char **argv)
         qsort(S.hosts, S.nhosts_plat, sizeof(*S.hosts), host_cmp);
     }
     if (o->calib && S.p.mem > 1 && S.p.cache_bytes > 0) {
-        S.nlinks = sg_link_count();
+        /* the loopback links only: memory bounds the copies of shared memory, not a NIC
+         * (the cost model stretches every link's beta; a 1 Gbit/s link is not slowed by
+         * the memory behind it) */
+        size_t all = sg_link_count();
         S.links = sg_link_list();
-        S.link_bw = malloc(sizeof(double) * (S.nlinks ? S.nlinks : 1));
+        S.link_bw = malloc(sizeof(double) * (all ? all : 1));
         if (!S.links || !S.link_bw)
             return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
-        for (size_t l = 0; l < S.nlinks; l++)
-            S.link_bw[l] = sg_link_get_bandwidth(S.links[l]);
+        for (size_t l = 0; l < all; l++)
+            if (strstr(sg_link_get_name(S.links[l]), "loopback")) {
+                S.links[S.nlinks] = S.links[l];
+                S.link_bw[S.nlinks++] = sg_link_get_bandwidth(S.links[l]);
+            }
     }
     if (o->platform) {
         int64_t cap = (int64_t)S.nhosts_plat * o->per_host;
