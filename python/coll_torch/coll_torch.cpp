@@ -432,6 +432,47 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         });
     }
 
+    // outs[r][i] = rank r's ins[i]: one all-gather of every input's bytes back to back.
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outs,
+                                                       std::vector<at::Tensor> &ins,
+                                                       const c10d::AllgatherOptions &) override
+    {
+        TORCH_CHECK(outs.size() == static_cast<size_t>(size_),
+                    "ProcessGroupColl: allgather_coalesced wants ", size_, " output lists");
+        std::vector<at::Tensor> parts, outputs;
+        for (auto &t : ins) {
+            check_cpu(t, "allgather_coalesced input");
+            parts.push_back(t.contiguous().reshape({-1}).view(at::kByte));
+        }
+        for (auto &l : outs) {
+            TORCH_CHECK(l.size() == ins.size(), "ProcessGroupColl: allgather_coalesced: each "
+                        "output list needs one tensor per input");
+            for (size_t i = 0; i < l.size(); i++) {
+                check_cpu(l[i], "allgather_coalesced output");
+                TORCH_CHECK(l[i].numel() == ins[i].numel() &&
+                                l[i].scalar_type() == ins[i].scalar_type(),
+                            "ProcessGroupColl: allgather_coalesced outputs must match the inputs");
+                outputs.push_back(l[i]);
+            }
+        }
+        at::Tensor in = parts.empty() ? at::empty({0}, at::kByte) : at::cat(parts);
+        size_t k = ins.size();
+        return enqueue(c10d::OpType::ALLGATHER_COALESCED, outputs, [this, in, outputs, k] {
+            size_t n = nbytes(in);
+            at::Tensor flat = at::empty({static_cast<int64_t>(n) * size_}, at::kByte);
+            check_status(coll_allgather(in.data_ptr(), flat.data_ptr(), n, COLL_UINT8, comm_),
+                         comm_, "allgather_coalesced");
+            for (int r = 0; r < size_; r++) {
+                size_t off = r * n;
+                for (size_t i = 0; i < k; i++) {
+                    const at::Tensor &o = outputs[r * k + i];
+                    o.copy_(from_bytes(flat.narrow(0, off, nbytes(o)), o));
+                    off += nbytes(o);
+                }
+            }
+        });
+    }
+
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
                                                    const c10d::AllgatherOptions &) override
     {

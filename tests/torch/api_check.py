@@ -208,6 +208,14 @@ def movement(rank, n, gloo):
                                input_split_sizes=[j + 1 for j in range(n)])
         check("all_to_all_single " + tag,
               all(same(out[r * (rank + 1) + k], xs[r]) for r in range(n) for k in range(rank + 1)))
+    # all_gather_coalesced: several tensors (of one dtype: torch insists) in one call
+    for dt in (torch.float32, torch.int64, torch.bool):
+        ins = [data(dt, rank, k, salt=k) for k in (5, 3, 4)]
+        outs = [[torch.empty_like(t) for t in ins] for _ in range(n)]
+        dist.all_gather_coalesced(outs, ins)
+        check("all_gather_coalesced %s" % dt,
+              all(same(outs[r][i], data(dt, r, k, salt=k))
+                  for r in range(n) for i, k in enumerate((5, 3, 4))))
     # non-contiguous tensors are written back
     t = torch.zeros(4, 6)[:, ::2]
     if rank == 0:
