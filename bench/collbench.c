@@ -99,6 +99,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -299,8 +300,9 @@ static void usage(FILE *f, const char *prog)
             "collectives: allreduce broadcast reduce allgather reducescatter alltoall gather\n"
             "             scatter sendrecv barrier\n"
             "nccl-tests flags:\n"
-            "  -b,--minbytes SIZE     minimum size in bytes (K, M, G: binary; default 32M)\n"
-            "  -e,--maxbytes SIZE     maximum size in bytes (default 32M)\n"
+            "  -b,--minbytes SIZE     minimum size in bytes (K, M, G: binary; default 32M, or\n"
+            "                         -e when that is smaller)\n"
+            "  -e,--maxbytes SIZE     maximum size in bytes (default 32M, or -b when larger)\n"
             "  -f,--stepfactor N      multiply the size by N each step (>= 2; default 2)\n"
             "  -i,--stepbytes SIZE    add SIZE bytes each step instead (without -f)\n"
             "  -n,--iters N           timed iterations per size (default 20)\n"
@@ -317,6 +319,12 @@ static void usage(FILE *f, const char *prog)
             "  -T,--timeout SEC       abort the run when one test takes longer (0 = never)\n"
             "  -F FILE                every rank's time per size, placement (TSV, rank 0 writes)\n"
             "  -t 1, -g 1             accepted: one rank per process\n"
+            "  -p -y -G -C -S -J -R -x -D -V -M VALUE\n"
+            "                         nccl-tests flags that mean nothing here: ignored, with a\n"
+            "                         note (--parallel_init --stream_null --cudagraph\n"
+            "                         --report_cputime --report_timestamps --output_file\n"
+            "                         --local_register --cta_policy --device_implementation\n"
+            "                         --device_cta_count --memory_report)\n"
             "collbench flags:\n"
             "  --np N                 start N local ranks (execs collrun next to collbench)\n"
             "  --bind-to auto|core|none  with --np: collrun's binding (core: a CPU per rank;\n"
@@ -494,6 +502,7 @@ enum opt_id {
     O_PLACEMENT,
     O_CALIBRATE,
     O_EXPLAIN,
+    O_NCCL_IGNORED,
 };
 
 struct opt_def {
@@ -543,6 +552,19 @@ static const struct opt_def opt_defs[] = {
     {0, "placement", true, O_PLACEMENT},
     {0, "calibrate", false, O_CALIBRATE},
     {0, "explain", false, O_EXPLAIN},
+    /* nccl-tests 2.x flags that mean nothing here (CUDA graphs, CTA policies, registration,
+     * parallel init, ...): scripts pass them, so they are accepted and ignored with a note */
+    {'p', "parallel_init", true, O_NCCL_IGNORED},
+    {'y', "stream_null", true, O_NCCL_IGNORED},
+    {'G', "cudagraph", true, O_NCCL_IGNORED},
+    {'C', "report_cputime", true, O_NCCL_IGNORED},
+    {'S', "report_timestamps", true, O_NCCL_IGNORED},
+    {'J', "output_file", true, O_NCCL_IGNORED},
+    {'R', "local_register", true, O_NCCL_IGNORED},
+    {'x', "cta_policy", true, O_NCCL_IGNORED},
+    {'D', "device_implementation", true, O_NCCL_IGNORED},
+    {'V', "device_cta_count", true, O_NCCL_IGNORED},
+    {'M', "memory_report", true, O_NCCL_IGNORED},
 };
 
 /* Finds the option a names: "-b", "-b8", "--minbytes", "--minbytes=8". *inline_p is the
@@ -755,6 +777,13 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
     case O_EXPLAIN:
         o->explain = true;
         break;
+    case O_NCCL_IGNORED:
+        if (!quiet_rank())
+            fprintf(stderr, "%s: note: -%c %s (nccl-tests' --%s) means nothing to collbench; "
+                            "ignored%s\n",
+                    prog_name, d->short_name, v, d->long_name,
+                    d->short_name == 'J' ? " (collbench writes JSON with --json FILE)" : "");
+        break;
     case O_HELP:
     case O_HELPENV:
     case O_TOPO:
@@ -767,7 +796,7 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-    bool factor_set = false, step_set = false, coll_set;
+    bool factor_set = false, step_set = false, coll_set, min_set = false, max_set = false;
     int factor = 2;
 
     *o = (struct opts){
@@ -854,6 +883,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         rc = apply_opt(d, a, v, o, &factor, &factor_set, &step_set);
         if (rc >= 0)
             return rc;
+        min_set |= d->id == O_MINBYTES;
+        max_set |= d->id == O_MAXBYTES;
     }
     if (o->mode == MODE_COMPARE) {
         if (o->nfiles < 1)
@@ -874,6 +905,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     if (factor_set && factor < 2 && !step_set)
         return usage_error("step factor %d: must be >= 2 (or give -i)", factor);
     o->step_factor = (factor_set && factor < 2) || (step_set && !factor_set) ? 0 : (uint64_t)factor;
+    /* One bound given alone moves the other's default: -e 8 runs 8 bytes, -b 64M runs 64M,
+     * instead of blaming the flag the user never typed. */
+    if (o->min_bytes > o->max_bytes && !min_set)
+        o->min_bytes = o->max_bytes;
+    if (o->min_bytes > o->max_bytes && !max_set)
+        o->max_bytes = o->min_bytes;
     if (o->min_bytes > o->max_bytes)
         return usage_error("minimum size %" PRIu64 " (-b) exceeds the maximum %" PRIu64 " (-e)",
                            o->min_bytes, o->max_bytes);
@@ -2425,9 +2462,8 @@ static void version_string(char *buf, size_t n)
     snprintf(buf, n, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
 }
 
-static void write_json(struct bench *b, const char *status)
+static void write_json(struct bench *b, FILE *f, const char *status)
 {
-    FILE *f = b->json;
     const struct opts *o = &b->o;
     char date[64], ver[32];
     bool first;
@@ -2512,6 +2548,97 @@ static void write_json(struct bench *b, const char *status)
 
 /* ---- a row ---------------------------------------------------------------------------- */
 
+/* --json under Ctrl-C. The file is written at the end of a run; a signal that ends the run
+ * early (SIGINT, and the SIGTERM or SIGHUP collrun forwards) must not leave it empty. After
+ * every row, rank 0 renders the record as it stands, with status "interrupted", into
+ * memory; the handler writes that text over the file (open, write and ftruncate are
+ * async-signal-safe, stdio is not) and ends the process by the same signal, so that the exit
+ * status still says what happened. Two slots: the handler reads the current one while the
+ * next is rendered into the other. */
+static char *snap_buf[2];
+static size_t snap_len[2];
+static volatile sig_atomic_t snap_cur = -1, snap_in_handler;
+static int snap_fd = -1;
+
+static void snap_signal(int sig)
+{
+    int c = snap_cur;
+
+    snap_in_handler = 1;
+    if (snap_fd >= 0 && c >= 0 && ftruncate(snap_fd, 0) == 0) {
+        size_t off = 0;
+        while (off < snap_len[c]) {
+            ssize_t w = pwrite(snap_fd, snap_buf[c] + off, snap_len[c] - off, (off_t)off);
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void snap_update(struct bench *b)
+{
+    int next = snap_cur == 0 ? 1 : 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (!b->json || snap_in_handler)
+        return;
+    f = open_memstream(&buf, &len);
+    if (!f)
+        return;
+    write_json(b, f, "interrupted");
+    if (fclose(f) != 0) {
+        free(buf);
+        return;
+    }
+    free(snap_buf[next]);
+    snap_buf[next] = buf;
+    snap_len[next] = len;
+    snap_cur = next;
+}
+
+static void snap_start(struct bench *b)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa = {.sa_handler = snap_signal};
+
+    if (!b->json)
+        return;
+    snap_fd = fileno(b->json);
+    snap_update(b);
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+        struct sigaction old;
+        /* a signal the caller ignores (nohup, a background job) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Before the file is written for good: the handlers go, and the snapshots with them. */
+static void snap_stop(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+
+    if (snap_fd < 0)
+        return;
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == snap_signal)
+            signal(sigs[i], SIG_DFL);
+    }
+    snap_cur = -1;
+    snap_fd = -1;
+    for (int k = 0; k < 2; k++) {
+        free(snap_buf[k]);
+        snap_buf[k] = NULL;
+    }
+}
+
 static int run_row(struct bench *b, const struct rowspec *rs, long cycle)
 {
     size_t es = dtypes[rs->dt].size;
@@ -2585,6 +2712,7 @@ static int run_row(struct bench *b, const struct rowspec *rs, long cycle)
                     b->o.json_path, b->nrows);
             b->rows_oom = true;
         }
+        snap_update(b);
     }
     b->rows_done++;
     b->cost_done += row_cost(rs->size);
@@ -3520,8 +3648,9 @@ static int calibrate(struct bench *b)
             nlinks++;
         }
     }
-    /* what an earlier run measured (another transport, COLL_TRANSPORT=tcp) stays */
-    if (!calib_path(b->calib_out, path, sizeof(path)) ||
+    /* what an earlier run measured (another transport, COLL_TRANSPORT=tcp) stays; the first
+     * run finds no file, which is no reason for a warning */
+    if (!calib_path(b->calib_out, path, sizeof(path)) || access(path, F_OK) != 0 ||
         coll__cost_params_load(&p, path) != COLL_SUCCESS)
         coll__cost_params_default(&p);
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
@@ -3958,6 +4087,8 @@ int main(int argc, char **argv)
         rc = calibrate(&b);
         goto out_free;
     }
+    if (b.rank == 0)
+        snap_start(&b);
     print_header(&b);
     rc = run_sweeps(&b);
     if (b.rank == 0)
@@ -3975,8 +4106,9 @@ int main(int argc, char **argv)
 
 out_free:
     watchdog_stop(&b.wd);
+    snap_stop();
     if (b.json && have_ranks)
-        write_json(&b, rc == 0 ? "ok" : b.wrong_total ? "wrong results" : "failed");
+        write_json(&b, b.json, rc == 0 ? "ok" : b.wrong_total ? "wrong results" : "failed");
     if (b.rank == 0 && !close_outputs(&b) && rc == 0)
         rc = 1;
     if (b.rank == 0 && b.o.plot_path && have_ranks && b.o.json_path) {

@@ -250,6 +250,18 @@ if python3 -c 'import matplotlib' 2>/dev/null || command -v gnuplot >/dev/null; 
     bench --compare "$TMP/r.json" "$TMP/a2.json" "$TMP/a3.json" --plot "$TMP/c.png"
     check "--compare RUNS --plot: a PNG" \
         eval '[ "$rc" = 0 ] && [ -s "$TMP/c.png" ]'
+    # The build puts the plot script beside collbench, so that a build directory outside
+    # the source tree finds it: the two copied to a directory of their own still plot.
+    mkdir -p "$TMP/bin"
+    if cp "$COLLBENCH" "$(dirname "$COLLBENCH")/collbench_plot.py" "$TMP/bin/"; then
+        env -u COLLBENCH_PLOT $GUARD "$TMP/bin/collbench" allreduce -b 8 -e 8 -n 1 -w 0 \
+            --plot "$TMP/q.png" >"$TMP/out" 2>"$TMP/err" </dev/null
+        rc=$?
+    else
+        rc=99
+    fi
+    check "--plot from a build directory anywhere: the build put the script beside collbench" \
+        eval '[ "$rc" = 0 ] && [ -s "$TMP/q.png" ]'
 else
     skip "--plot writes a PNG" "neither matplotlib nor gnuplot"
     bench allreduce -b 8 -e 8 -n 1 --plot "$TMP/p.png"
@@ -378,6 +390,35 @@ else
     skip "Ctrl-C (SIGINT) to collbench --np" "env(1) has no --default-signal"
 fi
 
+# Ctrl-C during a run with --json: the rows measured so far are in the file, with status
+# "interrupted" (the 16 MiB row, 2000 times, is still running when the signal comes).
+if env --default-signal=INT true 2>/dev/null; then
+    env --default-signal=INT "$COLLBENCH" allreduce --np 2 -b 8 -e 16M -n 2000 -w 0 -c 0 \
+        --json "$TMP/int.json" >"$TMP/out" 2>"$TMP/err" </dev/null &
+    bg=$!
+    echo "$bg" >"$TMP/launcher.pid"
+    for _ in $(seq 300); do
+        [ "$(rows)" -ge 2 ] && break
+        sleep 0.1
+    done
+    printed=$(rows)
+    kill -INT "$bg"
+    wait "$bg"
+    rc=$?
+    py "$TMP/int.json" "$printed" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+if d["status"] != "interrupted":
+    print("status", d["status"])
+if len(d["results"]) < int(sys.argv[2]) or int(sys.argv[2]) < 2:
+    print(len(d["results"]), "results for", sys.argv[2], "rows printed")
+PY
+    check "Ctrl-C with --json: exit 130, the rows measured kept, status interrupted" \
+        eval '[ "$rc" = 130 ] && [ ! -s "$TMP/py" ]'
+else
+    skip "Ctrl-C with --json" "env(1) has no --default-signal"
+fi
+
 # ---------------------------------------------------------------------------------------
 # The cost model: --explain (runs nothing) and --calibrate (writes what the selector reads).
 bench allreduce --explain --np 8 -b 8 -e 1M -f 8
@@ -407,6 +448,8 @@ calib_ok() {
         grep -qE '^copy [0-9.e+-]+$' "$TMP/cal/sub/calib.txt"
 }
 check "--calibrate --np 2 writes COLL_CALIB_FILE (directories made)" calib_ok
+check "the first --calibrate does not warn about the file it is about to create" \
+    eval '! grep -q "cannot open" "$TMP/err"'
 COLL_CALIB_FILE=$TMP/cal/sub/calib.txt bench allreduce --explain --np 4 -b 8 -e 8
 check "the calibration file is what the selector then reads" \
     eval '[ "$rc" = 0 ] && grep -q "calibrated from $TMP/cal/sub/calib.txt" "$TMP/out"'
@@ -524,6 +567,44 @@ bad "unknown COLL_ALGO (--algo)" allreduce -b 8 -e 8 --algo nosuch
 bad "--calibrate with --explain" allreduce --calibrate --explain
 bad "--bind-to without --np" allreduce -b 8 -e 8 --bind-to core
 bad "--bind-to socket" allreduce --np 2 -b 8 -e 8 --bind-to socket
+# nccl-tests 2.x flags that mean nothing here: accepted, ignored with a note
+bench allreduce -b 8 -e 8 -n 1 -w 0 -G 1 -C 1 -p 0 -R 1 -y 0 -S 0 -x 0 -D 0 -V 0 -M 0 -J r.json
+check "nccl-tests' -G -C -p -R -y -S -x -D -V -M -J: run, a note for each, exit 0" \
+    eval '[ "$rc" = 0 ] && [ "$(rows)" = 1 ] && [ "$(grep -c "note: -. .* ignored" "$TMP/err")" = 11 ]'
+# one bound alone moves the other's default instead of blaming a flag never typed
+bench allreduce -e 8 -n 1 -w 0
+check "-e 8 alone: one row of 8 bytes" \
+    eval '[ "$rc" = 0 ] && [ "$(rows)" = 1 ] && grep -qE "^ +8 +2 " "$TMP/out"'
+
+# Settings: every COLL_* variable is checked when a comm is created; a wrong one is named
+# once (rank 0 of two), with what it could be.
+env_warns() { # VAR=VALUE PATTERN: one warning matching PATTERN, the run goes on
+    $GUARD env "$1" "$COLLBENCH" allreduce --np 2 -b 8 -e 8 -n 1 -w 0 >"$TMP/out" \
+        2>"$TMP/err" </dev/null
+    rc=$?
+    [ "$rc" = 0 ] && [ "$(grep -c "$2" "$TMP/err")" = 1 ]
+}
+check "COLL_ALOG=ring: one warning naming COLL_ALGO" \
+    env_warns COLL_ALOG=ring 'COLL_ALOG is not a setting.*did you mean COLL_ALGO?'
+check "COLL_DEBUG=VERBOSE: one warning with the levels" \
+    env_warns COLL_DEBUG=VERBOSE "COLL_DEBUG='VERBOSE' is not a log level (NONE, WARN, INFO or TRACE)"
+check "COLL_DEBUG_SUBSYS=FOO: one warning with the subsystems (and warnings still show)" \
+    env_warns COLL_DEBUG_SUBSYS=FOO "no subsystem is called 'FOO' (INIT, BOOTSTRAP, NET"
+check "COLL_QUANT=int3: one warning with the codecs" \
+    env_warns COLL_QUANT=int3 "COLL_QUANT='int3' is not a codec (off, fp16, bf16, int8"
+# The names other parts of the project read (launch variables, tests' and benchmarks'
+# knobs) are not typos: set all of them (empty) and none is warned about.
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+names=$(cd "$src" && grep -rhoE 'getenv\("COLL_[A-Z0-9_]+"|environ(\.get)?[[(]"COLL_[A-Z0-9_]+"|export COLL_[A-Z0-9_]+|\$\{?COLL_[A-Z0-9_]+' \
+    src tools bench tests python coll .ci packaging 2>/dev/null | grep -oE 'COLL_[A-Z0-9_]+' | sort -u)
+envs=()
+for n in $names; do envs+=("$n="); done
+$GUARD env "${envs[@]}" "$COLLBENCH" allreduce --np 2 -b 8 -e 8 -n 1 -w 0 >"$TMP/out" \
+    2>"$TMP/err" </dev/null
+rc=$?
+check "the $(echo "$names" | wc -w) COLL_* names the project reads: none warned about" \
+    eval '[ "$rc" = 0 ] && [ "$(echo "$names" | wc -w)" -gt 20 ] && ! grep -q "is not a setting" "$TMP/err"'
+
 COLL_SIZE=2 COLL_RANK=0 bench allreduce --np 3 -b 8 -e 8
 check "exit 2: --np that disagrees with the launcher's rank count" \
     test "$rc" = 2 -a -s "$TMP/err"
