@@ -163,6 +163,7 @@ CHROMIUM=${COLLVIZ_CHROMIUM-$(command -v chromium || command -v chromium-browser
 if [ -z "$CHROMIUM" ]; then
     skip "html page renders in chromium" "chromium not installed"
     skip "html page runs its script in chromium (first and last round)" "chromium not installed"
+    skip "html page: trees drawn as trees, rings as rings" "chromium not installed"
 else
     chrome() {
         local profile
@@ -204,9 +205,29 @@ PY
         not_ok "html page runs its script in chromium (first and last round)" \
             "$(grep -ho '<body[^>]*>' "$TMP/first.html" "$TMP/last.html")"
     fi
+    chrome --dump-dom "file://$TMP/b5.html" >"$TMP/b5-dom.html"
+    tree_ok() {
+        grep -q 'data-layout="ring"' "$TMP/first.html" &&
+            grep -q 'data-layout="tree"' "$TMP/b5-dom.html" &&
+            ! grep -q 'data-error=' "$TMP/b5-dom.html" &&
+            # the tree's edges are drawn, one per rank but the root, and a legend says so
+            [ "$(grep -o 'class="edge"' "$TMP/b5-dom.html" | wc -l)" = 4 ] &&
+            grep -q 'rank sending in this round' "$TMP/b5-dom.html"
+    }
+    check "html page: trees drawn as trees (edges, legend), rings as rings" tree_ok
 fi
 
 # ---- prices ------------------------------------------------------------------------------------
+# A drawing's prices name the parameters behind them (a student can redo the arithmetic)
+# and no internal function.
+$GUARD "$COLLVIZ" broadcast --algo binomial -n 9 --bytes 64 >"$TMP/prices" 2>"$TMP/err"
+if grep -q 'cost model not built' "$TMP/prices"; then
+    skip "prices name alpha, beta and gamma" "cost model not built"
+else
+    check "prices name alpha, beta, gamma and the time per step, no internal function" \
+        eval 'grep -Eq "default parameters: alpha [0-9.]+ us, beta [0-9.]+ ns/B .*gamma [0-9.]+ ns/B \(float; .*us per step" "$TMP/prices" &&
+              ! grep -q "coll__" "$TMP/prices"'
+fi
 $GUARD "$COLLVIZ" allreduce -n 8 --compare ring,tree --bytes 8:16M >"$TMP/cmp" 2>"$TMP/err"
 rc=$?
 if grep -q 'cost model not built' "$TMP/err"; then

@@ -862,6 +862,7 @@ struct render {
     uint32_t *round_start; /* nrounds + 1 */
     double *round_cost;    /* per round, lockstep estimate; NULL without the cost model */
     double predicted;      /* coll__cost_predict; < 0 unknown */
+    char params[200];      /* the parameters the prices use, as text; "" without */
     bool wrong;            /* the data check failed */
     const struct measured *m; /* a COLL_TRACE run's times, or NULL */
 };
@@ -1075,9 +1076,13 @@ static void print_rounds(struct render *rd, FILE *f)
         fprintf(f, "time: %s round by round (each round waits for its slowest rank)\n", t1);
         if (rd->predicted >= 0) {
             human_time(rd->predicted, t2, sizeof(t2));
-            fprintf(f, "      %s simulated with rounds overlapping (coll__cost_predict)", t2);
+            fprintf(f, "      %s simulated with rounds overlapping (the cost model's "
+                       "simulation)",
+                    t2);
         }
         fprintf(f, "\n");
+        if (rd->params[0])
+            fprintf(f, "      %s\n", rd->params);
     }
 }
 
@@ -1370,6 +1375,23 @@ static bool price_rounds(struct render *rd, const struct coll_cost_params *cp)
     return true;
 }
 
+/* The parameters behind the prices, so that a reader can redo the arithmetic: the TCP link's
+ * alpha and beta (every message is priced on it), the reduction's gamma for the dtype, and
+ * the executor's time per step. */
+static void params_text(const struct coll_cost_params *cp, coll_dtype_t dt, bool calibrated,
+                        char *buf, size_t n)
+{
+    const struct coll_link_cost *lc = &cp->link[COLL_LINK_TCP];
+    double g = cp->gamma[dt];
+
+    snprintf(buf, n,
+             "%s: alpha %.3g us, beta %.3g ns/B (%.3g GB/s), gamma %.3g ns/B (%s; %.3g GB/s), "
+             "%.3g us per step",
+             calibrated ? "calibrated" : "default parameters", lc->alpha * 1e6, lc->beta * 1e9,
+             lc->beta > 0 ? 1e-9 / lc->beta : 0.0, g * 1e9, coll__dtype_name(dt),
+             g > 0 ? 1e-9 / g : 0.0, cp->step * 1e6);
+}
+
 static int load_params(const struct opts *o, struct coll_cost_params *cp)
 {
     coll__cost_params_default(cp);
@@ -1408,7 +1430,7 @@ static double predict(const struct coll_cost_params *cp, const struct coll_algo 
 static int run_compare(const struct opts *o)
 {
     const struct coll_algo *alg[2];
-    char names[2][64], tmp[128];
+    char names[2][64], tmp[200];
     struct coll_cost_params cp;
     size_t lo = o->bytes, hi = o->bytes_hi ? o->bytes_hi : o->bytes;
     const size_t es = coll__dtype_size(o->dtype);
@@ -1451,6 +1473,8 @@ static int run_compare(const struct opts *o)
     printf("%s on %d ranks, %s, predicted by the cost model (TCP link%s)\n",
            coll__coll_name(o->coll), o->n, coll__dtype_name(o->dtype),
            o->cost_file ? ", calibrated" : ", default parameters");
+    params_text(&cp, o->dtype, o->cost_file != NULL, tmp, sizeof(tmp));
+    printf("  %s\n", tmp);
     printf("%12s %14s %14s  faster\n", "bytes", names[0], names[1]);
     for (size_t b = lo;; b = b > hi / 2 ? hi : b * 2) {
         size_t bb = b / es * es;
@@ -2520,6 +2544,7 @@ int main(int argc, char **argv)
             goto out_nomem;
         if (coll__cost_predict(&cp, NULL, o.algo, &v.args, &rd.predicted, NULL) != COLL_SUCCESS)
             rd.predicted = -1;
+        params_text(&cp, o.dtype, o.cost_file != NULL, rd.params, sizeof(rd.params));
     }
 #else
     if (!o.no_cost)

@@ -3,15 +3,17 @@
  * network and no external resource, so it opens from a laptop's disk or a mail attachment.
  *
  * collviz writes this text with the schedule, as one JSON object, in place of the marker
- * COLLVIZ_DATA. The page draws the ranks as circles on a ring, the messages of the current
- * round as arrows, the receive buffers' blocks as a table, and a timeline of the rounds;
+ * COLLVIZ_DATA. The page draws the ranks as circles on a ring (tree algorithms: as a tree,
+ * laid out from the messages, the root on top), the messages of the current round as arrows,
+ * with a legend of the colours, the receive buffers' blocks as a table, and a timeline of the rounds;
  * play/pause, step, back and a speed slider move through it. Nothing in it depends on the
  * collective or the algorithm: it only reads rounds of (from, to, label) and tables of cells.
  *
  * D.timeline, when present, adds two time axes above the drawing: the cost model's rounds
  * (pred) and a COLL_TRACE run's steps (meas), one lane per rank, the current round lit in
  * both. The page opens on the first round, or on the last with #last in its address; it
- * marks the body with data-frame (the round shown), data-lit (timeline bars of that round),
+ * marks the body with data-layout (ring or tree), data-frame (the round shown), data-lit
+ * (timeline bars of that round),
  * data-ready once drawn, and data-error if a script error happened, so a headless browser
  * can check it.
  */
@@ -33,6 +35,10 @@ static const char collviz_html_template[] =
 ".rank text{font-size:13px;text-anchor:middle;dominant-baseline:central}\n"
 ".msg{fill:none;stroke:#c03030;stroke-width:2;marker-end:url(#arrow)}\n"
 ".lbl{font-size:10px;fill:#803030}\n"
+".edge{stroke:#c8c8c8;stroke-width:1.5}\n"
+"#legend{font-size:12px;color:#444;margin:6px 0}\n"
+"#legend span{display:inline-block;width:12px;height:12px;vertical-align:middle;"
+"margin:0 4px 0 12px;border:2px solid}\n"
 "#controls button{font-size:14px;margin-right:4px;min-width:64px}\n"
 "#timeline{display:flex;flex-wrap:wrap;gap:2px;margin:10px 0;max-width:900px}\n"
 "#timeline div{min-width:18px;height:18px;font-size:10px;line-height:18px;text-align:center;"
@@ -53,12 +59,21 @@ static const char collviz_html_template[] =
 "<button id=\"reset\">reset</button> speed <input id=\"speed\" type=\"range\" min=\"1\" "
 "max=\"10\" value=\"4\"></div>\n"
 "<div id=\"timeline\"></div>\n"
+"<div id=\"legend\"><span style=\"background:#dde8f6;border-color:#2a5d9f;border-radius:8px\">"
+"</span>rank<span style=\"background:#ffe2a8;border-color:#c07000;border-radius:8px\"></span>"
+"rank sending in this round<span style=\"background:#c03030;border-color:#c03030;height:2px;"
+"border-width:1px\"></span>message of this round<span class=\"tree-only\" "
+"style=\"background:#c8c8c8;border-color:#c8c8c8;height:2px;border-width:1px\"></span>"
+"<i class=\"tree-only\">a pair of ranks that exchange messages in some round</i>"
+"<span style=\"background:#fff0c0;border-color:#ccc\"></span>block changed in this round"
+"</div>\n"
 "<div id=\"info\"></div>\n"
 "<div id=\"tl\"></div>\n"
 "<div id=\"wrap\"><svg id=\"ring\" width=\"520\" height=\"520\" viewBox=\"0 0 520 520\">"
 "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" "
 "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\" "
-"fill=\"#c03030\"/></marker></defs><g id=\"arrows\"></g><g id=\"ranks\"></g></svg>\n"
+"fill=\"#c03030\"/></marker></defs><g id=\"edges\"></g><g id=\"arrows\"></g>"
+"<g id=\"ranks\"></g></svg>\n"
 "<div><div><b>receive buffers</b> (rank r starts with r+1; a cell lists the values summed "
 "into a block)</div><div id=\"table\"></div><div id=\"msgs\"></div></div></div>\n"
 "<div id=\"result\" style=\"margin-top:10px\"></div>\n"
@@ -68,13 +83,38 @@ static const char collviz_html_template[] =
 "(function(){\n"
 "var NS='http://www.w3.org/2000/svg',n=D.n,cur=-1,timer=null;\n"
 "var R=n>1?200:0,cx=260,cy=260,rr=Math.max(9,Math.min(26,500/(n+2)));\n"
-"function pos(i){var a=2*Math.PI*i/n-Math.PI/2;return [cx+R*Math.cos(a),cy+R*Math.sin(a)];}\n"
+/* A tree's ranks go where a tree is drawn: breadth first from the root over the pairs that
+ * exchange messages, each leaf its own column, a parent above the middle of its children.
+ * (A double binary tree's two trees share the ranks; the first found is drawn.) */
+"var tree=n>2&&/tree|binomial/.test(D.algo),TP=[],edges=[];\n"
+"if(tree){var adj=[],dep=[],par=[],kids=[],q,i,slot=0,X=[],md=0;"
+"for(i=0;i<n;i++){adj.push([]);kids.push([]);dep.push(-1);}"
+"D.rounds.forEach(function(rd){rd.msgs.forEach(function(m){if(adj[m[0]].indexOf(m[1])<0){"
+"adj[m[0]].push(m[1]);adj[m[1]].push(m[0]);}});});"
+"var root=D.root>=0&&D.root<n?D.root:0;dep[root]=0;par[root]=-1;q=[root];"
+"for(var h=0;h<q.length;h++){var u=q[h];adj[u].sort(function(a,b){return a-b;});"
+"adj[u].forEach(function(v){if(dep[v]<0){dep[v]=dep[u]+1;par[v]=u;kids[u].push(v);q.push(v);"
+"edges.push([u,v]);}});}"
+"function place(u){if(!kids[u].length){X[u]=slot++;return;}kids[u].forEach(place);"
+"X[u]=(X[kids[u][0]]+X[kids[u][kids[u].length-1]])/2;}place(root);"
+"for(i=0;i<n;i++)if(dep[i]>md)md=dep[i];"
+"for(i=0;i<n;i++)if(dep[i]<0){dep[i]=md+1;X[i]=slot++;}"
+"for(i=0;i<n;i++)if(dep[i]>md)md=dep[i];"
+"var sw=460/Math.max(1,slot);rr=Math.max(6,Math.min(rr,sw/2.4,26));"
+"for(i=0;i<n;i++)TP.push([30+(X[i]+0.5)*sw,40+dep[i]*440/Math.max(1,md)]);}\n"
+"function pos(i){if(tree)return TP[i];"
+"var a=2*Math.PI*i/n-Math.PI/2;return [cx+R*Math.cos(a),cy+R*Math.sin(a)];}\n"
 "function el(tag,attrs,parent){var e=document.createElementNS(NS,tag);"
 "for(var k in attrs)e.setAttribute(k,attrs[k]);if(parent)parent.appendChild(e);return e;}\n"
 "function $(id){return document.getElementById(id);}\n"
 "$('title').textContent=D.coll+' with '+D.algo+': '+n+' ranks';\n"
 "$('sub').textContent=D.desc+' \\u2014 count '+D.count+' x '+D.dtype+' ('+D.size+')'+"
 "(/^(broadcast|reduce|gather|scatter)$/.test(D.coll)?', root '+D.root:'');\n"
+"document.body.setAttribute('data-layout',tree?'tree':'ring');\n"
+"var tos=document.querySelectorAll('.tree-only');"
+"for(var ti=0;ti<tos.length;ti++)if(!tree)tos[ti].style.display='none';\n"
+"edges.forEach(function(e){var a=pos(e[0]),b=pos(e[1]);"
+"el('line',{'class':'edge',x1:a[0],y1:a[1],x2:b[0],y2:b[1]},$('edges'));});\n"
 "var ranks=[],g=$('ranks');\n"
 "for(var i=0;i<n;i++){var p=pos(i),gr=el('g',{'class':'rank'},g);"
 "el('circle',{cx:p[0],cy:p[1],r:rr},gr);var t=el('text',{x:p[0],y:p[1]},gr);"
@@ -119,7 +159,8 @@ static const char collviz_html_template[] =
 "for(var r=0;r<n;r++){var t=el('text',{x:2,y:12+r*lh+lh*0.75,'font-size':Math.min(11,lh)},s);"
 "t.textContent='r'+r;}"
 "for(var i=0;i<=4;i++){var x=x0+(W-x0-10)*i/4;el('line',{x1:x,y1:10,x2:x,y2:H-18,"
-"stroke:'#ddd'},s);var tx=el('text',{x:x,y:H-4,'font-size':10,'text-anchor':'middle'},s);"
+"stroke:'#ddd'},s);var tx=el('text',{x:x,y:H-4,'font-size':10,"
+"'text-anchor':i==4?'end':'middle'},s);"
 "tx.textContent=fmt(T*i/4);}"
 "function ly(it){return 12+it[0]*lh+(P.split?(it[1]==1?lh/2:0):0);}"
 "var bh=Math.max(1,(P.split?lh/2:lh)-1);"
