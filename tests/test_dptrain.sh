@@ -135,6 +135,9 @@ expect_fail "a missing checkpoint is an error" "cannot open checkpoint" \
 expect_fail "a missing dataset directory is an error" \
     "cannot open dataset file '$TMP/nodata/train-images-idx3-ubyte'" \
     plain "$COLLRUN" -n 2 "$DPTRAIN" --data "$TMP/nodata" --steps 1
+check "... which says how to get one: the package, --data DIR or --synthetic N" \
+    eval 'grep -q "apt-get install dataset-fashion-mnist" "$TMP/err" &&
+          grep -q -- "--data DIR" "$TMP/err" && grep -q -- "--synthetic N" "$TMP/err"'
 # A tiny valid IDX set: 8 images of 2x2 pixels, train plain, test gzipped.
 mkdir -p "$TMP/idx"
 idx_images() { printf '\x00\x00\x08\x03\x00\x00\x00\x08\x00\x00\x00\x02\x00\x00\x00\x02'
@@ -353,7 +356,36 @@ expect_fail "ranks with different flags are refused" 'different --lr \(from 0.05
     plain "$COLLRUN" -n 3 sh -c 'if [ "$COLL_RANK" = 2 ]; then x="--lr 0.1"; fi
         exec "$0" "$@" $x' "$DPTRAIN" "${COMMON[@]}" --steps 20
 
-# 11. --plot writes the PNGs (needs gnuplot).
+# 11. What a user reads: the summary says what its per-step means cover; DiLoCo with the
+# default sgd says adamw is meant; a resumed --quant run says its error feedback restarts;
+# --metrics writes every reported number as CSV.
+ranks 2 --steps 20 --log-every 5 --eval-every 10 --metrics "$TMP/m.csv"
+check "the summary: per-step means of the steps alone; evaluations in the wall time only" \
+    grep -q 'summary: 20 steps in .* (evaluations and checkpoints included); per step, mean over the steps alone' "$TMP/out"
+py_metrics() {
+    python3 - "$TMP/m.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+train = [r for r in rows if r["train_loss"]]
+ev = [r for r in rows if r["test_accuracy"]]
+assert [int(r["step"]) for r in train] == [5, 10, 15, 20], train
+assert [int(r["step"]) for r in ev] == [10, 20], ev
+assert all(float(r["compute_ms"]) >= 0 and int(r["bytes_sent_rank0"]) > 0 for r in train)
+assert all(0 <= float(r["test_accuracy"]) <= 1 for r in ev)
+PY
+}
+check "--metrics: a CSV row per log line (steps 5..20) and per evaluation (10, 20)" py_metrics
+ranks 2 --steps 8 --diloco 4
+check "--diloco with the default sgd: a note that DiLoCo means adamw" \
+    grep -q "note: DiLoCo's inner optimizer is AdamW (--optim adamw); this run's is sgd, the default" "$TMP/out"
+ranks 2 --steps 8 --diloco 4 --optim adamw
+check "--diloco --optim adamw: no such note" eval '! grep -q "note: DiLoCo" "$TMP/out"'
+ranks 2 --steps 10 --quant int8 --ckpt "$TMP/q.ckpt" --ckpt-every 5 --stop-after 5 &&
+    ranks 2 --steps 10 --quant int8 --resume "$TMP/q.ckpt"
+check "resuming a --quant run: a note that error feedback restarts from zero" \
+    grep -q 'note: error feedback starts again from zero residuals' "$TMP/out"
+
+# 12. --plot writes the PNGs (needs gnuplot).
 if ! command -v gnuplot >/dev/null; then
     skip "--plot writes PNGs" "no gnuplot"
 elif ranks 2 --steps 40 --eval-every 10 --plot "$TMP/plot" &&
@@ -363,6 +395,15 @@ elif ranks 2 --steps 40 --eval-every 10 --plot "$TMP/plot" &&
     ok "--plot writes PNGs"
 else
     not_ok "--plot writes PNGs"
+fi
+# One evaluation, one window of steps: gnuplot would warn of empty ranges on stderr.
+if ! command -v gnuplot >/dev/null; then
+    skip "--plot with one evaluation: no gnuplot warnings" "no gnuplot"
+else
+    ranks 2 --steps 1 --plot "$TMP/one"
+    check "--plot with one evaluation: PNGs, no gnuplot warnings" \
+        eval '[ -s "$TMP/one-accuracy.png" ] && [ -s "$TMP/one-time.png" ] &&
+              ! grep -qi "warning\|empty" "$TMP/err"'
 fi
 
 tap_done

@@ -88,7 +88,8 @@ struct opts {
     bool feedback;        /* error feedback with --quant */
     bool schedule;        /* print one period of the fragment schedule and exit */
     long stop_after;      /* end after this step as a crash would (tests of --resume) */
-    bool lr_set, wd_set;
+    const char *metrics;  /* CSV of the reported metrics (rank 0) */
+    bool lr_set, wd_set, optim_set;
 };
 
 static void usage(FILE *f)
@@ -143,6 +144,8 @@ static void usage(FILE *f)
         "  --log-every N      print loss every N steps (default 0: per epoch)\n"
         "  --eval-every N     test accuracy every N steps (default 0: per epoch)\n"
         "  --plot PREFIX      PREFIX-accuracy.png, -bytes.png and -time.png (gnuplot)\n"
+        "  --metrics FILE     every reported loss and accuracy, with the step's times and\n"
+        "                     bytes, as CSV (one row per log line or evaluation)\n"
         "  --dump-weights F   write the final parameters (raw floats) to F\n"
         "  --check-weights F  compare the final parameters with F; exit 1 beyond --tol\n"
         "  --tol X            relative tolerance of --check-weights (default 1e-5)\n");
@@ -180,7 +183,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"outer-lr", 1, 0, 'O'},    {"outer-momentum", 1, 0, 'M'},
         {"overlap", 1, 0, 'T'},     {"mix", 1, 0, 'A'},        {"quant", 1, 0, 'Q'},
         {"no-feedback", 0, 0, 'F'}, {"schedule", 0, 0, 'G'},  {"stop-after", 1, 0, 'X'},
-        {0, 0, 0, 0},
+        {"metrics", 1, 0, 'U'},     {0, 0, 0, 0},
     };
     int c;
     double v;
@@ -198,7 +201,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'D': o->data_dir = optarg; break;
         case 'S': st = parse_num("synthetic", optarg, 1, 1e7, &v); o->synthetic = (int)v; break;
         case 'z': o->sizes = optarg; break;
+        case 'U': o->metrics = optarg; break;
         case 'o':
+            o->optim_set = true;
             if (strcmp(optarg, "sgd") == 0)
                 o->optim = OPTIM_SGD;
             else if (strcmp(optarg, "adamw") == 0)
@@ -960,9 +965,29 @@ static void hist_eval(struct history *h, double step, double acc, double bytes)
     h->neval++;
 }
 
+/* gnuplot's range of an axis: automatic, unless the data span a single value (one
+ * evaluation, one window of steps), which gnuplot would widen itself with a warning. */
+static void plot_range(FILE *f, const char *axis, const double *v, size_t n, double scale)
+{
+    double lo = INFINITY, hi = -INFINITY, d;
+
+    for (size_t i = 0; i < n; i++) {
+        lo = fmin(lo, v[i] * scale);
+        hi = fmax(hi, v[i] * scale);
+    }
+    if (n == 0 || hi > lo) {
+        fprintf(f, "set %srange [*:*]\n", axis);
+        return;
+    }
+    d = fabs(lo) * 0.05 + 1e-3;
+    fprintf(f, "set %srange [%.9g:%.9g]\n", axis, lo - d, hi + d);
+}
+
 static int write_plots(const char *prefix, const struct history *h, long first_step, int nranks)
 {
     char path[4096];
+    double tx[2] = {0, 0}, tmax = 0; /* the time plot's first and last step, largest sum */
+    size_t trows = 0;
     FILE *f;
     int st;
 
@@ -993,6 +1018,11 @@ static int write_plots(const char *prefix, const struct history *h, long first_s
         k -= i;
         fprintf(f, "%ld %.4f %.4f %.4f\n", first_step + (long)i + 1, c / k * 1e3, m / k * 1e3,
                 wt / k * 1e3);
+        tx[trows ? 1 : 0] = (double)(first_step + (long)i + 1);
+        if (!trows)
+            tx[1] = tx[0];
+        tmax = fmax(tmax, (c + m + wt) / k * 1e3);
+        trows++;
     }
     fclose(f);
     snprintf(path, sizeof(path), "%s-eval.dat", prefix);
@@ -1013,20 +1043,31 @@ static int write_plots(const char *prefix, const struct history *h, long first_s
             "set grid\n"
             "set output '%1$s-accuracy.png'\n"
             "set title 'test accuracy, %2$d rank(s)'\n"
-            "set xlabel 'optimizer step'\nset ylabel 'accuracy'\n"
+            "set xlabel 'optimizer step'\nset ylabel 'accuracy'\n",
+            prefix, nranks);
+    plot_range(f, "x", h->eval_step, h->neval, 1.0);
+    plot_range(f, "y", h->eval_acc, h->neval, 1.0);
+    fprintf(f,
             "plot '%1$s-eval.dat' using 1:2 with linespoints title 'test accuracy'\n"
             "set output '%1$s-bytes.png'\n"
             "set title 'test accuracy vs bytes sent by rank 0 (coll counter), %2$d rank(s)'\n"
-            "set xlabel 'MB sent'\n"
+            "set xlabel 'MB sent'\n",
+            prefix, nranks);
+    plot_range(f, "x", h->eval_bytes, h->neval, 1e-6);
+    fprintf(f,
             "plot '%1$s-eval.dat' using ($3/1e6):2 with linespoints title 'test accuracy'\n"
             "set xlabel 'optimizer step'\n"
             "set output '%1$s-time.png'\n"
             "set title 'time per step (window means), %2$d rank(s)'\n"
-            "set ylabel 'ms'\nset style fill solid 0.8 noborder\n"
+            "set ylabel 'ms'\nset style fill solid 0.8 noborder\n",
+            prefix, nranks);
+    plot_range(f, "x", tx, trows ? 2 : 0, 1.0);
+    fprintf(f, "set yrange [0:%.9g]\n", tmax > 0 ? tmax * 1.1 : 1.0);
+    fprintf(f,
             "plot '%1$s-time.dat' using 1:($2+$3+$4) with filledcurves x1 title 'wait', "
             "'' using 1:($2+$3) with filledcurves x1 title 'communication (in coll calls)', "
             "'' using 1:2 with filledcurves x1 title 'compute'\n",
-            prefix, nranks);
+            prefix);
     st = pclose(f);
     if (st != 0) {
         fprintf(stderr, "dptrain: gnuplot failed (status %d)\n", st);
@@ -1063,6 +1104,7 @@ int main(int argc, char **argv)
     double tot_compute = 0, tot_comm = 0, tot_wait = 0, run_t0, epoch_t0, epoch_time_sum = 0;
     int epochs_timed = 0;
     double acc = 0, test_loss = 0;
+    FILE *metrics = NULL;
     coll_status_t st;
 
     if (parse_opts(argc, argv, &o) != 0)
@@ -1117,6 +1159,14 @@ int main(int argc, char **argv)
                                 sizeof(err)) != 0 ||
                dataset_load_idx(&test, o.data_dir, 1, m.sizes[0], m.sizes[m.nlayers], err,
                                 sizeof(err)) != 0) {
+        /* a first run most often has no dataset at all: say how to get one */
+        if (strncmp(err, "cannot open dataset file", 24) == 0) {
+            size_t l = strlen(err);
+            snprintf(err + l, sizeof(err) - l,
+                     "\n  install Fashion-MNIST (apt-get install dataset-fashion-mnist puts it "
+                     "in " DEFAULT_DATA "),\n  point --data DIR at a directory of its IDX "
+                     "files, or train on --synthetic N generated samples");
+        }
         goto out_err;
     }
     steps_per_epoch = train.n / ((long)o.batch * o.accum);
@@ -1215,9 +1265,26 @@ int main(int argc, char **argv)
             printf("dptrain: %s cross the wire as %s, %s error feedback%s\n",
                    o.diloco ? "outer gradients" : "gradients", qworker_codec_name(o.quant),
                    o.feedback ? "with" : "without", r.comm ? "" : " (alone: no effect)");
+        if (o.diloco && o.optim == OPTIM_SGD)
+            printf("dptrain: note: DiLoCo's inner optimizer is AdamW (--optim adamw); this "
+                   "run's is sgd%s\n", o.optim_set ? "" : ", the default");
         if (start_step)
             printf("dptrain: resumed from '%s' at step %ld\n", o.resume, start_step);
+        if (start_step && o.quant >= 0 && o.feedback && r.comm)
+            printf("dptrain: note: error feedback starts again from zero residuals (the "
+                   "checkpoint holds none), so the run differs a little from one that was "
+                   "not interrupted\n");
         fflush(stdout);
+        if (o.metrics) {
+            metrics = fopen(o.metrics, "w");
+            if (!metrics) {
+                snprintf(err, sizeof(err), "cannot write --metrics '%s': %s", o.metrics,
+                         strerror(errno));
+                goto out_err;
+            }
+            fprintf(metrics, "step,epoch,train_loss,test_accuracy,test_loss,compute_ms,comm_ms,"
+                             "wait_ms,bytes_sent_rank0\n");
+        }
     }
 
     r.comm_s = r.wait_s = 0; /* the run's accounting starts with its steps */
@@ -1274,6 +1341,9 @@ int main(int argc, char **argv)
                 printf("step %ld epoch %d: train loss %.4f (mean since last report); step "
                        "compute %.2f ms, comm %.2f ms, wait %.2f ms\n", step + 1, epoch,
                        t[0] / t[1], compute * 1e3, comm * 1e3, wait * 1e3);
+            if (metrics)
+                fprintf(metrics, "%ld,%d,%.6f,,,%.4f,%.4f,%.4f,%.0f\n", step + 1, epoch,
+                        t[0] / t[1], compute * 1e3, comm * 1e3, wait * 1e3, bytes_sent(&r));
             epoch_loss = epoch_samples = 0;
         }
         if (epoch_end) {
@@ -1290,6 +1360,9 @@ int main(int argc, char **argv)
                 printf("step %ld: test accuracy %.4f, test loss %.4f\n", step + 1, acc,
                        test_loss);
                 hist_eval(&hist, (double)(step + 1), acc, bytes_sent(&r));
+                if (metrics)
+                    fprintf(metrics, "%ld,%d,,%.6f,%.6f,,,,%.0f\n", step + 1, epoch, acc,
+                            test_loss, bytes_sent(&r));
             }
         }
         if (o.ckpt && ((o.ckpt_every && (step + 1) % o.ckpt_every == 0) || last) &&
@@ -1333,8 +1406,11 @@ int main(int argc, char **argv)
     if (r.rank == 0) {
         long steps = total_steps - start_step;
         double wall = now_s() - run_t0;
-        printf("summary: %ld steps in %.2f s; per step: compute %.3f ms, communication %.3f "
-               "ms (inside coll calls), waiting %.3f ms (coll_wait)\n", steps, wall,
+        /* The log lines give one step each; these are means over the run's steps, of the
+         * steps alone: evaluations, checkpoints and the log are in the wall time only. */
+        printf("summary: %ld steps in %.2f s (evaluations and checkpoints included); per step, "
+               "mean over the steps alone: compute %.3f ms, communication %.3f ms (inside coll "
+               "calls), waiting %.3f ms (coll_wait)\n", steps, wall,
                steps ? tot_compute / steps * 1e3 : 0, steps ? tot_comm / steps * 1e3 : 0,
                steps ? tot_wait / steps * 1e3 : 0);
         printf("summary: all-reduce/broadcast payload %.1f MB (fp32), bytes sent by rank 0 "
@@ -1367,6 +1443,10 @@ out_err:
     fprintf(stderr, "dptrain: rank %d: %s\n", r.rank, err);
     ret = 1;
 out_free:
+    if (metrics && (ferror(metrics) | (fclose(metrics) != 0))) {
+        fprintf(stderr, "dptrain: error writing --metrics '%s'\n", o.metrics);
+        ret = 1;
+    }
     free(hist.step_compute);
     free(hist.step_comm);
     free(hist.step_wait);
