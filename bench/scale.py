@@ -331,7 +331,7 @@ def cost(d):
         for r in doc.get("rows", []):
             if r.get("messages", 0) >= 1000:
                 pts.append((r["messages"], r["sim_wall_s"], r["algo"], doc["nranks"]))
-    if not pts:
+    if len(pts) < 2:
         return out
     msgs = sum(p[0] for p in pts)
     secs = sum(p[1] for p in pts)
@@ -363,12 +363,35 @@ plot '%s' using 1:2 with points pt 7 notitle
 
 
 def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "docs/results"
-    for part in (logn, crossover, selector, hier, extrap, validate, cost):
+    """scale.py [DIR] [--doc FILE]: the tables to stdout, or (--doc) each into FILE between
+    its <!-- BEGIN scale:NAME --> and <!-- END scale:NAME --> lines."""
+    args = [a for a in sys.argv[1:] if a != "--doc"]
+    doc = None
+    if "--doc" in sys.argv[1:]:
+        doc = sys.argv[sys.argv.index("--doc") + 1]
+        args.remove(doc)
+    d = args[0] if args else "docs/results"
+    parts = (logn, crossover, selector, hier, extrap, validate, cost)
+    if not doc:
+        for part in parts:
+            lines = part(d)
+            if lines:
+                print("\n".join(lines))
+                print()
+        return
+    with open(doc) as f:
+        text = f.read()
+    for part in parts:
+        begin = "<!-- BEGIN scale:%s -->" % part.__name__
+        end = "<!-- END scale:%s -->" % part.__name__
+        if begin not in text or end not in text:
+            continue
         lines = part(d)
-        if lines:
-            print("\n".join(lines))
-            print()
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + begin + "\n" + "\n".join(lines) + "\n" + end + tail
+    with open(doc, "w") as f:
+        f.write(text)
 
 
 if __name__ == "__main__":

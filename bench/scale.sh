@@ -10,9 +10,10 @@
 #   crossover  all-reduce ring and tree, 8 B .. 16 MiB, n = 16 .. 1024: where ring wins
 #   selector   every all-reduce algorithm and the selector's pick, n = 64 .. 1024 (8 ranks per
 #              host), 8 B .. 128 MiB at 64 ranks, .. 8 MiB above (the simulation's cost)
-#   hier       1,024 ranks (128 hosts x 8), hier against ring and tree, on a full and on a
-#              4:1 oversubscribed fat tree
-#   extrap     bench/extrapolate.sh's clusters (256 MiB, hosts of 8, 100/200/400 Gbit/s)
+#   hier       1,024 ranks (128 hosts x 8), hier against ring and tree, 8 B .. 16 MiB, on a
+#              full and on a 4:1 oversubscribed fat tree
+#   extrap     bench/extrapolate.sh's clusters (256 MiB, hosts of 8, 100/200/400 Gbit/s), 64
+#              and 256 ranks (SCALE_EXTRAP_RANKS="64 256 1024" for its 1,024: minutes each)
 #   validate   collbench --calibrate, then ring and tree all-reduce measured (shared memory,
 #              2 and 4 ranks, COLL_SHM_FLAT=0 so that the schedules run) and simulated from
 #              the calibration file
@@ -72,7 +73,7 @@ if has hier; then
     for f in fattree fattree:4; do
         echo "scale.sh: hier $f" >&2
         "$sim" -q "${net[@]}" --hosts 128 --per-host 8 --fabric "$f" -c allreduce -b 8 -e 16M \
-            -f 8 --algo ring,tree,hier --json "$out/scale-hier-${f/:/-}.json"
+            -f 64 --algo ring,tree,hier --json "$out/scale-hier-${f/:/-}.json"
     done
 fi
 
@@ -89,7 +90,7 @@ print("tcp.beta %r" % (1 / rate))
 print("shm.alpha 1e-06")
 print("shm.beta %r" % (1 / 20e9))
 EOF
-        for n in 64 256 1024; do
+        for n in ${SCALE_EXTRAP_RANKS:-64 256}; do
             [ "$n" -le "$maxn" ] || break
             echo "scale.sh: extrap ${gbit}G n=$n" >&2
             "$sim" -q --calib "$tmp/cal-$gbit.txt" --hosts $((n / 8)) --per-host 8 \
