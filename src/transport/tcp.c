@@ -14,10 +14,12 @@
  *   magic u32 | comm_id u64 | from i32 | to i32 | index u16 | nsocks u16 |
  *   HMAC(secret, "coll-data" | nonce | comm_id | from | to | index | nsocks)
  * and the acceptor checks all of it before the socket becomes socket `index` of the link of
- * `from`. A connection that fails (junk, wrong secret or comm, duplicate, silence) is closed
- * and counted, and disturbs nothing else. The link is usable once all K sockets are up; the
- * connector's sockets are up as soon as their answers are written: their first frames simply
- * follow the answer in the stream.
+ * `from`, which it tells the connector with a 4-byte word (TCP_HS_OK). A connection that
+ * fails (junk, wrong secret or comm, duplicate, silence) is closed and counted, and disturbs
+ * nothing else. The link is usable once all K sockets are up; the connector's sockets are up
+ * once the word arrives, and frames follow it in both directions. A connector whose
+ * connection closes before the word dials again (TCP_CONNECT_TRIES): a listener under a
+ * crowd of strangers drops its oldest handshakes, a slow rank's among them.
  *
  * Frames. header (40 bytes, little-endian) | payload:
  *   magic u32 | type u16 | piece u16 | tag u32 | src_rank i32 | comm_id u64 | seq u64 |
@@ -82,6 +84,9 @@
 #define TCP_HS_BYTES (4 + 8 + 4 + 4 + 2 + 2 + COLL_MAC_BYTES) /* 56 */
 #define TCP_HDR_BYTES 40
 #define TCP_HS_LABEL "coll-data"
+#define TCP_HS_OK 0x4b4f4843u /* "CHOK": the acceptor took the answer */
+#define TCP_HS_OK_BYTES 4
+#define TCP_CONNECT_TRIES 16  /* a connector dropped before the acceptor took it dials again */
 #define TCP_HS_LABEL_BYTES 9
 
 #define TCP_HS_TIMEOUT_MS 5000 /* at most; COLL_TIMEOUT_MS if shorter */
@@ -151,6 +156,7 @@ enum tcp_state {
     TCP_CONNECTING, /* connector: connect(2) in flight */
     TCP_HS_NONCE,   /* connector: reading the acceptor's nonce */
     TCP_HS_ANSWER,  /* connector: writing its answer */
+    TCP_HS_CONFIRM, /* connector: answer written, reading the acceptor's TCP_HS_OK */
     TCP_HS_SEND,    /* acceptor: nonce not yet fully written */
     TCP_HS_WAIT,    /* acceptor: reading the connector's answer */
     TCP_UP,         /* socket `idx` of its link */
@@ -195,6 +201,7 @@ struct tcp_sock {
     uint8_t hs[TCP_HS_BYTES]; /* the answer, sent or received */
     size_t hs_off;
     uint64_t deadline_ns; /* acceptor: handshake must be done by then */
+    int tries;            /* connector: connections made for this socket so far */
     bool expired;
     char where[64];               /* acceptor: remote address, for messages */
     struct tcp_sock *prev, *next; /* acceptor: in ctx's pending list until accepted, then
@@ -937,6 +944,41 @@ static coll_status_t connector_fail(struct tcp_sock *s, int err, const char *wha
                      err ? strerror_r(err, ebuf, sizeof(ebuf)) : "connection closed");
 }
 
+static coll_status_t connector_dial(struct tcp_sock *s);
+
+/* The connection ended before the acceptor took our answer: a listener under a crowd of
+ * strangers drops its oldest connections still in their handshake, ours among them when it
+ * was slow to answer. Nothing of it was counted there, so dialling again is safe; an
+ * acceptor that refuses us for good (it is not our peer) closes every try. */
+static void connector_lost(struct tcp_sock *s, int err)
+{
+    int peer = s->link->chan.peer;
+
+    if (s->tries >= TCP_CONNECT_TRIES) {
+        connector_fail(s, err, "handshake with");
+        return;
+    }
+    COLL_INFO(COLL_SUB_NET,
+              "rank %d: rank %d (%s) closed socket %d before taking its handshake (try %d of "
+              "%d); dialling again",
+              s->ctx->comm->rank, peer, peer_host(s->ctx, peer), s->idx, s->tries,
+              TCP_CONNECT_TRIES);
+    sock_close_fd(s);
+    s->hs_off = 0;
+    if (connector_dial(s) != COLL_SUCCESS) {
+        conn_fail(s, COLL_REMOTE_ERROR, "%s", "dialling again failed");
+        return;
+    }
+    /* our callback may run for the old fd's event later in this batch: harmless, the new
+     * socket's state just waits for its own */
+    sock_watch_or_fail(s, s->state == TCP_CONNECTING ? EPOLLOUT : EPOLLIN);
+}
+
+static bool conn_gone(ssize_t n)
+{
+    return n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE));
+}
+
 static void connector_event(struct tcp_sock *s, uint32_t events)
 {
     struct tcp_ctx *ctx = s->ctx;
@@ -961,8 +1003,12 @@ static void connector_event(struct tcp_sock *s, uint32_t events)
     }
     if (s->state == TCP_HS_NONCE) {
         n = coll__sys.recv(s->fd, s->nonce + s->hs_off, TCP_NONCE_BYTES - s->hs_off, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            connector_fail(s, n == 0 ? 0 : errno, "handshake with");
+        if (conn_gone(n)) {
+            connector_lost(s, n == 0 ? 0 : errno);
+            return;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            connector_fail(s, errno, "handshake with");
             return;
         }
         if (n < 0)
@@ -984,6 +1030,10 @@ static void connector_event(struct tcp_sock *s, uint32_t events)
     if (s->state == TCP_HS_ANSWER) {
         n = coll__sys.send(s->fd, s->hs + s->hs_off, TCP_HS_BYTES - s->hs_off,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (conn_gone(n)) {
+            connector_lost(s, errno);
+            return;
+        }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             connector_fail(s, errno, "handshake with");
             return;
@@ -992,6 +1042,33 @@ static void connector_event(struct tcp_sock *s, uint32_t events)
             s->hs_off += (size_t)n;
         if (s->hs_off < TCP_HS_BYTES) {
             sock_watch_or_fail(s, EPOLLOUT);
+            return;
+        }
+        s->hs_off = 0;
+        s->state = TCP_HS_CONFIRM;
+        if (sock_watch_or_fail(s, EPOLLIN) != COLL_SUCCESS)
+            return;
+    }
+    if (s->state == TCP_HS_CONFIRM) {
+        /* read the word only: the acceptor's frames may follow it */
+        n = coll__sys.recv(s->fd, s->nonce + s->hs_off, TCP_HS_OK_BYTES - s->hs_off, 0);
+        if (conn_gone(n)) {
+            connector_lost(s, n == 0 ? 0 : errno);
+            return;
+        }
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                connector_fail(s, errno, "handshake with");
+            return;
+        }
+        s->hs_off += (size_t)n;
+        if (s->hs_off < TCP_HS_OK_BYTES)
+            return;
+        if (get32(s->nonce) != TCP_HS_OK) {
+            conn_fail(s, COLL_REMOTE_ERROR,
+                      "handshake with rank %d (%s): the acceptor's answer is not a coll "
+                      "acceptance",
+                      peer, peer_host(ctx, peer));
             return;
         }
         COLL_TRACE(COLL_SUB_NET, "rank %d: connected socket %d of %d to rank %d (%s)", comm->rank,
@@ -1007,13 +1084,9 @@ static coll_status_t connector_start(struct tcp_ctx *ctx, struct tcp_link *l, in
     struct coll_comm *comm = ctx->comm;
     int peer = l->chan.peer;
     const struct coll_peer_info *pi = &comm->peers[peer];
-    struct sockaddr_storage ss;
     struct tcp_sock *s;
     coll_status_t st;
-    int fd;
 
-    memset(&ss, 0, sizeof(ss));
-    memcpy(&ss, pi->addr, COLL_MIN(pi->addr_len, sizeof(ss)));
     if (!tcp_probe(comm, peer))
         return coll__error(comm, COLL_REMOTE_ERROR,
                            "rank %d (%s) published no TCP address (%u bytes)", peer, pi->hostname,
@@ -1021,16 +1094,37 @@ static coll_status_t connector_start(struct tcp_ctx *ctx, struct tcp_link *l, in
     s = calloc(1, sizeof(*s));
     if (!s)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a connection");
-    fd = coll__sys.socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        st = coll__sys_error(comm, errno, "cannot create a socket to rank %d", peer);
-        goto out_free;
-    }
     s->ctx = ctx;
     s->link = l;
     s->idx = idx;
-    s->fd = fd;
+    s->fd = -1;
     s->pe = (struct coll_pollent){.cb = sock_cb, .arg = s};
+    st = connector_dial(s);
+    if (st != COLL_SUCCESS) {
+        free(s);
+        return st;
+    }
+    *s_p = s;
+    return COLL_SUCCESS;
+}
+
+/* A new connection for s (its first, or again after connector_lost). */
+static coll_status_t connector_dial(struct tcp_sock *s)
+{
+    struct tcp_ctx *ctx = s->ctx;
+    struct coll_comm *comm = ctx->comm;
+    int peer = s->link->chan.peer;
+    const struct coll_peer_info *pi = &comm->peers[peer];
+    struct sockaddr_storage ss;
+    int fd;
+
+    memset(&ss, 0, sizeof(ss));
+    memcpy(&ss, pi->addr, COLL_MIN(pi->addr_len, sizeof(ss)));
+    fd = coll__sys.socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return coll__sys_error(comm, errno, "cannot create a socket to rank %d", peer);
+    s->fd = fd;
+    s->tries++;
     set_sockopts(ctx, fd);
     if (coll__sys.connect(fd, (struct sockaddr *)&ss, pi->addr_len) == 0) {
         s->state = TCP_HS_NONCE;
@@ -1039,18 +1133,13 @@ static coll_status_t connector_start(struct tcp_ctx *ctx, struct tcp_link *l, in
     } else {
         char addr[64], ebuf[128];
         coll__sockaddr_str(pi->addr, pi->addr_len, addr, sizeof(addr));
-        st = coll__error(comm, COLL_REMOTE_ERROR, "connect to rank %d (%s, '%s') failed: %s", peer,
-                         pi->hostname, addr, strerror_r(errno, ebuf, sizeof(ebuf)));
-        goto out_close;
+        coll__error(comm, COLL_REMOTE_ERROR, "connect to rank %d (%s, '%s') failed: %s", peer,
+                    pi->hostname, addr, strerror_r(errno, ebuf, sizeof(ebuf)));
+        coll__sys.close(fd);
+        s->fd = -1;
+        return COLL_REMOTE_ERROR;
     }
-    *s_p = s;
     return COLL_SUCCESS;
-
-out_close:
-    coll__sys.close(fd);
-out_free:
-    free(s);
-    return st;
 }
 
 /* ---- 9 acceptor handshake, listener and timer ---------------------------------------- */
@@ -1165,6 +1254,17 @@ static void acceptor_check(struct tcp_sock *s)
         acceptor_reject(s, "rank %d is already connected (socket %u)", from, idx);
         return;
     }
+    {
+        /* the connector counts its socket up only on this word: a connection dropped
+         * before it (the oldest of a crowd) is dialled again, never taken for a peer's */
+        uint8_t ok[TCP_HS_OK_BYTES];
+        put32(ok, TCP_HS_OK);
+        if (coll__sys.send(s->fd, ok, sizeof(ok), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+            (ssize_t)sizeof(ok)) {
+            acceptor_reject(s, "cannot confirm the handshake");
+            return;
+        }
+    }
     if (!l) {
         if (!(l = link_new(ctx, from, nsocks))) {
             acceptor_reject(s, "out of memory");
@@ -1244,6 +1344,7 @@ static void sock_cb(struct coll_pollent *pe, uint32_t events)
     case TCP_CONNECTING:
     case TCP_HS_NONCE:
     case TCP_HS_ANSWER:
+    case TCP_HS_CONFIRM:
         connector_event(s, events);
         break;
     case TCP_HS_SEND:
@@ -1548,7 +1649,7 @@ static coll_status_t tcp_connect(void *arg, int peer, struct coll_chan **chan_p)
         }
         links[peer] = l;
         for (int i = 0; i < k; i++) {
-            struct tcp_sock *s;
+            struct tcp_sock *s = NULL;
 
             COLL_CHECK_GOTO(connector_start(ctx, l, i, &s), st, out_fail);
             l->socks[i] = s;
