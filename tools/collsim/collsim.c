@@ -15,7 +15,8 @@
  * peer, so the k-th send from a to b meets the k-th receive from a in b (one mailbox per
  * ordered pair, whose FIFO matching SimGrid keeps; every message carries its number and the
  * receiver checks it). All posted sends and receives progress at once (asynchronous puts
- * and gets); local steps run one at a time on the rank's core. Each step costs the rank the
+ * and gets; at most RECV_WINDOW a link and direction, one within a host); local steps run
+ * one at a time on the rank's core. Each step costs the rank the
  * executor's per-step time, each message the sender's per-message time (alpha less its
  * latency, plus the rendezvous charge from rdv_bytes on), each reduction gamma per output
  * byte, each copy the copy rate (a copy onto itself costs nothing).
