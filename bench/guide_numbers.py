@@ -15,7 +15,12 @@ first group):
 
     ring <!-- n: COMMAND ;; REGEX -->107 us<!-- /n --> against ...
 
-Markdown shows neither comment. COMMAND runs under bash in the source tree, with the build
+A command used several times can be named once, anywhere in the page, and then stand for
+the command in either mark:
+
+    <!-- cmd NAME: COMMAND -->
+
+Markdown shows none of these comments. COMMAND runs under bash in the source tree, with the build
 directory (default: build) first on PATH, no COLL_* variable but those it sets, no
 calibration file, and $T a scratch directory. Without --check the files are rewritten;
 with --check nothing is written, the differences are printed, and the exit status is 1 when
@@ -33,6 +38,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCK = re.compile(r"(<!-- output: (?P<cmd>.+?) -->\n```[a-z]*\n)(?P<body>.*?)(^```$)",
                    re.S | re.M)
+DEFINE = re.compile(r"<!-- cmd (?P<name>[\w.-]+): (?P<cmd>.+?) -->")
 INLINE = re.compile(r"(<!-- n: (?P<cmd>.+?) ;; (?P<re>.+?) -->)(?P<val>.*?)(<!-- /n -->)",
                     re.S)
 
@@ -59,12 +65,14 @@ class Runner:
 
 
 def render(text, runner, path):
+    names = {m.group("name"): m.group("cmd") for m in DEFINE.finditer(text)}
+
     def block(m):
-        out = runner.run(m.group("cmd")).rstrip("\n")
+        out = runner.run(names.get(m.group("cmd"), m.group("cmd"))).rstrip("\n")
         return m.group(1) + out + "\n" + m.group(4)
 
     def inline(m):
-        out = runner.run(m.group("cmd"))
+        out = runner.run(names.get(m.group("cmd"), m.group("cmd")))
         found = re.search(m.group("re"), out, re.M)
         if not found:
             raise SystemExit(f"guide_numbers: {path}: /{m.group('re')}/ matches nothing in "
