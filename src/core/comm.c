@@ -502,9 +502,12 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)
 {
     if (!comm)
         return COLL_SUCCESS;
-    /* out of the table first: from here on every call on comm is refused */
-    if (!live_remove(comm))
-        return coll__comm_check(comm, "coll_comm_destroy");
+    if (coll__comm_check(comm, "coll_comm_destroy") != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
+    /* the stream worker's queued calls run on comm first, while it is still live; then out
+     * of the table: from here on every call on comm is refused */
+    coll__stream_comm_fini(comm);
+    live_remove(comm);
     comm_free(comm);
     return COLL_SUCCESS;
 }
