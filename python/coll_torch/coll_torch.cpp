@@ -142,6 +142,55 @@ struct Flat {
     }
 };
 
+// Works are completed on threads of their own, never on the worker or a channel's reader:
+// a Future runs its callbacks where it is marked complete, and PyTorch's own hooks
+// (powerSGD_hook) wait inside a callback for the next collective of the same group, which
+// the worker must be free to run. A thread is added whenever no idle one is left, so a
+// callback that blocks never holds up another completion; threads stay for reuse.
+class Completer {
+  public:
+    static void post(std::function<void()> fn) { instance().push(std::move(fn)); }
+
+  private:
+    // Never destroyed: its threads may still be parked when the process exits.
+    static Completer &instance()
+    {
+        static Completer *c = new Completer();
+        return *c;
+    }
+
+    void push(std::function<void()> fn)
+    {
+        std::lock_guard<std::mutex> g(m_);
+        q_.push_back(std::move(fn));
+        if (idle_ < q_.size())
+            std::thread([this] { loop(); }).detach();
+        else
+            cv_.notify_one();
+    }
+
+    void loop()
+    {
+        std::unique_lock<std::mutex> g(m_);
+        for (;;) {
+            idle_++;
+            cv_.wait(g, [this] { return !q_.empty(); });
+            idle_--;
+            auto fn = std::move(q_.front());
+            q_.pop_front();
+            g.unlock();
+            fn();
+            fn = nullptr; // the Work's last reference may go here, not under the lock
+            g.lock();
+        }
+    }
+
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> q_;
+    size_t idle_ = 0;
+};
+
 class CollWork : public c10d::Work {
   public:
     CollWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
@@ -164,17 +213,24 @@ class CollWork : public c10d::Work {
         succeed();
     }
 
-    // The future first: whoever wait() releases may look at it at once.
+    // Completion happens on Completer's threads (see there). The future first: whoever
+    // wait() releases may look at it at once.
     void succeed()
     {
-        future_->markCompleted(c10::IValue(outputs_));
-        finish();
+        auto self = c10::intrusive_ptr<CollWork>::unsafe_reclaim_from_nonowning(this);
+        Completer::post([self] {
+            self->future_->markCompleted(c10::IValue(self->outputs_));
+            self->finish();
+        });
     }
 
     void fail(std::exception_ptr e)
     {
-        future_->setError(e);
-        finish(e);
+        auto self = c10::intrusive_ptr<CollWork>::unsafe_reclaim_from_nonowning(this);
+        Completer::post([self, e] {
+            self->future_->setError(e);
+            self->finish(e);
+        });
     }
 
     // Inside a coll group: record the call (its status arrives with coll_group_end).

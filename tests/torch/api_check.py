@@ -445,6 +445,21 @@ def hooks(rank, n):
         drift = max((a - b).abs().max().item() for a, b in zip(plain.parameters(),
                                                                 m.parameters()))
         check("%s hook: close to plain DDP" % codec, drift < 0.05, "max diff %g" % drift)
+    # PyTorch's own hooks on coll: powerSGD waits inside a future's callback for the next
+    # all-reduce of the group (it must not run where the worker is needed), fp16 chains one
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+    for name, state, hook in (
+            ("powerSGD", psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                            start_powerSGD_iter=2), psgd.powerSGD_hook),
+            ("fp16_compress", None, default_hooks.fp16_compress_hook)):
+        m = DDP(make())
+        m.register_comm_hook(state, hook)
+        train(m, steps=4)
+        flat = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+        allp = [torch.empty_like(flat) for _ in range(n)]
+        dist.all_gather(allp, flat)
+        check("%s hook on coll: ranks agree" % name, all(torch.equal(allp[0], a) for a in allp))
     # Encoded bytes: int8 is 1 byte + 4 per 256 elements, int4 half a byte + 4 per 256, fp32
     # 4 bytes; a step sends nothing else.
     if rank == 0:
