@@ -4,9 +4,10 @@
     torch.distributed.init_process_group("coll")
 
 all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all, gather, scatter,
-barrier and send/recv on CPU tensors run on coll; every call returns an async Work (and
-Future) at once and completes in the group's worker thread, in issue order. Reduce ops:
-SUM, PRODUCT, MIN, MAX, AVG, and BAND, BOR, BXOR on integer and bool tensors.
+barrier, the coalesced all-reduce and all-gather, and send/recv on CPU tensors run on coll;
+every call returns an async Work (and Future) at once; the group's worker thread runs the
+collectives in issue order. Reduce ops: SUM, PRODUCT, MIN, MAX, AVG, and BAND, BOR, BXOR on
+integer and bool tensors.
 
 send/recv match by source and tag as gloo's do (recv(src=None) takes the first matching
 message from any rank) and never share the collectives' queue. The group's timeout
