@@ -637,6 +637,10 @@ static void case_bad(void)
            ncclInvalidArgument, "datatype");
     EXPECT(ncclAllReduce(a, b, 4, ncclFloat, (ncclRedOp_t)77, comm, NULL), ncclInvalidArgument,
            "op");
+    /* coll's bitwise operators (COLL_BXOR..COLL_BAND = -3..-1) are not NCCL's */
+    for (int op = -3; op <= -1; op++)
+        EXPECT(ncclAllReduce(a, b, 4, ncclInt8, (ncclRedOp_t)op, comm, NULL),
+               ncclInvalidArgument, "not an operator");
     EXPECT(ncclReduce(a, b, 4, ncclFloat, ncclSum, -1, comm, NULL), ncclInvalidArgument, "root");
     EXPECT(ncclSend(a, 4, ncclFloat, nranks, comm, NULL), ncclInvalidArgument, "peer");
     EXPECT(ncclGetVersion(NULL), ncclInvalidArgument, "version");
