@@ -60,7 +60,7 @@ set xlabel "payload handed to all-reduce per rank per step (KiB, log)"
 set ylabel "test accuracy"
 set logscale x
 set key off
-set offsets 0.1, 0.1, 0.01, 0.01
+set offsets graph 0.1, graph 0.15, graph 0.05, graph 0.05
 plot "$logs/plot.dat" using (\$2/1024):3 with points pt 7 ps 1.5, \
      "" using (\$2/1024):3:1 with labels offset 0,1 font ",9"
 GP
