@@ -254,7 +254,8 @@ static uint64_t warned[64];
 static size_t nwarned;
 
 /* Whether this exact text was warned about before in this process (and note it): every comm
- * checks the settings, but a user needs to read each complaint once. */
+ * checks the settings, but a user needs to read each complaint once. Past 64 different texts
+ * (a program that keeps changing its environment: the fuzz harness) the rest are not shown. */
 static bool warned_before(const char *text)
 {
     uint64_t h = coll__hash64(text, strlen(text), 0x656e76);
@@ -265,6 +266,8 @@ static bool warned_before(const char *text)
         seen = warned[i] == h;
     if (!seen && nwarned < COLL_ARRAY_SIZE(warned))
         warned[nwarned++] = h;
+    else
+        seen = true;
     pthread_mutex_unlock(&warned_lock);
     return seen;
 }
