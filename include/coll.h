@@ -27,6 +27,26 @@
  * COLL_REMOTE_ERROR or COLL_TIMEOUT (a peer failed, disagreed or went silent; every
  * surviving rank sees one of the two) the communicator is failed: later collectives on it
  * return the same status at once, and it can only be destroyed.
+ *
+ * Agreement: every rank of a comm must make the same collective calls in the same order,
+ * with the same collective, count, dtype, op and root (sends must meet receives of the same
+ * count and dtype). Blocking, non-blocking and grouped forms of one call agree with each
+ * other. When ranks disagree, every rank gets COLL_REMOTE_ERROR, whose message names what
+ * each side called ("rank 1 called allgather of 2000 x int32 as call #3 where this rank
+ * called allgather of 1000 x int32"; calls count collectives on the comm from 1): within
+ * the call on every rank that receives anything in it, and on every other rank no later
+ * than its next call on the comm or coll_comm_destroy, which then returns the error (once:
+ * a failure a call already returned is not returned again). Never by waiting for
+ * COLL_TIMEOUT_MS, except on comms that do not run over shared memory (several
+ * hosts, or COLL_TRANSPORT=tcp), ranks whose schedules wait on each other before any of
+ * them reads a message of the other's call (different roots or collectives) learn of it
+ * from COLL_TIMEOUT_MS, and a rank whose last calls only sent data (the root of a broadcast
+ * or scatter, a non-root of a reduce, a send) may see coll_comm_destroy succeed while its
+ * peers report the disagreement; COLL_CHECK=1 closes both. Over shared memory the ranks'
+ * calls are logged in the comm's segment, and a call that makes no progress for 20 ms looks
+ * up what the others called instead. COLL_CHECK=1 (checking mode) gathers every
+ * collective's arguments from every rank before it runs, so that all ranks fail within the
+ * same call; it costs a small all-gather per call.
  */
 #ifndef COLL_H
 #define COLL_H

@@ -476,16 +476,23 @@ static void mismatch(uint64_t rseq, uint32_t rtag, size_t rlen)
     ASSERT(st == COLL_SUCCESS || st == COLL_REMOTE_ERROR);
     ASSERT_EQ(wait_xfer(&r, 10000), COLL_REMOTE_ERROR);
     ASSERT_EQ(atomic_load(&rs[1].comm.failed), COLL_REMOTE_ERROR);
-    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "message from rank 0 (");
-    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "for op #5 tag 2 has 100 bytes, expected op #");
-    ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "same collectives with the same counts?");
+    /* the message names both sides (src/core/agree.c), never equal lengths as a difference */
+    if (rseq != 5)
+        ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "rank 0 sent a message of call #6 where this rank "
+                                               "is in call #5");
+    else if (rlen != 100)
+        ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "rank 0's message 2 of call #6 holds 100 bytes "
+                                               "where this rank expects 200");
+    else
+        ASSERT_STR_CONTAINS(rs[1].comm.errmsg, "rank 0's message 2 of call #6 arrived where "
+                                               "this rank expects its message 3");
     /* rank 1 told rank 0 why in an abort frame and closed everything: rank 0 learns it
      * when it sees the end of the stream, and reports rank 1's reason */
     post(&rs[0], false, 1, &r0, rb0, sizeof(rb0), 6, 0);
     ASSERT_EQ(wait_xfer(&r0, 10000), COLL_REMOTE_ERROR);
     ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 1 (");
     ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "failed or was aborted, first failure: ");
-    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "message from rank 0 (");
+    ASSERT_STR_CONTAINS(rs[0].comm.errmsg, "rank 0");
     /* later use fails at once with the same status */
     ASSERT_EQ(post(&rs[1], true, 0, &s, sb, 1, 9, 0), COLL_REMOTE_ERROR);
     ASSERT_EQ(atomic_load(&s.status), COLL_REMOTE_ERROR);
@@ -525,8 +532,8 @@ static void striped_mismatch(size_t slen, size_t rlen)
     post(&rs[1], false, 0, &r, rb, rlen, 5, 2);
     ASSERT_EQ(wait_xfer(&r, 10000), COLL_REMOTE_ERROR);
     ASSERT_EQ(atomic_load(&rs[1].comm.failed), COLL_REMOTE_ERROR);
-    snprintf(want, sizeof(want), "for op #5 tag 2 has %zu bytes, expected op #5 tag 2 with %zu",
-             slen, rlen);
+    snprintf(want, sizeof(want), "message 2 of call #6 holds %zu bytes where this rank expects "
+             "%zu", slen, rlen);
     ASSERT_STR_CONTAINS(rs[1].comm.errmsg, want);
     /* nothing of the mismatched message reached the posted buffer */
     for (size_t i = 0; i <= rlen; i++)
@@ -867,6 +874,10 @@ static void lone_rank1(struct rank *r)
     rank_start(r);
 }
 
+/* tcp.c's frame header: 40 bytes, then the call's 16-byte signature (zero here: the test's
+ * transfers carry none, so the receiver checks the op number's hash as before). */
+#define HDR 56
+
 /* A frame header from rank 0 of the test's comm, laid out as tcp.c's (little-endian). */
 static void frame_header(uint8_t *hdr, uint32_t magic, uint16_t type, uint16_t piece,
                          uint64_t seq, uint64_t len)
@@ -883,6 +894,7 @@ static void frame_header(uint8_t *hdr, uint32_t magic, uint16_t type, uint16_t p
     memcpy(hdr + 16, &comm_id, 8);
     memcpy(hdr + 24, &seq, 8);
     memcpy(hdr + 32, &len, 8);
+    memset(hdr + 40, 0, HDR - 40);
 }
 
 /* The test plays rank 0 itself over raw sockets: a correct handshake for a link of two
@@ -892,7 +904,7 @@ static void forged_frame(uint32_t magic, uint16_t piece, uint64_t len, const cha
 {
     struct rank r;
     struct coll_xfer x;
-    uint8_t hdr[40], payload[100], rb[101];
+    uint8_t hdr[HDR], payload[100], rb[101];
     int fd[2];
 
     lone_rank1(&r);
@@ -901,7 +913,7 @@ static void forged_frame(uint32_t magic, uint16_t piece, uint64_t len, const cha
     ASSERT_EQ(rank_connect(&r, 0, 10000), COLL_SUCCESS);
     frame_header(hdr, magic, 1, piece, 1, len);
     memset(payload, 0x11, sizeof(payload));
-    ASSERT_EQ(send(fd[0], hdr, sizeof(hdr), MSG_NOSIGNAL), 40);
+    ASSERT_EQ(send(fd[0], hdr, sizeof(hdr), MSG_NOSIGNAL), HDR);
     ASSERT_EQ(send(fd[0], payload, sizeof(payload), MSG_NOSIGNAL), 100);
     sleep_ms(20);
     memset(rb, 0xee, sizeof(rb));
@@ -949,7 +961,7 @@ TEST(forged_frame_for_the_wrong_piece_is_refused)
 
 TEST(forged_frame_with_a_huge_length_is_refused)
 {
-    forged_frame(FRAME_MAGIC, 0, 1ull << 62, "has 4611686018427387904 bytes");
+    forged_frame(FRAME_MAGIC, 0, 1ull << 62, "holds 4611686018427387904 bytes");
 }
 
 /* The rank that fails first sends its reason to every peer in an abort frame: the peers fail
@@ -985,7 +997,7 @@ static void forged_abort(const char *text, size_t len, const char *want, const c
 {
     struct rank r;
     struct coll_xfer x;
-    uint8_t frame[40 + 300], rb[16];
+    uint8_t frame[HDR + 300], rb[16];
     int fd;
 
     ASSERT(len <= 300);
@@ -993,8 +1005,8 @@ static void forged_abort(const char *text, size_t len, const char *want, const c
     fd = stranger_answer_sock(&r, test_secret, HS_MAGIC, test_comm_id, 0, 1, 0, 1);
     ASSERT_EQ(rank_connect(&r, 0, 10000), COLL_SUCCESS);
     frame_header(frame, 0x31464443u, 2, 0, 0, len);
-    memcpy(frame + 40, text, len);
-    ASSERT_EQ(send(fd, frame, 40 + len, MSG_NOSIGNAL), (ssize_t)(40 + len));
+    memcpy(frame + HDR, text, len);
+    ASSERT_EQ(send(fd, frame, HDR + len, MSG_NOSIGNAL), (ssize_t)(HDR + len));
     post(&r, false, 0, &x, rb, sizeof(rb), 1, 0);
     ASSERT_EQ(wait_xfer(&x, 10000), COLL_REMOTE_ERROR);
     ASSERT_STR_CONTAINS(r.comm.errmsg, want);

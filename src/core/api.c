@@ -6,6 +6,7 @@
  * a one-part op and waited for (blocking) or handed back as a request; inside a group it is
  * recorded, and coll_group_end turns all the group's calls on one comm into one op.
  */
+#include "agree.h"
 #include "exec.h"
 #include "qallreduce.h"
 #include "../cuda/stream.h"
@@ -120,6 +121,7 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     p->sig = call_signature(c);
     p->call = *c;
     p->run = run;
+    coll__call_sig(c, &p->wsig);
     if (run)
         return COLL_SUCCESS;
     if (c->coll == COLL_COLL_SENDRECV)
@@ -189,6 +191,50 @@ static coll_status_t group_record(const struct coll_call *c)
     return COLL_SUCCESS;
 }
 
+/* Checking mode (COLL_CHECK=1): every rank gathers every rank's signature of the call
+ * before it runs, so that all of them see the same disagreement and all fail in this call.
+ * The gather is itself a call on the comm (its own number), through the same paths. */
+static coll_status_t run(const struct coll_call *c, coll_request_t **req_p, const char *fn);
+static const char check_fn[] = "COLL_CHECK";
+
+static coll_status_t check_mode(const struct coll_call *c)
+{
+    struct coll_comm *comm = c->comm;
+    struct coll_sig mine, *all;
+    uint8_t me[COLL_SIG_BYTES], *wire;
+    struct coll_call g = {.comm = comm, .coll = COLL_COLL_ALLGATHER, .count = COLL_SIG_BYTES,
+                          .dtype = COLL_UINT8, .op = COLL_SUM, .peer = -1};
+    coll_status_t st;
+    int bad = -1;
+
+    coll__call_sig(c, &mine);
+    coll__sig_put(me, &mine);
+    wire = malloc((size_t)comm->nranks * (COLL_SIG_BYTES + sizeof(*all)));
+    if (!wire)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory checking a call");
+    all = (struct coll_sig *)(void *)(wire + (size_t)comm->nranks * COLL_SIG_BYTES);
+    g.sendbuf = me;
+    g.recvbuf = wire;
+    st = run(&g, NULL, check_fn);
+    for (int r = 0; st == COLL_SUCCESS && r < comm->nranks; r++) {
+        coll__sig_get(wire + (size_t)r * COLL_SIG_BYTES, &all[r]);
+        if (bad < 0 && !coll__sig_agree(&all[r], &mine))
+            bad = r;
+    }
+    if (st == COLL_SUCCESS && bad >= 0) {
+        char why[640];
+        uint64_t cseq = atomic_load(&comm->next_coll_seq);
+        coll__agree_explain(comm, bad, cseq, &all[bad], cseq, &mine, why, sizeof(why));
+        pthread_mutex_lock(&comm->lock);
+        st = coll__error(comm, COLL_REMOTE_ERROR, "%s (COLL_CHECK)", why);
+        coll__comm_fail(comm, st);
+        pthread_mutex_unlock(&comm->lock);
+        coll__set_thread_error(comm->errmsg);
+    }
+    free(wire);
+    return st;
+}
+
 /* A checked call: record it in the open group, or issue it. */
 static coll_status_t run(const struct coll_call *c, coll_request_t **req_p, const char *fn)
 {
@@ -207,6 +253,11 @@ static coll_status_t run(const struct coll_call *c, coll_request_t **req_p, cons
                            "%s: a send to or receive from oneself outside a group would wait "
                            "for itself; pair them in coll_group_start/end",
                            fn);
+    if (c->comm->cfg.check && c->coll != COLL_COLL_SENDRECV && fn != check_fn) {
+        st = check_mode(c);
+        if (st != COLL_SUCCESS)
+            return st;
+    }
     st = coll__choose(c->comm, c, false, &ch);
     if (st != COLL_SUCCESS)
         return st;
@@ -262,8 +313,18 @@ static coll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t cou
     CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
     CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
     CHECK_CALL(check_overlap(comm, fn, sendbuf, bytes, recvbuf, bytes, 0, true));
-    if (!req_p && grp.depth == 0 && coll__quant_wanted(comm, count, dtype, op))
-        return coll__allreduce_quant_env(comm, sendbuf, recvbuf, count, dtype, op);
+    if (coll__quant_wanted(comm, count, dtype, op)) {
+        if (!req_p && grp.depth == 0)
+            return coll__allreduce_quant_env(comm, sendbuf, recvbuf, count, dtype, op);
+        /* the quantized all-reduce is a blocking sequence of collectives: a request or a
+         * group member runs plain, which the user who set COLL_QUANT hears of once */
+        if (!comm->quant_nb_said) {
+            comm->quant_nb_said = true;
+            COLL_WARN(COLL_SUB_ENV, "rank %d: COLL_QUANT=%s applies to blocking all-reduce "
+                      "outside groups; %s runs unquantized (so do later ones like it)",
+                      comm->rank, comm->cfg.quant, fn);
+        }
+    }
     return run(&c, req_p, fn);
 }
 

@@ -502,14 +502,30 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)
 {
     if (!comm)
         return COLL_SUCCESS;
+    coll_status_t st;
+
+    coll_status_t before;
+
     if (coll__comm_check(comm, "coll_comm_destroy") != COLL_SUCCESS)
         return COLL_INVALID_ARGUMENT;
-    /* the stream worker's queued calls run on comm first, while it is still live; then out
-     * of the table: from here on every call on comm is refused */
+    /* the stream worker's queued calls run on comm first, while it is still live */
     coll__stream_comm_fini(comm);
+    /* a disagreement this rank's calls did not see (a peer found it after they returned, or
+     * nobody could until now: src/path/flat.c coll__flat_comm_end) is this call's error; a
+     * failure known before (which a call returned, or an abort) is not told again */
+    before = (coll_status_t)atomic_load(&comm->failed);
+    st = coll__path_comm_end(comm);
+    if (before == COLL_SUCCESS && st == COLL_SUCCESS)
+        st = (coll_status_t)atomic_load(&comm->failed);
+    if (before != COLL_SUCCESS || atomic_load(&comm->aborted) ||
+        atomic_load(&comm->next_seq) == 0) /* no call of this rank's to disagree with */
+        st = COLL_SUCCESS;
+    else if (st != COLL_SUCCESS)
+        coll__set_thread_error(comm->errmsg);
+    /* out of the table: from here on every call on comm is refused */
     live_remove(comm);
     comm_free(comm);
-    return COLL_SUCCESS;
+    return st;
 }
 
 COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm)

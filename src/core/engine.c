@@ -12,6 +12,7 @@
  * ranks outnumber cores in the tests, and a spinning rank would steal the core its peer
  * needs.
  */
+#include "agree.h"
 #include "exec.h"
 #include "topo.h"
 
@@ -79,6 +80,35 @@ static void run_head(struct coll_comm *comm, struct coll_op *op)
     pthread_mutex_lock(&comm->lock);
     /* a failure of the comm meanwhile has set every op's status: the first one stays */
     atomic_compare_exchange_strong(&op->status, &expected, (int)st);
+}
+
+/* A collective that has made no progress for ENGINE_STALL_MS: ask whether a peer is known to
+ * have called something else (the flat path's segment logs every rank's calls), which no
+ * message would ever reveal (ranks that wait on each other under different roots). */
+#define ENGINE_STALL_MS 20
+static void check_stall(struct coll_comm *comm)
+{
+    struct coll_op *op = comm->ops_head;
+    char why[640];
+    uint64_t now;
+
+    if (!op || !op->started || !op->has_coll || !comm->on_call_stall ||
+        atomic_load(&comm->failed) != COLL_SUCCESS)
+        return;
+    now = coll__now_coarse_ns();
+    if (now - op->last_progress_ns < ENGINE_STALL_MS * 1000000ull ||
+        now - op->stall_checked_ns < ENGINE_STALL_MS * 1000000ull)
+        return;
+    op->stall_checked_ns = now;
+    for (int k = 0; k < op->nparts; k++) {
+        if (op->parts[k].coll == COLL_COLL_SENDRECV)
+            continue;
+        if (comm->on_call_stall(comm, op->wire_seq, &op->parts[k].wsig, why, sizeof(why))) {
+            coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
+            coll__comm_fail(comm, COLL_REMOTE_ERROR);
+        }
+        return;
+    }
 }
 
 static void check_timeout(struct coll_comm *comm)
@@ -175,6 +205,7 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
         moved |= coll__exec_advance(comm->ops_head);
         reap_head(comm);
     }
+    check_stall(comm);
     check_timeout(comm);
     return moved;
 }
@@ -279,6 +310,16 @@ void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
      * by the receiver of each message; sends and receives are issued by some ranks only,
      * so an op of nothing else carries a fixed mark instead. */
     op->wire_seq = op->has_coll ? atomic_fetch_add(&comm->next_coll_seq, 1) : COLL_WIRE_SEQ_P2P;
+    for (int k = 0; op->has_coll && k < op->nparts; k++) {
+        if (op->parts[k].coll != COLL_COLL_SENDRECV) { /* the first collective names it */
+            coll__agree_log(comm, op->wire_seq, &op->parts[k].wsig);
+            break;
+        }
+    }
+    for (int k = 0; k < op->nparts; k++) {
+        op->parts[k].call.seq = op->seq;
+        op->parts[k].call.cseq = op->wire_seq;
+    }
     atomic_store(&op->status, COLL_IN_PROGRESS);
     if (atomic_load(&comm->failed) != COLL_SUCCESS)
         atomic_store(&op->status, atomic_load(&comm->failed));
@@ -417,10 +458,14 @@ coll_status_t coll__engine_drain(struct coll_comm *comm)
     return (coll_status_t)atomic_load(&comm->failed);
 }
 
-uint64_t coll__engine_take_seq(struct coll_comm *comm, bool has_coll)
+uint64_t coll__engine_take_seq(struct coll_comm *comm, const struct coll_sig *coll_sig,
+                               uint64_t *cseq_p)
 {
-    if (has_coll)
-        atomic_fetch_add_explicit(&comm->next_coll_seq, 1, memory_order_relaxed);
+    *cseq_p = UINT64_MAX;
+    if (coll_sig) {
+        *cseq_p = atomic_fetch_add_explicit(&comm->next_coll_seq, 1, memory_order_relaxed);
+        coll__agree_log(comm, *cseq_p, coll_sig);
+    }
     return atomic_fetch_add_explicit(&comm->next_seq, 1, memory_order_relaxed);
 }
 

@@ -108,6 +108,12 @@ static coll_status_t exec_start(struct coll_op *op)
     op->started = true;
     op->last_progress_ns = coll__now_coarse_ns();
     COLL_TRACE_HOOK(comm, op_begin, op);
+    if (op->has_coll && comm->on_call_start)
+        for (int k = 0; k < op->nparts; k++)
+            if (op->parts[k].coll != COLL_COLL_SENDRECV) {
+                comm->on_call_start(comm, op->wire_seq, &op->parts[k].wsig);
+                break;
+            }
     COLL_TRACE(COLL_SUB_COLL, "%s #%llu start: %d part(s), algo %s, %u steps",
                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq, op->nparts,
                op->parts[0].plan->sched.algo ? op->parts[0].plan->sched.algo->name : "-",
@@ -213,6 +219,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     x = &p->xfers[i];
     x->peer = st->peer;
     x->seq = op->wire_seq | op->sig;
+    x->sig = &p->wsig;
     x->tag = tag;
     if (st->kind == COLL_STEP_SEND) {
         x->buf = slice_ptr(p, &st->src);

@@ -36,6 +36,7 @@ struct coll_call {
     uint8_t p2p;                 /* COLL_STEP_SEND / COLL_STEP_RECV / COLL_STEP_COPY */
     int peer;
     uint64_t seq;                /* the op number, once issued (for traces) */
+    uint64_t cseq;               /* the collective number, once issued */
 };
 
 /* A part that a path runs to completion by itself (src/path/path.h: the flat path) rather
@@ -57,6 +58,7 @@ struct coll_part {
     coll_run_fn run;             /* a path's own runner, or NULL: the executor runs plan */
     struct coll_call call;       /* the call as checked (what run gets) */
     uint64_t sig;                /* hash of the call's arguments */
+    struct coll_sig wsig;        /* the call's signature (src/core/agree.h) */
     /* executor state */
     uint8_t *state;              /* [nsteps] enum coll_step_state */
     struct coll_xfer *xfers;     /* [nsteps], used by SEND/RECV steps */
@@ -80,6 +82,7 @@ struct coll_op {
     void *exec_mem;              /* posted and the parts' executor arrays, one allocation */
     bool started;
     uint64_t last_progress_ns;   /* coarse clock (coll__now_coarse_ns) */
+    uint64_t stall_checked_ns;   /* when the engine last asked why it stalls */
     _Atomic int status;          /* COLL_IN_PROGRESS until complete */
     bool is_request;             /* the user holds it (non-blocking call) */
     struct coll_op *next;
@@ -105,7 +108,11 @@ COLL_INTERNAL void coll__engine_poll(struct coll_comm *comm);
  * with a run hook): wait until every op issued before is complete, then take the op numbers
  * an op would have taken. Returns the first failure of the ops waited for, or the comm's. */
 COLL_INTERNAL coll_status_t coll__engine_drain(struct coll_comm *comm);
-COLL_INTERNAL uint64_t coll__engine_take_seq(struct coll_comm *comm, bool has_coll);
+COLL_INTERNAL uint64_t coll__engine_take_seq(struct coll_comm *comm,
+                                             const struct coll_sig *coll_sig,
+                                             uint64_t *cseq_p);
+/* The signature of a checked call. */
+COLL_INTERNAL void coll__call_sig(const struct coll_call *c, struct coll_sig *s);
 /* Let comm's progress thread drive its ops (after its grace delay) while this thread waits
  * on another comm: the other ops of a group that spans comms, whose ranks may all live in
  * this process (ncclCommInitAll). */

@@ -10,6 +10,7 @@
 
 #define COLL_BUILDING 1
 #include "coll.h"
+#include "wire.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,6 +55,7 @@ struct coll_config {
     int64_t quant_min_bytes; /* COLL_QUANT_MIN_BYTES: smaller all-reduces stay plain */
     int64_t quant_block;    /* COLL_QUANT_BLOCK: elements per scale */
     int64_t quant_node_ranks; /* COLL_QUANT_NODE_RANKS: 0 = by host and address */
+    int64_t check;          /* COLL_CHECK: 1 checks every collective's signature first */
     int64_t shm_flat;       /* COLL_SHM_FLAT: 0 turns the shared-memory fast path off */
     int64_t shm_flat_bytes; /* COLL_SHM_FLAT_BYTES: largest call (per rank) it runs */
     int64_t shm_flat_spin_us; /* COLL_SHM_FLAT_SPIN_US: its waits poll this long */
@@ -181,6 +183,12 @@ struct coll_pollent {
 };
 
 
+/* One entry of a comm's log of recent collectives (src/core/agree.c). */
+struct coll_sig_rec {
+    _Atomic uint64_t cseq;            /* 1 + the collective's number, 0: empty */
+    struct coll_sig sig;
+};
+
 struct coll_comm {
     int rank, nranks;
     uint64_t comm_id;
@@ -238,17 +246,27 @@ struct coll_comm {
      * use it, the same way on every rank */
     struct coll_flat *flat;           /* its segment, NULL until first used */
     int8_t flat_state;                /* 0 undecided, 1 on, -1 off */
+    bool flat_segment;                /* one host over shm: the segment is mapped (its log) */
     bool flat_cuda;                   /* CUDA is up: device buffers take the general path */
     bool flat_sliced;                 /* its sliced all-reduce runs on this comm */
     uint32_t flat_colls, flat_forced; /* collectives it may run; those COLL_ALGO forces */
     uint64_t reqs_issued;             /* non-blocking ops issued (the API's thread) ... */
     uint64_t reqs_drained;            /* ... and that count when the queue was seen empty */
     bool quant_nb_said;               /* COLL_QUANT skipped a non-blocking call: said once */
+    /* the paths' hooks into the engine (src/path/flat.c; NULL when absent): a collective op
+     * starts; one has made no progress for a while (true, with the reason in why, when a
+     * peer is known to have called something else) */
+    void (*on_call_start)(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s);
+    bool (*on_call_stall)(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s,
+                          char *why, size_t n);
 
     /* stream-ordered collectives (src/cuda/stream.c): the CUDA device current at init (-1
      * without CUDA) and the staging state, made on first use */
     int cuda_dev;
     struct coll_stream_ctx *stream;
+
+    /* the signatures of the last COLL_AGREE_LOG collectives, by number (src/core/agree.c) */
+    struct coll_sig_rec sig_log[16];
 
     /* last error text (coll_last_error); errlock because abort can come from any thread */
     pthread_mutex_t errlock;

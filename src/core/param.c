@@ -130,17 +130,26 @@ const struct coll_param coll__params[] = {
      "nodes of the hierarchical quantized all-reduce: 0 = ranks sharing a host and a listen "
      "address; k = consecutive groups of k ranks",
      COLL_PARAM_INT, CFG(quant_node_ranks), 0, 1 << 20},
+    {"COLL_CHECK", "0",
+     "1: checking mode: before every collective all ranks exchange its signature (collective, "
+     "count, dtype, op, root), so that ranks that disagree all fail within that call, each "
+     "naming a rank that called otherwise; costs one small all-gather per call, and a "
+     "non-blocking call then waits at issue for every rank to reach it. 0: a disagreement is "
+     "an error within the call on every rank that receives anything in it, and on the others "
+     "by their next call on the comm (include/coll.h)",
+     COLL_PARAM_INT, CFG(check), 0, 1},
     {"COLL_SHM_FLAT", "1",
-     "1: small blocking collectives (all-reduce, broadcast, reduce, all-gather, barrier) of a "
-     "comm whose ranks all share one host go through one shared segment instead of the "
-     "general path; 0: off (COLL_ALGO=allreduce=flat forces it, =ring turns it off)",
+     "1: small collectives (all-reduce, broadcast, reduce, all-gather, barrier), blocking, "
+     "non-blocking or grouped, of a comm whose ranks all share one host go through one shared "
+     "segment instead of the general path; 0: off (COLL_ALGO=allreduce=flat forces it, =ring "
+     "turns it off; the segment, mapped at init, still holds the calls' log)",
      COLL_PARAM_INT, CFG(shm_flat), 0, 1},
     {"COLL_SHM_FLAT_BYTES", "4K",
      "largest call the shared-memory fast path runs: bytes per rank (all-gather: each rank's "
      "part); each rank's share of the segment is twice this; every rank must set the same",
      COLL_PARAM_SIZE, CFG(shm_flat_bytes), 0, (int64_t)1 << 20},
     {"COLL_SHM_SLICED_BYTES", "1M",
-     "with the shared-memory fast path on (comms of 2 to 16 ranks): blocking all-reduce, "
+     "with the shared-memory fast path on (comms of 2 to 16 ranks): all-reduce, "
      "reduce and broadcast above COLL_SHM_FLAT_BYTES go through the segment in pieces of this "
      "many bytes: every rank copies its piece in, each reduces one slice of all of them, and "
      "all (reduce: the root) copy the result out; a broadcast piece is written once by the "

@@ -45,4 +45,30 @@ static inline uint64_t get64(const uint8_t *p)
     return v;
 }
 
+/* A call's signature (src/core/agree.h): what ranks must agree on for it. 16 bytes on the
+ * wire, in every message of the general path. */
+struct coll_sig {
+    uint8_t coll;  /* enum coll_coll; COLL_COLL_SENDRECV for a send or a receive */
+    uint8_t dtype;
+    uint8_t op;    /* reductions only, else 0 */
+    uint8_t kind;  /* sends and receives: COLL_STEP_SEND or COLL_STEP_RECV, else 0 */
+    int32_t root;  /* rooted collectives only, else 0 */
+    uint64_t count;
+};
+#define COLL_SIG_BYTES 16
+
+static inline void coll__sig_put(uint8_t *p, const struct coll_sig *s)
+{
+    p[0] = s->coll, p[1] = s->dtype, p[2] = s->op, p[3] = s->kind;
+    put32(p + 4, (uint32_t)s->root);
+    put64(p + 8, s->count);
+}
+
+static inline void coll__sig_get(const uint8_t *p, struct coll_sig *s)
+{
+    s->coll = p[0], s->dtype = p[1], s->op = p[2], s->kind = p[3];
+    s->root = (int32_t)get32(p + 4);
+    s->count = get64(p + 8);
+}
+
 #endif /* COLL_WIRE_H */

@@ -110,6 +110,20 @@ coll_status_t coll__path_comm_init(struct coll_comm *comm)
     return coll__flat_comm_init(comm);
 }
 
+coll_status_t coll__path_comm_end(struct coll_comm *comm)
+{
+    /* with requests nobody waited for, the last calls may not have run: nothing to settle
+     * (destroy does not wait for them) */
+    if (comm->reqs_issued != comm->reqs_drained) {
+        pthread_mutex_lock(&comm->lock);
+        bool idle = comm->ops_head == NULL;
+        pthread_mutex_unlock(&comm->lock);
+        if (!idle)
+            return (coll_status_t)atomic_load(&comm->failed);
+    }
+    return coll__flat_comm_end(comm);
+}
+
 void coll__path_note_request(struct coll_comm *comm)
 {
     comm->reqs_issued++;
@@ -130,6 +144,11 @@ coll_status_t coll__path_run_now(struct coll_comm *comm, const struct coll_path 
         }
         comm->reqs_drained = comm->reqs_issued;
     }
-    call.seq = coll__engine_take_seq(comm, call.coll != COLL_COLL_SENDRECV);
+    {
+        struct coll_sig sig;
+        coll__call_sig(&call, &sig);
+        call.seq = coll__engine_take_seq(comm, call.coll != COLL_COLL_SENDRECV ? &sig : NULL,
+                                         &call.cseq);
+    }
     return path->run(comm, &call);
 }

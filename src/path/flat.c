@@ -54,6 +54,7 @@
 #include "flat_test.h"
 #include "path.h"
 
+#include "../core/agree.h"
 #include "../core/trace.h"
 #include "../cuda/cuda.h"
 #include "../reduce/reduce.h"
@@ -78,7 +79,7 @@
 /* ---- 1 layout ------------------------------------------------------------------------ */
 
 #define FLAT_MAGIC 0x54414c46u /* "FLAT" */
-#define FLAT_VERSION 2u
+#define FLAT_VERSION 3u
 #define FLAT_CL 64
 #define FLAT_INLINE 40
 #define FLAT_SEGMENT_MAX ((size_t)256 << 20)
@@ -104,7 +105,7 @@ struct flat_line {
     _Atomic uint32_t seq; /* the call this line holds */
     uint8_t coll, dtype, op, pad;
     int32_t root;
-    uint32_t pad2;
+    uint32_t cseq; /* the low bits of the collective's number (pieces share it) */
     uint64_t count;
     uint8_t data[FLAT_INLINE];
 };
@@ -120,6 +121,7 @@ struct flat_hdr {
 };
 
 enum { FLAT_OPEN = 0, FLAT_LEFT = 1, FLAT_FAILED = 2 };
+#define FLAT_LOG 16
 
 /* Blocking reduce and broadcast of at most COLL_SHM_FLAT_BYTES take the general path: the
  * host has more ranks than CPUs. A tree there lets a leaf return after one message, where
@@ -137,6 +139,12 @@ struct flat_rank {
     _Alignas(FLAT_CL) _Atomic uint32_t reduced; /* sliced call c: my slice is reduced */
     _Alignas(FLAT_CL) _Atomic uint32_t sleepers;
     _Alignas(FLAT_CL) char reason[256];
+    /* the signatures of this rank's last FLAT_LOG collectives on any path, by number: a
+     * rank stalled in call N looks up what each peer called as N (flat_stall) */
+    struct flat_log {
+        _Atomic uint64_t cseq1; /* 1 + the collective's number; 0: empty */
+        struct coll_sig sig;
+    } log[FLAT_LOG];
     _Alignas(FLAT_CL) uint8_t slot[]; /* 2 x slot_bytes */
 };
 
@@ -152,6 +160,11 @@ struct coll_flat {
     uint64_t spin_ns;           /* how long a wait polls now: see flat_wait */
     uint64_t spin_max_ns;       /* COLL_SHM_FLAT_SPIN_US */
     uint64_t ncalls;
+    uint64_t cseq;              /* the collective number of the call running */
+    struct coll_sig sig;        /* ... and its signature (the whole call, not a piece) */
+    uint32_t unchecked;         /* a broadcast this rank was the root of, whose peers' lines
+                                 * it has not compared yet (0: none): see flat_settle */
+    uint64_t unchecked_cseq;
     uint32_t flags;             /* the segment header's FLAT_HDR_* */
     int *pidfd;                 /* [n], -1 where none */
     struct flat_line *snap;     /* [n] lines copied out of the segment */
@@ -249,6 +262,9 @@ static const char *coll_text(unsigned c)
     return c < COLL_NUM_COLLS ? coll__coll_name((enum coll_coll)c) : "an unknown collective";
 }
 
+static bool flat_stall(struct coll_flat *f, uint64_t cseq, const struct coll_sig *mine,
+                       char *why, size_t n);
+
 /* Is there a reason to stop waiting for peer? deep adds the costly looks (syscalls): has it
  * exited, did it send general-path messages instead. */
 static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what, bool deep)
@@ -295,6 +311,11 @@ static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what,
                              "rank %d (%s, pid %d) exited in the middle of a collective", peer,
                              comm->peers[peer].hostname, (int)comm->peers[peer].pid);
     }
+    if (f->sig.coll != COLL_COLL_SENDRECV) {
+        char why[640];
+        if (flat_stall(f, f->cseq, &f->sig, why, sizeof(why)))
+            return flat_fail(f, COLL_REMOTE_ERROR, "%s", why);
+    }
     switch (coll__shm_flat_peer(f->shm, peer)) {
     case COLL_SHM_PEER_GONE:
         return flat_fail(f, COLL_REMOTE_ERROR,
@@ -311,6 +332,43 @@ static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what,
     default:
         return COLL_SUCCESS;
     }
+}
+
+/* Into this rank's log: collective cseq is s. A reader that finds cseq1 the same before and
+ * after copying the signature read it whole. */
+static void flat_log_call(struct coll_flat *f, uint64_t cseq, const struct coll_sig *s)
+{
+    struct flat_log *l = &rank_at(f, f->rank)->log[cseq % FLAT_LOG];
+
+    atomic_store_explicit(&l->cseq1, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    l->sig = *s;
+    atomic_store_explicit(&l->cseq1, cseq + 1, memory_order_release);
+}
+
+/* A rank stalled in collective cseq (signature mine) looks up what each peer logged as that
+ * call: a peer that called something else is the reason nothing moves (different roots,
+ * or a collective that moves nothing this rank waits for). The text into why; false when
+ * every peer that got there agrees. */
+static bool flat_stall(struct coll_flat *f, uint64_t cseq, const struct coll_sig *mine,
+                       char *why, size_t n)
+{
+    for (int p = 0; p < f->n; p++) {
+        struct flat_log *l = &rank_at(f, p)->log[cseq % FLAT_LOG];
+        struct coll_sig theirs;
+
+        if (p == f->rank || atomic_load_explicit(&l->cseq1, memory_order_acquire) != cseq + 1)
+            continue;
+        memcpy(&theirs, &l->sig, sizeof(theirs));
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&l->cseq1, memory_order_relaxed) != cseq + 1)
+            continue; /* rewritten while read: the peer moved on; look again later */
+        if (theirs.coll >= COLL_NUM_COLLS || coll__sig_agree(&theirs, mine))
+            continue;
+        coll__agree_explain(f->comm, p, cseq, &theirs, cseq, mine, why, n);
+        return true;
+    }
+    return false;
 }
 
 /* ---- 3 waiting ----------------------------------------------------------------------- */
@@ -691,6 +749,13 @@ void coll__flat_fini(struct coll_flat *f)
 
 /* ---- 5 the collectives --------------------------------------------------------------- */
 
+/* The signature a line holds (a piece of a large call names its piece's count). */
+static struct coll_sig line_sig(const struct flat_line *l)
+{
+    return (struct coll_sig){.coll = l->coll, .dtype = l->dtype, .op = l->op,
+                             .root = l->root, .count = l->count};
+}
+
 /* Wait for peer's line of call c, copy it out, check it against this rank's call. */
 static coll_status_t read_line(struct coll_flat *f, int peer, uint32_t c, const struct flat_line *mine)
 {
@@ -708,17 +773,14 @@ static coll_status_t read_line(struct coll_flat *f, int peer, uint32_t c, const 
                          "this rank runs call #%u",
                          peer, seq, c);
     if (s->coll != mine->coll || s->dtype != mine->dtype || s->op != mine->op ||
-        s->root != mine->root || s->count != mine->count)
-        return flat_fail(f, COLL_REMOTE_ERROR,
-                         "rank %d called %s of %llu x %s (op %s, root %d) as call #%u where "
-                         "this rank called %s of %llu x %s (op %s, root %d): do all ranks call "
-                         "the same collectives with the same arguments?",
-                         peer, coll_text(s->coll), (unsigned long long)s->count,
-                         coll__dtype_name((coll_dtype_t)s->dtype),
-                         coll__op_name((coll_op_t)s->op), s->root, c, coll_text(mine->coll),
-                         (unsigned long long)mine->count,
-                         coll__dtype_name((coll_dtype_t)mine->dtype),
-                         coll__op_name((coll_op_t)mine->op), mine->root);
+        s->root != mine->root || s->count != mine->count || s->cseq != mine->cseq) {
+        struct coll_sig theirs = line_sig(s), ours = line_sig(mine);
+        char why[640];
+        /* the line holds 32 bits of the peer's number: this rank's own supplies the rest */
+        uint64_t pc = (f->cseq & ~(uint64_t)UINT32_MAX) | s->cseq;
+        coll__agree_explain(f->comm, peer, pc, &theirs, f->cseq, &ours, why, sizeof(why));
+        return flat_fail(f, COLL_REMOTE_ERROR, "%s", why);
+    }
     return COLL_SUCCESS;
 }
 
@@ -822,6 +884,26 @@ static coll_status_t sliced(struct coll_flat *f, void *recvbuf, uint32_t c, size
     return COLL_SUCCESS;
 }
 
+/* The root of a broadcast reads no line, so a peer that named another root (or count) would
+ * go unseen: it compares the peers' lines of that call at its next call on this path (or at
+ * coll_comm_destroy) instead, and only then says it is done with the call. Peers cannot
+ * overwrite their line of that call until it does, so the comparison always finds it; the
+ * root does not wait for the slowest rank's arrival within the broadcast itself. */
+static coll_status_t flat_settle(struct flat_rank *me, struct coll_flat *f)
+{
+    const uint32_t c = f->unchecked;
+    const uint64_t cseq = f->cseq;
+    coll_status_t st;
+
+    f->unchecked = 0;
+    f->cseq = f->unchecked_cseq;
+    st = read_all(f, c, &me->line[c & 1]);
+    f->cseq = cseq;
+    if (st == COLL_SUCCESS)
+        publish(me, &me->done, c);
+    return st;
+}
+
 /* how: FLAT_* flags, which flat_path_run sets from the size of the whole call */
 static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const void *sendbuf,
                                void *recvbuf, size_t count, coll_dtype_t dt, coll_op_t op,
@@ -840,6 +922,11 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
      * otherwise still complete one here) */
     if (atomic_load_explicit(&f->hdr->abort, memory_order_relaxed))
         return flat_check(f, f->rank, "start", false);
+    if (f->unchecked) {
+        st = flat_settle(me, f);
+        if (st != COLL_SUCCESS)
+            return st;
+    }
     /* our line and slot of call c - 2 must have been read by everyone */
     if (!reached(f->done_ok, c - 2)) {
         for (int p = 0; p < f->n; p++) {
@@ -856,6 +943,7 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     ml->dtype = (uint8_t)dt;
     ml->op = (uint8_t)op;
     ml->root = root;
+    ml->cseq = (uint32_t)f->cseq;
     ml->count = count;
     if (writes && bytes) {
         memcpy(bytes <= FLAT_INLINE ? ml->data : slot_of(f, me, c), sendbuf, bytes);
@@ -920,6 +1008,11 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     if (coll == COLL_COLL_ALLREDUCE || coll == COLL_COLL_ALLGATHER ||
         coll == COLL_COLL_BARRIER || (coll == COLL_COLL_REDUCE && (big || f->rank == root)))
         f->done_ok = c - 1;
+    if (coll == COLL_COLL_BROADCAST && f->rank == root && f->n > 1) {
+        f->unchecked = c;
+        f->unchecked_cseq = f->cseq;
+        return COLL_SUCCESS;
+    }
     publish(me, &me->done, c);
     return COLL_SUCCESS;
 }
@@ -943,9 +1036,7 @@ static void flat_decide(struct coll_comm *comm)
                 comm->flat_forced |= 1u << c;
         }
     }
-    if (!comm->cfg.shm_flat)
-        snprintf(why, sizeof(why), "COLL_SHM_FLAT=0");
-    else if (comm->nhosts != 1)
+    if (comm->nhosts != 1)
         snprintf(why, sizeof(why), "the ranks are on %d hosts", comm->nhosts);
     else if (idx < 0 || !comm->tp_ctx[idx])
         snprintf(why, sizeof(why), "the shm transport is not up on this rank");
@@ -953,6 +1044,11 @@ static void flat_decide(struct coll_comm *comm)
         if (p != comm->rank && comm->peer_tp[p] != shm)
             snprintf(why, sizeof(why), "rank %d is reached over %s", p,
                      comm->peer_tp[p] ? comm->peer_tp[p]->name : "nothing");
+    /* the segment itself (its log of every rank's calls) serves a comm of one host over shm
+     * even where the path runs nothing */
+    comm->flat_segment = !why[0];
+    if (!why[0] && !comm->cfg.shm_flat)
+        snprintf(why, sizeof(why), "COLL_SHM_FLAT=0");
     if (!why[0] && !comm->flat_colls)
         snprintf(why, sizeof(why), "COLL_ALGO names other algorithms for all its collectives");
     comm->flat_state = why[0] ? -1 : 1;
@@ -1086,6 +1182,9 @@ static coll_status_t flat_path_run(struct coll_comm *comm, const struct coll_cal
         return coll__error(comm, COLL_INTERNAL_ERROR, "the shared-memory fast path is gone");
     if (comm->tracer)
         t0 = coll__now_ns();
+    f->cseq = c->cseq;
+    coll__call_sig(c, &f->sig);
+    flat_log_call(f, f->cseq, &f->sig);
     /* A large call goes through the slots in pieces of one slot, each a call of its own
      * (so pieces k and k + 1 use different slots, and a rank fills piece k + 1 while slower
      * ones still read piece k). Every rank cuts alike: the slot size is checked equal on
@@ -1114,6 +1213,90 @@ static coll_status_t flat_path_run(struct coll_comm *comm, const struct coll_cal
     return st;
 }
 
+/* The general path's calls, through the comm's hooks (set when the segment is mapped): each
+ * collective is logged as it starts, and a stalled one looks at the peers' logs. */
+static void flat_on_start(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s)
+{
+    if (comm->flat)
+        flat_log_call(comm->flat, cseq, s);
+}
+
+static bool flat_on_stall(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s,
+                          char *why, size_t n)
+{
+    return comm->flat && flat_stall(comm->flat, cseq, s, why, n);
+}
+
+/* At coll_comm_destroy, on any path: once every peer has started this rank's last
+ * collective (its log says so), compare the calls both logs still hold. A call that moved
+ * nothing this rank waited for (a scatter or broadcast whose ranks named different roots)
+ * is caught here at the latest. */
+static coll_status_t flat_compare_logs(struct coll_flat *f)
+{
+    struct coll_comm *comm = f->comm;
+    const uint64_t next = atomic_load(&comm->next_coll_seq);
+    const uint64_t lo = next > FLAT_LOG ? next - FLAT_LOG : 0;
+    struct flat_rank *me = rank_at(f, f->rank);
+    const uint64_t deadline = coll__now_ns() + (uint64_t)comm->cfg.timeout_ms * 1000000ull;
+    char why[640];
+
+    if (next == 0)
+        return COLL_SUCCESS;
+    for (int p = 0; p < f->n; p++) {
+        struct flat_log *l = &rank_at(f, p)->log[(next - 1) % FLAT_LOG];
+        coll_status_t st;
+
+        /* a peer not there yet gets until the comm's timeout, as any wait does */
+        while (p != f->rank && atomic_load_explicit(&l->cseq1, memory_order_acquire) < next) {
+            st = flat_check(f, p, "start its last call", true);
+            if (st != COLL_SUCCESS)
+                return st;
+            if (comm->cfg.timeout_ms > 0 && coll__now_ns() > deadline)
+                return flat_fail(f, COLL_TIMEOUT,
+                                 "coll_comm_destroy waited %lld ms (COLL_TIMEOUT_MS) for rank "
+                                 "%d to start call #%llu",
+                                 (long long)comm->cfg.timeout_ms, p, (unsigned long long)next);
+            sched_yield();
+        }
+    }
+    for (uint64_t c = lo; c < next; c++) {
+        struct flat_log *l = &me->log[c % FLAT_LOG];
+        struct coll_sig mine;
+
+        if (atomic_load_explicit(&l->cseq1, memory_order_acquire) != c + 1)
+            continue;
+        mine = l->sig;
+        if (flat_stall(f, c, &mine, why, sizeof(why)))
+            return flat_fail(f, COLL_REMOTE_ERROR, "%s (found at coll_comm_destroy)", why);
+    }
+    return COLL_SUCCESS;
+}
+
+/* At coll_comm_destroy: what a disagreement of this rank's last calls on the path left for
+ * it to learn. The deferred comparison of a broadcast's root; then every peer has finished
+ * (or failed) this rank's last call, so a peer that found its arguments different has said so
+ * in the segment's abort word by now. */
+coll_status_t coll__flat_comm_end(struct coll_comm *comm)
+{
+    struct coll_flat *f = comm->flat;
+    struct flat_rank *me;
+    coll_status_t st = COLL_SUCCESS;
+
+    if (!f || !f->base || atomic_load(&comm->failed) != COLL_SUCCESS)
+        return (coll_status_t)atomic_load(&comm->failed);
+    me = rank_at(f, f->rank);
+    if (f->unchecked)
+        st = flat_settle(me, f);
+    for (int p = 0; st == COLL_SUCCESS && f->call && p < f->n; p++)
+        if (p != f->rank)
+            st = flat_wait(f, p, &rank_at(f, p)->done, f->call, "finish the last call");
+    if (st == COLL_SUCCESS && atomic_load(&f->hdr->abort))
+        st = flat_check(f, f->rank, "finish", false);
+    if (st == COLL_SUCCESS)
+        st = flat_compare_logs(f);
+    return st;
+}
+
 /* At comm init, so that the choice of a path never waits: whether every rank has the
  * segment is known to all before the first call, whatever its form (a rank other than 0
  * waits here for rank 0's verdict; init is collective anyway). The cost is the segment's
@@ -1124,11 +1307,20 @@ coll_status_t coll__flat_comm_init(struct coll_comm *comm)
     coll_status_t st;
 
     flat_decide(comm);
-    if (comm->flat_state < 0)
+    if (!comm->flat_segment)
         return COLL_SUCCESS;
     st = flat_setup(comm, comm->tp_ctx[coll__transport_index(&coll__shm_transport)]);
     if (st == COLL_SUCCESS && !comm->flat)
         comm->flat_state = -1;
+    if (comm->flat_state < 0 && comm->flat) /* only the log: the smallest slots would do, but
+                                             * every rank sizes them alike as it is */
+        COLL_INFO(COLL_SUB_SHM, "rank %d: shm segment kept for the calls' log only",
+                  comm->rank);
+    if (comm->flat) {
+        comm->flat->sig.coll = COLL_COLL_SENDRECV; /* no flat call yet */
+        comm->on_call_start = flat_on_start;
+        comm->on_call_stall = flat_on_stall;
+    }
     return st;
 }
 

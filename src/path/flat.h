@@ -27,6 +27,11 @@ COLL_INTERNAL bool coll__flat_takes(struct coll_comm *comm, enum coll_coll coll,
  * segment up where the comm can use one. */
 COLL_INTERNAL coll_status_t coll__flat_comm_init(struct coll_comm *comm);
 
+/* At coll_comm_destroy: settle what this rank's last calls left (a broadcast root's deferred
+ * comparison), wait until every peer has finished them, and report a failure a peer found
+ * meanwhile. */
+COLL_INTERNAL coll_status_t coll__flat_comm_end(struct coll_comm *comm);
+
 /* The shm transport's shutdown (comm failed or aborted) tells every rank of the segment and
  * wakes those that sleep in it; its fini leaves the segment and frees it. */
 COLL_INTERNAL void coll__flat_shutdown(struct coll_flat *f);

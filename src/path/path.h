@@ -54,6 +54,10 @@ COLL_INTERNAL void coll__call_args(const struct coll_call *c, struct coll_algo_a
 /* At the end of comm init: each path that needs set-up (the flat path's segment). */
 COLL_INTERNAL coll_status_t coll__path_comm_init(struct coll_comm *comm);
 
+/* At coll_comm_destroy, before anything is torn down: what the paths still have to say about
+ * the calls made (a disagreement found late); the comm's first failure otherwise. */
+COLL_INTERNAL coll_status_t coll__path_comm_end(struct coll_comm *comm);
+
 /* Tell the flat path that this comm has non-blocking ops it has not seen complete; the next
  * blocking call drains them first (the API's thread only). */
 COLL_INTERNAL void coll__path_note_request(struct coll_comm *comm);

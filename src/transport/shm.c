@@ -65,6 +65,7 @@ struct shm_slot_hdr {
     uint32_t kind;
     uint32_t frag; /* EAGER: bytes in this slot */
     uint32_t pad;
+    struct coll_sig sig; /* the call's: every message carries it (src/core/agree.h) */
 };
 _Static_assert(sizeof(struct shm_slot_hdr) <= 64, "slot header fits its cache line");
 
@@ -599,6 +600,8 @@ static bool push_sends(struct shm_chan *ch)
         h.seq = x->seq;
         h.tag = x->tag;
         h.len = x->len;
+        if (x->sig)
+            h.sig = *x->sig;
         if (cma && x->len >= SHM_RDV_MIN) {
             h.kind = SLOT_RDV;
             h.addr = (uint64_t)(uintptr_t)x->buf;
@@ -650,19 +653,13 @@ static bool finish_rdv_sends(struct shm_chan *ch)
 static bool check_slot(struct shm_chan *ch, const struct shm_slot_hdr *h,
                        const struct coll_xfer *x)
 {
-    const uint64_t num_mask = (1ull << 48) - 1;
+    char why[640];
 
-    if (h->seq != x->seq || h->tag != x->tag || h->len != (uint64_t)x->len) {
-        chan_fail(ch, COLL_REMOTE_ERROR,
-                  "message from rank %d (%s) for op #%llu tag %u has %llu bytes, expected op "
-                  "#%llu tag %u with %llu bytes%s: do all ranks call the same collectives "
-                  "with the same counts?",
-                  ch->peer, peer_host(ch), (unsigned long long)(h->seq & num_mask), h->tag,
-                  (unsigned long long)h->len, (unsigned long long)(x->seq & num_mask), x->tag,
-                  (unsigned long long)x->len,
-                  (h->seq & ~num_mask) != (x->seq & ~num_mask)
-                      ? " (the two ranks called it with different arguments)"
-                      : "");
+    /* the slot is the peer's to write: copied out once by the caller, so what is checked
+     * here is what is used */
+    if (coll__agree_xfer(ch->ctx->comm, ch->peer, x, h->seq, h->tag, h->len, &h->sig, why,
+                         sizeof(why)) != COLL_SUCCESS) {
+        chan_fail(ch, COLL_REMOTE_ERROR, "%s", why);
         return false;
     }
     if (h->kind == SLOT_EAGER && (h->off != x->off || h->frag > SHM_SLOT_DATA ||

@@ -82,7 +82,7 @@
 #define TCP_ABORT_TEXT_MAX 255
 #define TCP_NONCE_BYTES 16
 #define TCP_HS_BYTES (4 + 8 + 4 + 4 + 2 + 2 + COLL_MAC_BYTES) /* 56 */
-#define TCP_HDR_BYTES 40
+#define TCP_HDR_BYTES (40 + COLL_SIG_BYTES) /* the call's signature rides in every frame */
 #define TCP_HS_LABEL "coll-data"
 #define TCP_HS_OK 0x4b4f4843u /* "CHOK": the acceptor took the answer */
 #define TCP_HS_OK_BYTES 4
@@ -107,6 +107,7 @@ struct tcp_hdr {
     uint32_t tag;
     int32_t src_rank;
     uint64_t comm_id, seq, len;
+    struct coll_sig sig;
 };
 
 static void hdr_encode(uint8_t *p, const struct tcp_hdr *h)
@@ -119,6 +120,7 @@ static void hdr_encode(uint8_t *p, const struct tcp_hdr *h)
     put64(p + 16, h->comm_id);
     put64(p + 24, h->seq);
     put64(p + 32, h->len);
+    coll__sig_put(p + 40, &h->sig);
 }
 
 static void hdr_decode(const uint8_t *p, struct tcp_hdr *h)
@@ -131,6 +133,7 @@ static void hdr_decode(const uint8_t *p, struct tcp_hdr *h)
     h->comm_id = get64(p + 16);
     h->seq = get64(p + 24);
     h->len = get64(p + 32);
+    coll__sig_get(p + 40, &h->sig);
 }
 
 /* HMAC(secret, "coll-data" | nonce | comm_id | from | to | index | nsocks) */
@@ -641,20 +644,11 @@ static coll_status_t check_header(struct tcp_sock *s, const struct tcp_piece *pc
                          "comm %016llx, from rank %d)",
                          peer, peer_host(s->ctx, peer), h.magic, h.type,
                          (unsigned long long)h.comm_id, h.src_rank);
-    if (h.seq != x->seq || h.tag != x->tag || h.len != (uint64_t)x->len) {
-        /* seq = op number | a 16-bit signature of the call's arguments << 48 */
-        const uint64_t num_mask = (1ull << 48) - 1;
-        return conn_fail(s, COLL_REMOTE_ERROR,
-                         "message from rank %d (%s) for op #%llu tag %u has %llu bytes, "
-                         "expected op #%llu tag %u with %llu bytes%s: do all ranks call the "
-                         "same collectives with the same counts?",
-                         peer, peer_host(s->ctx, peer), (unsigned long long)(h.seq & num_mask),
-                         h.tag, (unsigned long long)h.len,
-                         (unsigned long long)(x->seq & num_mask), x->tag,
-                         (unsigned long long)x->len,
-                         (h.seq & ~num_mask) != (x->seq & ~num_mask)
-                             ? " (the two ranks called it with different arguments)"
-                             : "");
+    {
+        char why[640];
+        if (coll__agree_xfer(comm, peer, x, h.seq, h.tag, h.len, &h.sig, why, sizeof(why)) !=
+            COLL_SUCCESS)
+            return conn_fail(s, COLL_REMOTE_ERROR, "%s", why);
     }
     if (h.piece != pc->index)
         return conn_fail(s, COLL_REMOTE_ERROR,
@@ -1737,6 +1731,8 @@ static coll_status_t link_queue(struct tcp_link *l, struct coll_xfer *x, bool se
                 .seq = x->seq,
                 .len = x->len,
             };
+            if (x->sig)
+                h.sig = *x->sig;
             hdr_encode(pc->hdr, &h);
         }
     }

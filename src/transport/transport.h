@@ -17,6 +17,7 @@
 #define COLL_TRANSPORT_H
 
 #include "../core/internal.h"
+#include "../core/wire.h"
 
 #include <stdarg.h>
 
@@ -30,6 +31,7 @@ struct coll_xfer {
     int32_t peer;
     uint32_t tag;               /* message index within the op for this peer/direction */
     uint64_t seq;               /* the op's sequence number on the comm */
+    const struct coll_sig *sig; /* the call's signature: senders put it on the wire */
     _Atomic int status;         /* COLL_IN_PROGRESS, then COLL_SUCCESS or an error */
     /* transport-private */
     size_t off;                 /* bytes moved so far (header included as the transport likes) */
@@ -42,6 +44,16 @@ struct coll_chan {
     struct coll_comm *comm;
     int32_t peer;
 };
+
+/* The one check of a message header against the receive posted for it, defined above the
+ * transports (src/core/agree.c), which every transport runs: the wire's op number (collective number | a 16-bit hash << 48, or the point-to-point mark),
+ * message index and length, and the sender's signature (NULL where the transport does not
+ * carry it). COLL_SUCCESS when they match, else COLL_REMOTE_ERROR with the message in buf. */
+COLL_INTERNAL coll_status_t coll__agree_xfer(const struct coll_comm *comm, int peer,
+                                             const struct coll_xfer *x, uint64_t seq,
+                                             uint32_t tag, uint64_t len,
+                                             const struct coll_sig *theirs, char *buf,
+                                             size_t n);
 
 struct coll_transport {
     const char *name;           /* "tcp", "shm", "ib", "cudaipc" */

@@ -1,0 +1,180 @@
+/*
+ * agree.c - the one check that ranks agree on a call, and its messages (agree.h).
+ *
+ * Messages name what each side called, never an internal mark: a send or a receive has no
+ * call number, so it is named by what it moves; equal lengths are not reported as a
+ * difference.
+ */
+#include "agree.h"
+#include "exec.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *coll__sig_describe(const struct coll_sig *s, char *buf, size_t n)
+{
+    const char *dt = coll__dtype_name((coll_dtype_t)s->dtype);
+    int w;
+
+    if (s->coll == COLL_COLL_SENDRECV) {
+        snprintf(buf, n, "%s of %llu x %s", s->kind == COLL_STEP_SEND ? "send" : "receive",
+                 (unsigned long long)s->count, dt);
+        return buf;
+    }
+    if (s->coll == COLL_COLL_BARRIER) {
+        snprintf(buf, n, "barrier");
+        return buf;
+    }
+    w = snprintf(buf, n, "%s of %llu x %s",
+                 s->coll < COLL_NUM_COLLS ? coll__coll_name((enum coll_coll)s->coll)
+                                          : "an unknown collective",
+                 (unsigned long long)s->count, dt);
+    if (w < 0 || (size_t)w >= n)
+        return buf;
+    switch (s->coll) {
+    case COLL_COLL_ALLREDUCE:
+    case COLL_COLL_REDUCE_SCATTER:
+        snprintf(buf + w, n - (size_t)w, " (%s)", coll__op_name((coll_op_t)s->op));
+        break;
+    case COLL_COLL_REDUCE:
+        snprintf(buf + w, n - (size_t)w, " (%s) to root %d", coll__op_name((coll_op_t)s->op),
+                 (int)s->root);
+        break;
+    case COLL_COLL_BROADCAST:
+    case COLL_COLL_SCATTER:
+        snprintf(buf + w, n - (size_t)w, " from root %d", (int)s->root);
+        break;
+    case COLL_COLL_GATHER:
+        snprintf(buf + w, n - (size_t)w, " to root %d", (int)s->root);
+        break;
+    default:
+        break;
+    }
+    return buf;
+}
+
+void coll__call_sig(const struct coll_call *c, struct coll_sig *s)
+{
+    const bool reduces = c->coll == COLL_COLL_ALLREDUCE || c->coll == COLL_COLL_REDUCE ||
+                         c->coll == COLL_COLL_REDUCE_SCATTER;
+    const bool rooted = c->coll == COLL_COLL_BROADCAST || c->coll == COLL_COLL_REDUCE ||
+                        c->coll == COLL_COLL_GATHER || c->coll == COLL_COLL_SCATTER;
+
+    *s = (struct coll_sig){
+        .coll = (uint8_t)c->coll,
+        .dtype = (uint8_t)c->dtype,
+        .op = reduces ? (uint8_t)c->op : 0,
+        .kind = c->coll == COLL_COLL_SENDRECV ? c->p2p : 0,
+        .root = rooted ? c->root : 0,
+        .count = c->count,
+    };
+}
+
+bool coll__sig_agree(const struct coll_sig *a, const struct coll_sig *b)
+{
+    if (a->coll == COLL_COLL_SENDRECV || b->coll == COLL_COLL_SENDRECV)
+        return a->coll == b->coll && a->kind != b->kind && a->dtype == b->dtype &&
+               a->count == b->count;
+    return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op &&
+           a->root == b->root && a->count == b->count;
+}
+
+void coll__agree_log(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s)
+{
+    struct coll_sig_rec *r = &comm->sig_log[cseq % COLL_AGREE_LOG];
+
+    r->sig = *s;
+    atomic_store_explicit(&r->cseq, cseq + 1, memory_order_release);
+}
+
+/* What this rank called as collective cseq, if it is still in the log. */
+static bool logged(const struct coll_comm *comm, uint64_t cseq, struct coll_sig *out)
+{
+    const struct coll_sig_rec *r = &comm->sig_log[cseq % COLL_AGREE_LOG];
+
+    if (atomic_load_explicit(&r->cseq, memory_order_acquire) != cseq + 1)
+        return false;
+    *out = r->sig;
+    return true;
+}
+
+void coll__agree_explain(const struct coll_comm *comm, int peer, uint64_t pcseq,
+                         const struct coll_sig *theirs, uint64_t cseq,
+                         const struct coll_sig *mine, char *buf, size_t n)
+{
+    char a[128] = "a call this rank cannot name", b[128];
+    struct coll_sig old;
+
+    if (theirs)
+        coll__sig_describe(theirs, a, sizeof(a));
+    coll__sig_describe(mine, b, sizeof(b));
+    if (pcseq == UINT64_MAX && cseq == UINT64_MAX) {
+        snprintf(buf, n, "rank %d's %s meets this rank's %s: the two ends of a send and a "
+                 "receive must name the same count and dtype", peer, a, b);
+    } else if (pcseq == UINT64_MAX) {
+        snprintf(buf, n, "rank %d's %s arrived where this rank, in call #%llu, runs %s: a "
+                 "send on one rank meets a collective on the other", peer, a,
+                 (unsigned long long)cseq + 1, b);
+    } else if (cseq == UINT64_MAX) {
+        snprintf(buf, n, "rank %d sent a message of its call #%llu (%s) where this rank "
+                 "posted a %s: a collective on one rank meets a receive on the other",
+                 peer, (unsigned long long)pcseq + 1, a, b);
+    } else if (pcseq == cseq) {
+        snprintf(buf, n, "rank %d called %s as call #%llu where this rank called %s", peer, a,
+                 (unsigned long long)cseq + 1, b);
+    } else if (pcseq < cseq && logged(comm, pcseq, &old) && !coll__sig_agree(theirs ? theirs : &old, &old)) {
+        char c[128];
+        snprintf(buf, n, "rank %d called %s as call #%llu where this rank called %s (this rank "
+                 "is now in call #%llu, %s)", peer, a, (unsigned long long)pcseq + 1,
+                 coll__sig_describe(&old, c, sizeof(c)), (unsigned long long)cseq + 1, b);
+    } else {
+        snprintf(buf, n, "rank %d sent a message of its call #%llu (%s) where this rank is in "
+                 "call #%llu (%s): a call on one of them moved data the other did not expect "
+                 "(different roots or collectives)", peer, (unsigned long long)pcseq + 1, a,
+                 (unsigned long long)cseq + 1, b);
+    }
+}
+
+coll_status_t coll__agree_xfer(const struct coll_comm *comm, int peer, const struct coll_xfer *x,
+                               uint64_t seq, uint32_t tag, uint64_t len,
+                               const struct coll_sig *theirs, char *buf, size_t n)
+{
+    const uint64_t num = (1ull << 48) - 1;
+    uint64_t pc = seq & num, mc = x->seq & num;
+    bool sig_ok;
+
+    pc = pc == COLL_WIRE_SEQ_P2P ? UINT64_MAX : pc;
+    mc = mc == COLL_WIRE_SEQ_P2P ? UINT64_MAX : mc;
+    /* the full signature where the transport carries it, else the 16-bit hash */
+    sig_ok = theirs && x->sig ? coll__sig_agree(theirs, x->sig)
+                              : (seq & ~num) == (x->seq & ~num);
+    if (pc == mc && sig_ok && tag == x->tag && len == (uint64_t)x->len)
+        return COLL_SUCCESS;
+    if (pc != mc || !sig_ok) {
+        if (x->sig)
+            coll__agree_explain(comm, peer, pc, theirs, mc, x->sig, buf, n);
+        else if (pc != mc && pc != UINT64_MAX && mc != UINT64_MAX)
+            snprintf(buf, n, "rank %d sent a message of call #%llu where this rank is in call "
+                     "#%llu", peer, (unsigned long long)pc + 1, (unsigned long long)mc + 1);
+        else if (pc != mc)
+            snprintf(buf, n, "rank %d sent a message of %s where this rank expects one of %s",
+                     peer, pc == UINT64_MAX ? "a send" : "a collective",
+                     mc == UINT64_MAX ? "a receive" : "a collective");
+        else
+            snprintf(buf, n, "rank %d called call #%llu with other arguments than this rank",
+                     peer, (unsigned long long)mc + 1);
+        return COLL_REMOTE_ERROR;
+    }
+    /* the same call, yet the messages differ: the schedules do */
+    if (len != (uint64_t)x->len)
+        snprintf(buf, n, "rank %d's message %u of call #%llu holds %llu bytes where this rank "
+                 "expects %zu: the ranks run different algorithms or chunk sizes (COLL_ALGO, "
+                 "COLL_CHUNK_BYTES and COLL_CALIB_FILE must be alike on every rank)",
+                 peer, tag, (unsigned long long)mc + 1, (unsigned long long)len, x->len);
+    else
+        snprintf(buf, n, "rank %d's message %u of call #%llu arrived where this rank expects "
+                 "its message %u: the ranks run different algorithms or chunk sizes "
+                 "(COLL_ALGO, COLL_CHUNK_BYTES and COLL_CALIB_FILE must be alike on every rank)",
+                 peer, tag, (unsigned long long)mc + 1, x->tag);
+    return COLL_REMOTE_ERROR;
+}

@@ -1,0 +1,47 @@
+/*
+ * agree.h - what ranks must agree on for a call, and the one check of it that every path
+ * runs (src/core/agree.c).
+ *
+ * A call's signature is the collective (or a send or a receive), the element count, the
+ * dtype, the reduction and the root: 16 bytes that travel whole with every message of the
+ * general path (TCP and shm frames) and sit in every rank's line of the flat path's
+ * segment. Whoever receives compares the sender's signature and call number with its own,
+ * here, and a difference is an error that names both sides:
+ *
+ *   rank 1 called allgather of 2000 x int32 as call #3 where this rank called allgather of
+ *   1000 x int32
+ *
+ * Calls are numbered per comm from 1, collectives only (every rank issues the same ones);
+ * sends and receives carry no number, as ranks issue different ones. Each comm keeps the
+ * signatures of its last COLL_AGREE_LOG collectives so that a message that arrives late
+ * (a rank that only sent in a call this rank thought was over) can be named too.
+ */
+#ifndef COLL_AGREE_H
+#define COLL_AGREE_H
+
+#include "internal.h"
+#include "wire.h"
+
+#define COLL_AGREE_LOG 16
+
+/* "allgather of 2000 x int32", "reduce of 8 x float32 (sum) to root 2", "send of 4 x int8"
+ * into buf; returns buf. */
+COLL_INTERNAL const char *coll__sig_describe(const struct coll_sig *s, char *buf, size_t n);
+/* Do two signatures mean the same call (a send meets a receive of the same length)? */
+COLL_INTERNAL bool coll__sig_agree(const struct coll_sig *a, const struct coll_sig *b);
+
+/* Record the signature of collective number cseq (0-based) on comm: its message history. */
+COLL_INTERNAL void coll__agree_log(struct coll_comm *comm, uint64_t cseq,
+                                   const struct coll_sig *s);
+
+/* The message for a disagreement between this rank, in collective cseq (UINT64_MAX: a send
+ * or receive) with signature mine, and peer, in its collective pcseq (UINT64_MAX alike)
+ * with signature theirs (NULL when the peer's signature is not known), into buf. */
+COLL_INTERNAL void coll__agree_explain(const struct coll_comm *comm, int peer, uint64_t pcseq,
+                                       const struct coll_sig *theirs, uint64_t cseq,
+                                       const struct coll_sig *mine, char *buf, size_t n);
+
+/* coll__agree_xfer, the general path's check of a message against its receive, is
+ * declared in src/transport/transport.h, where transports find it. */
+
+#endif /* COLL_AGREE_H */
