@@ -35,18 +35,18 @@
  * each side called ("rank 1 called allgather of 2000 x int32 as call #3 where this rank
  * called allgather of 1000 x int32"; calls count collectives on the comm from 1): within
  * the call on every rank that receives anything in it, and on every other rank no later
- * than its next call on the comm or coll_comm_destroy, which then returns the error (once:
- * a failure a call already returned is not returned again). Never by waiting for
- * COLL_TIMEOUT_MS, except on comms that do not run over shared memory (several
- * hosts, or COLL_TRANSPORT=tcp), ranks whose schedules wait on each other before any of
- * them reads a message of the other's call (different roots or collectives) learn of it
- * from COLL_TIMEOUT_MS, and a rank whose last calls only sent data (the root of a broadcast
- * or scatter, a non-root of a reduce, a send) may see coll_comm_destroy succeed while its
- * peers report the disagreement; COLL_CHECK=1 closes both. Over shared memory the ranks'
- * calls are logged in the comm's segment, and a call that makes no progress for 20 ms looks
- * up what the others called instead. COLL_CHECK=1 (checking mode) gathers every
- * collective's arguments from every rank before it runs, so that all ranks fail within the
- * same call; it costs a small all-gather per call.
+ * than its next call on the comm or coll_comm_destroy, which then returns the error (a
+ * failure known before destroy is not returned again). Not by waiting for COLL_TIMEOUT_MS:
+ * a call that makes no progress for 20 ms looks up what the others called (over shared
+ * memory, in a log of every rank's calls in the comm's segment) or tells the ranks it waits
+ * on which call it is in (over TCP). Where that ends, on comms that do not run over shared
+ * memory (several hosts, or COLL_TRANSPORT=tcp): a cycle of ranks each waiting on another
+ * that waits elsewhere (different roots at 8 ranks, say) may still end at COLL_TIMEOUT_MS,
+ * and a rank whose last calls only sent data (the root of a broadcast or scatter, a non-root
+ * of a reduce, a send) may see coll_comm_destroy succeed while its peers report the error.
+ * COLL_CHECK=1 (checking mode) closes both: it gathers every collective's arguments from
+ * every rank before the call runs, so that all ranks fail within the same call, for a small
+ * all-gather per call.
  */
 #ifndef COLL_H
 #define COLL_H

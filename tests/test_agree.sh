@@ -30,15 +30,16 @@ run() {
     tcp) env=(COLL_TRANSPORT=tcp) ;;
     esac
     [ "$mode" = check ] && env+=(COLL_CHECK=1)
-    # the documented exception (include/coll.h): without shared memory, ranks whose
-    # schedules wait on each other before any of them reads a message of the other call
-    # (different roots or collectives) learn of it from the timeout, a short one here; the
-    # same collective with other counts, dtype or op always exchanges a message first
+    # the documented exceptions (include/coll.h): over TCP alone, ranks that wait on each
+    # other under different roots or collectives tell the peers they wait on after 20 ms,
+    # but a peer that waits on some third rank reads it only later: such cycles may end at
+    # the timeout (a short one here); the same collective with other counts, dtype or op
+    # always exchanges a message first
     if [ "$mode" = default ] && [ "$path" = tcp ] &&
         ! [[ " count dtype op agcount reducecount p2p nbmix " == *" $c "* ]]; then
         env+=(COLL_TIMEOUT_MS=2000 AGREE_TIMEOUT_OK=1)
     fi
-    # ... and a root that only sent may hear nothing before its destroy returns
+    # ... and a rank whose last call only sent may hear nothing before its destroy returns
     if [ "$mode" = default ] && [ "$path" = tcp ] &&
         [[ " bcastroot scatterroot reducecount p2p " == *" $c "* ]]; then
         env+=(AGREE_SENDER_OK=1)

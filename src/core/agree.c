@@ -95,6 +95,20 @@ static bool logged(const struct coll_comm *comm, uint64_t cseq, struct coll_sig 
     if (atomic_load_explicit(&r->cseq, memory_order_acquire) != cseq + 1)
         return false;
     *out = r->sig;
+    /* the issuing thread may be rewriting the entry for a later call meanwhile */
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&r->cseq, memory_order_relaxed) == cseq + 1;
+}
+
+bool coll__agree_probe(const struct coll_comm *comm, int peer, uint64_t pcseq,
+                       const struct coll_sig *theirs, char *why, size_t n)
+{
+    struct coll_sig mine;
+
+    if (pcseq >= atomic_load(&comm->next_coll_seq) || !logged(comm, pcseq, &mine) ||
+        coll__sig_agree(theirs, &mine))
+        return false;
+    coll__agree_explain(comm, peer, pcseq, theirs, pcseq, &mine, why, n);
     return true;
 }
 

@@ -92,14 +92,23 @@ static void check_stall(struct coll_comm *comm)
     char why[640];
     uint64_t now;
 
-    if (!op || !op->started || !op->has_coll || !comm->on_call_stall ||
+    if (!op || !op->started || !op->has_coll || op->runs ||
         atomic_load(&comm->failed) != COLL_SUCCESS)
         return;
     now = coll__now_coarse_ns();
     if (now - op->last_progress_ns < ENGINE_STALL_MS * 1000000ull ||
-        now - op->stall_checked_ns < ENGINE_STALL_MS * 1000000ull)
+        now - op->stall_checked_ns < op->stall_every_ns)
         return;
     op->stall_checked_ns = now;
+    /* without a shared log, ask the peers this op waits on (TCP); again ever more rarely,
+     * as a peer that had not reached the call yet ignores the question */
+    if (!comm->on_call_stall) {
+        op->stall_every_ns = op->stall_every_ns ? COLL_MIN(op->stall_every_ns * 2, 1000000000ull)
+                                                : ENGINE_STALL_MS * 1000000ull;
+        coll__exec_probe_waits(op);
+        return;
+    }
+    op->stall_every_ns = ENGINE_STALL_MS * 1000000ull;
     for (int k = 0; k < op->nparts; k++) {
         if (op->parts[k].coll == COLL_COLL_SENDRECV)
             continue;
@@ -461,12 +470,19 @@ coll_status_t coll__engine_drain(struct coll_comm *comm)
 uint64_t coll__engine_take_seq(struct coll_comm *comm, const struct coll_sig *coll_sig,
                                uint64_t *cseq_p)
 {
+    uint64_t seq;
+
+    /* only the thread that issues on comm changes these (one at a time, coll.h), and the
+     * queue is empty: a plain load and store, no read-modify-write */
     *cseq_p = UINT64_MAX;
     if (coll_sig) {
-        *cseq_p = atomic_fetch_add_explicit(&comm->next_coll_seq, 1, memory_order_relaxed);
+        *cseq_p = atomic_load_explicit(&comm->next_coll_seq, memory_order_relaxed);
+        atomic_store_explicit(&comm->next_coll_seq, *cseq_p + 1, memory_order_relaxed);
         coll__agree_log(comm, *cseq_p, coll_sig);
     }
-    return atomic_fetch_add_explicit(&comm->next_seq, 1, memory_order_relaxed);
+    seq = atomic_load_explicit(&comm->next_seq, memory_order_relaxed);
+    atomic_store_explicit(&comm->next_seq, seq + 1, memory_order_relaxed);
+    return seq;
 }
 
 void coll__comm_fail(struct coll_comm *comm, coll_status_t st)

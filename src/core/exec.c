@@ -336,6 +336,31 @@ fail:
     return true;
 }
 
+void coll__exec_probe_waits(const struct coll_op *op)
+{
+    struct coll_comm *comm = op->comm;
+    const struct coll_sig *sig = NULL;
+
+    if (!op->started || !op->has_coll)
+        return;
+    for (int k = 0; k < op->nparts && !sig; k++)
+        if (op->parts[k].coll != COLL_COLL_SENDRECV)
+            sig = &op->parts[k].wsig;
+    for (int k = 0; k < op->nparts; k++) {
+        const struct coll_part *p = &op->parts[k];
+        const struct coll_schedule *s = &p->plan->sched;
+        for (uint32_t i = p->first_pending; i < s->nsteps; i++) {
+            const struct coll_step *st = &s->steps[i];
+            struct coll_chan *ch;
+            if (p->state[i] != STEP_POSTED || st->kind != COLL_STEP_RECV)
+                continue;
+            ch = comm->chans[st->peer];
+            if (ch && ch->tp->stalled)
+                ch->tp->stalled(ch, op->wire_seq, sig);
+        }
+    }
+}
+
 void coll__exec_describe_wait(const struct coll_op *op, char *buf, size_t n)
 {
     size_t o = 0;

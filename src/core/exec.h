@@ -37,6 +37,7 @@ struct coll_call {
     int peer;
     uint64_t seq;                /* the op number, once issued (for traces) */
     uint64_t cseq;               /* the collective number, once issued */
+    struct coll_sig sig;         /* its signature, once issued (src/core/agree.h) */
 };
 
 /* A part that a path runs to completion by itself (src/path/path.h: the flat path) rather
@@ -83,6 +84,7 @@ struct coll_op {
     bool started;
     uint64_t last_progress_ns;   /* coarse clock (coll__now_coarse_ns) */
     uint64_t stall_checked_ns;   /* when the engine last asked why it stalls */
+    uint64_t stall_every_ns;     /* ... and how long until it asks again */
     _Atomic int status;          /* COLL_IN_PROGRESS until complete */
     bool is_request;             /* the user holds it (non-blocking call) */
     struct coll_op *next;
@@ -122,6 +124,9 @@ COLL_INTERNAL void coll__op_free(struct coll_op *op);
 /* exec.c: advance op as far as it goes without blocking. Returns true if anything moved.
  * Sets op->status when it completes or fails. Lock held. */
 COLL_INTERNAL bool coll__exec_advance(struct coll_op *op);
+/* Tell the peers op waits to receive from which collective it is stuck in (the transports'
+ * stalled hook). Lock held. */
+COLL_INTERNAL void coll__exec_probe_waits(const struct coll_op *op);
 /* Describe what op waits for (for timeout messages). */
 COLL_INTERNAL void coll__exec_describe_wait(const struct coll_op *op, char *buf, size_t n);
 COLL_INTERNAL void coll__exec_release(struct coll_op *op);

@@ -144,11 +144,8 @@ coll_status_t coll__path_run_now(struct coll_comm *comm, const struct coll_path 
         }
         comm->reqs_drained = comm->reqs_issued;
     }
-    {
-        struct coll_sig sig;
-        coll__call_sig(&call, &sig);
-        call.seq = coll__engine_take_seq(comm, call.coll != COLL_COLL_SENDRECV ? &sig : NULL,
-                                         &call.cseq);
-    }
+    coll__call_sig(&call, &call.sig);
+    call.seq = coll__engine_take_seq(comm, call.coll != COLL_COLL_SENDRECV ? &call.sig : NULL,
+                                     &call.cseq);
     return path->run(comm, &call);
 }

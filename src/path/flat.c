@@ -1183,7 +1183,7 @@ static coll_status_t flat_path_run(struct coll_comm *comm, const struct coll_cal
     if (comm->tracer)
         t0 = coll__now_ns();
     f->cseq = c->cseq;
-    coll__call_sig(c, &f->sig);
+    f->sig = c->sig;
     flat_log_call(f, f->cseq, &f->sig);
     /* A large call goes through the slots in pieces of one slot, each a call of its own
      * (so pieces k and k + 1 use different slots, and a rank fills piece k + 1 while slower

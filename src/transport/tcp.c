@@ -79,6 +79,8 @@
 #define TCP_FRAME_MAGIC 0x31464443u /* "CDF1" */
 #define TCP_TYPE_DATA 1
 #define TCP_TYPE_ABORT 2 /* a failing rank's last frame: its first failure as text */
+#define TCP_TYPE_STALLED 3 /* header only: seq = the collective its sender is stuck in, sig
+                            * that call's signature (src/core/agree.c coll__agree_probe) */
 #define TCP_ABORT_TEXT_MAX 255
 #define TCP_NONCE_BYTES 16
 #define TCP_HS_BYTES (4 + 8 + 4 + 4 + 2 + 2 + COLL_MAC_BYTES) /* 56 */
@@ -445,6 +447,7 @@ static coll_status_t conn_fail(struct tcp_sock *s, coll_status_t st, const char 
 }
 
 static bool inbox_fill(struct tcp_sock *s);
+static bool inbox_stalled(const struct tcp_sock *s);
 static size_t inbox_abort_bytes(const struct tcp_sock *s);
 static coll_status_t take_abort(struct tcp_sock *s);
 
@@ -700,6 +703,69 @@ static coll_status_t sock_read(struct tcp_sock *s, struct tcp_piece *pc, size_t 
     return COLL_SUCCESS;
 }
 
+/* Does the inbox start with a whole stalled frame from the link's peer? */
+static bool inbox_stalled(const struct tcp_sock *s)
+{
+    struct tcp_hdr h;
+
+    if (!s->inbox || s->hdr_ok || s->in_end - s->in_pos < TCP_HDR_BYTES)
+        return false;
+    hdr_decode(s->inbox + s->in_pos, &h);
+    return h.magic == TCP_FRAME_MAGIC && h.type == TCP_TYPE_STALLED && h.len == 0 &&
+           h.comm_id == s->ctx->comm->comm_id && h.src_rank == s->link->chan.peer;
+}
+
+static coll_status_t take_stalled(struct tcp_sock *s)
+{
+    int peer = s->link->chan.peer;
+    struct tcp_hdr h;
+    char why[640];
+
+    hdr_decode(s->inbox + s->in_pos, &h);
+    s->in_pos += TCP_HDR_BYTES;
+    if (s->in_pos == s->in_end)
+        s->in_pos = s->in_end = 0;
+    if (coll__agree_probe(s->ctx->comm, peer, h.seq, &h.sig, why, sizeof(why)))
+        return conn_fail(s, COLL_REMOTE_ERROR, "%s", why);
+    return COLL_SUCCESS;
+}
+
+/* The transport's stalled hook: a header-only frame on a socket of the link with nothing
+ * queued (so it goes between frames), sent only whole; a full socket skips it. */
+static void tcp_stalled(struct coll_chan *ch, uint64_t cseq, const struct coll_sig *sig)
+{
+    struct tcp_link *l = (struct tcp_link *)ch;
+    struct tcp_ctx *ctx = l->ctx;
+    uint8_t frame[TCP_HDR_BYTES];
+    struct tcp_hdr h = {.magic = TCP_FRAME_MAGIC,
+                        .type = TCP_TYPE_STALLED,
+                        .src_rank = ctx->comm->rank,
+                        .comm_id = ctx->comm->comm_id,
+                        .seq = cseq};
+
+    if (l->dead || !sig)
+        return;
+    h.sig = *sig;
+    hdr_encode(frame, &h);
+    for (int i = 0; i < l->nsocks; i++) {
+        struct tcp_sock *s = l->socks[i];
+        struct iovec iov = {frame, sizeof(frame)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t r;
+
+        if (!s || s->state != TCP_UP || s->fd < 0 || s->sq.n > 0)
+            continue;
+        do
+            r = coll__sys.sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (r < 0 && errno == EINTR);
+        if (r == (ssize_t)sizeof(frame) || r < 0)
+            return; /* sent, or the kernel would not take it now: ask again later */
+        /* a part of a frame went out: the stream cannot be resumed in step */
+        conn_fail(s, COLL_SYSTEM_ERROR, "a stalled frame to rank %d was cut short", ch->peer);
+        return;
+    }
+}
+
 /* Fill the posted pieces of s, in order, from the inbox and then the socket, until they are
  * all complete or the socket is empty. */
 static coll_status_t sock_recv(struct tcp_sock *s)
@@ -725,6 +791,12 @@ static coll_status_t sock_recv(struct tcp_sock *s)
                     s->in_end = avail;
                 }
                 st = sock_read(s, pc, 0);
+                if (st != COLL_SUCCESS)
+                    return st;
+                continue;
+            }
+            if (inbox_stalled(s)) { /* a peer stuck in a call: does ours of that number agree? */
+                st = take_stalled(s);
                 if (st != COLL_SUCCESS)
                     return st;
                 continue;
@@ -839,6 +911,10 @@ static bool inbox_fill(struct tcp_sock *s)
             break;
         s->in_end += (size_t)r;
     }
+    /* a peer that stalled before it failed asked first: the stream is ending, its reason
+     * follows */
+    while (inbox_stalled(s))
+        s->in_pos += TCP_HDR_BYTES;
     {
         size_t need = inbox_abort_bytes(s);
         return need > 0 && s->in_end - s->in_pos >= need;
@@ -1917,6 +1993,7 @@ const struct coll_transport coll__tcp_transport = {
     .connect = tcp_connect,
     .post_send = tcp_post_send,
     .post_recv = tcp_post_recv,
+    .stalled = tcp_stalled,
     .progress = tcp_progress,
     .arm = tcp_arm,
     .disarm = tcp_disarm,

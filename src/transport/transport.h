@@ -1,6 +1,6 @@
 /*
- * transport.h - the one vtable every transport implements (tcp now; shm, ib, cudaipc
- * later), and the transfer object the executor posts through it.
+ * transport.h - the one vtable every transport implements (tcp.c, shm.c, ib.c), and the
+ * transfer object the executor posts through it.
  *
  * Threading: every entry point except probe, init and fini is called with comm->lock held,
  * by whichever thread drives the engine (a waiting caller or the comm's progress thread).
@@ -55,6 +55,11 @@ COLL_INTERNAL coll_status_t coll__agree_xfer(const struct coll_comm *comm, int p
                                              const struct coll_sig *theirs, char *buf,
                                              size_t n);
 
+/* A peer's probe (above): false when this rank's own call of that number agrees, or is not
+ * made yet; true, with both sides named in why, when it differs. src/core/agree.c. */
+COLL_INTERNAL bool coll__agree_probe(const struct coll_comm *comm, int peer, uint64_t pcseq,
+                                     const struct coll_sig *theirs, char *why, size_t n);
+
 struct coll_transport {
     const char *name;           /* "tcp", "shm", "ib", "cudaipc" */
     /* Can this transport reach peer from this rank? (after bootstrap: comm->peers known) */
@@ -77,6 +82,11 @@ struct coll_transport {
      * is called after every sleep that arm allowed. */
     bool (*arm)(void *ctx);
     void (*disarm)(void *ctx);
+    /* May be NULL. This rank's collective cseq (signature sig) has made no progress while it
+     * waits on ch's peer: tell the peer, which compares the call with its own of that
+     * number (coll__agree_probe) and fails with both sides named if they differ. Best
+     * effort: a transport that cannot send now without disturbing a message skips it. */
+    void (*stalled)(struct coll_chan *ch, uint64_t cseq, const struct coll_sig *sig);
     /* Close every channel at once (comm failure or abort): peers see the connection end. */
     void (*shutdown)(void *ctx);
     void (*fini)(void *ctx);    /* closes channels and frees everything; ctx may be NULL */

@@ -41,11 +41,7 @@ static struct {
     int flags, rank;
 } s;
 
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
+/* get32 and the other wire helpers: src/core/wire.h (through internal.h) */
 /* The answer the root sends after the join record: header | body | MAC. */
 static void build_answer(void)
 {

@@ -31,22 +31,12 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define HS_BYTES 56
-#define HDR_BYTES 40
+#define HDR_BYTES (40 + COLL_SIG_BYTES) /* tcp.c's: the header, then the call's signature */
 static const uint8_t secret[COLL_SECRET_BYTES] = "tcp-fuzz-secret";
 static const uint64_t comm_id = 0x7cf0220000000001ull;
 #define SLOT coll__transport_index(&coll__tcp_transport)
 
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
+/* put16/32/64: src/core/wire.h (through transport.h) */
 
 /* The engine's loop, one round without sleeping: run the ready callbacks. */
 static int drive(struct coll_comm *c, int ms)
@@ -145,6 +135,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a correct handshake must bring the link up */
         goto out;
     }
+    /* as a connector does, take the acceptor's 4-byte acceptance before sending frames */
+    {
+        uint8_t ok[4];
+        size_t okn = 0;
+        for (int i = 0; i < 200 && okn < sizeof(ok); i++) {
+            ssize_t r = recv(fd, ok + okn, sizeof(ok) - okn, MSG_DONTWAIT);
+            if (r > 0)
+                okn += (size_t)r;
+            else
+                drive(&c, 1);
+        }
+        if (okn < sizeof(ok))
+            abort(); /* the link is up on coll's side: its acceptance was sent */
+    }
     buf = malloc(rlen ? rlen : 1);
     memset(&x, 0, sizeof(x));
     x.buf = buf;
@@ -164,6 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         put64(hdr + 16, comm_id);
         put64(hdr + 24, 5);
         put64(hdr + 32, rlen);
+        memset(hdr + 40, 0, HDR_BYTES - 40); /* no signature: the receive has none either */
         (void)!send(fd, hdr, HDR_BYTES, MSG_NOSIGNAL);
     }
     if (size > 3 + HS_BYTES)
