@@ -307,6 +307,15 @@ static void sock_close_fd(struct tcp_sock *s)
 {
     sock_unwatch(s);
     if (s->fd >= 0) {
+        /* Bytes nobody will read (a peer's stalled frames, which it sends while it waits on
+         * this rank) would turn the close into a reset, and a reset can drop data the peer
+         * has not read yet: take what is there first (bounded, never blocking). */
+        uint8_t sink[4096];
+        for (int k = 0; k < 16; k++) {
+            ssize_t r = coll__sys.recv(s->fd, sink, sizeof(sink), MSG_DONTWAIT);
+            if (r <= 0 && !(r < 0 && errno == EINTR))
+                break;
+        }
         coll__sys.shutdown(s->fd, SHUT_RDWR);
         coll__sys.close(s->fd);
     }
