@@ -22,7 +22,6 @@
 #include "internal.h"
 #include "wire.h"
 
-#define COLL_AGREE_LOG 16
 
 /* "allgather of 2000 x int32", "reduce of 8 x float32 (sum) to root 2", "send of 4 x int8"
  * into buf; returns buf. */

@@ -121,8 +121,7 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     p->sig = call_signature(c);
     p->call = *c;
     p->run = run;
-    coll__call_sig(c, &p->wsig);
-    p->call.sig = p->wsig;
+    coll__call_sig(c, &p->call.sig);
     if (run)
         return COLL_SUCCESS;
     if (c->coll == COLL_COLL_SENDRECV)

@@ -109,14 +109,9 @@ static void check_stall(struct coll_comm *comm)
         return;
     }
     op->stall_every_ns = ENGINE_STALL_MS * 1000000ull;
-    for (int k = 0; k < op->nparts; k++) {
-        if (op->parts[k].coll == COLL_COLL_SENDRECV)
-            continue;
-        if (comm->on_call_stall(comm, op->wire_seq, &op->parts[k].wsig, why, sizeof(why))) {
-            coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
-            coll__comm_fail(comm, COLL_REMOTE_ERROR);
-        }
-        return;
+    if (op->csig && comm->on_call_stall(comm, op->wire_seq, op->csig, why, sizeof(why))) {
+        coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
+        coll__comm_fail(comm, COLL_REMOTE_ERROR);
     }
 }
 
@@ -149,14 +144,6 @@ static void check_timeout(struct coll_comm *comm)
  * released while sleeping. Returns true if anything moved. */
 #define ENGINE_NO_POLL (-2)
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 static bool engine_progress(struct coll_comm *comm, int timeout_ms)
 {
     struct epoll_event evs[ENGINE_MAX_EVENTS];
@@ -319,16 +306,15 @@ void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
      * by the receiver of each message; sends and receives are issued by some ranks only,
      * so an op of nothing else carries a fixed mark instead. */
     op->wire_seq = op->has_coll ? atomic_fetch_add(&comm->next_coll_seq, 1) : COLL_WIRE_SEQ_P2P;
-    for (int k = 0; op->has_coll && k < op->nparts; k++) {
-        if (op->parts[k].coll != COLL_COLL_SENDRECV) { /* the first collective names it */
-            coll__agree_log(comm, op->wire_seq, &op->parts[k].wsig);
-            break;
-        }
-    }
+    op->csig = NULL;
     for (int k = 0; k < op->nparts; k++) {
         op->parts[k].call.seq = op->seq;
         op->parts[k].call.cseq = op->wire_seq;
+        if (!op->csig && op->parts[k].coll != COLL_COLL_SENDRECV)
+            op->csig = &op->parts[k].call.sig;
     }
+    if (op->csig)
+        coll__agree_log(comm, op->wire_seq, op->csig);
     atomic_store(&op->status, COLL_IN_PROGRESS);
     if (atomic_load(&comm->failed) != COLL_SUCCESS)
         atomic_store(&op->status, atomic_load(&comm->failed));
@@ -403,7 +389,7 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op, bool
             if (comm->spin_yield)
                 sched_yield();
             else
-                cpu_relax();
+                coll__cpu_relax();
             pthread_mutex_lock(&comm->lock);
         }
         while (atomic_load(&op->status) == COLL_IN_PROGRESS) {

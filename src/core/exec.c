@@ -108,12 +108,8 @@ static coll_status_t exec_start(struct coll_op *op)
     op->started = true;
     op->last_progress_ns = coll__now_coarse_ns();
     COLL_TRACE_HOOK(comm, op_begin, op);
-    if (op->has_coll && comm->on_call_start)
-        for (int k = 0; k < op->nparts; k++)
-            if (op->parts[k].coll != COLL_COLL_SENDRECV) {
-                comm->on_call_start(comm, op->wire_seq, &op->parts[k].wsig);
-                break;
-            }
+    if (op->csig && comm->on_call_start)
+        comm->on_call_start(comm, op->wire_seq, op->csig);
     COLL_TRACE(COLL_SUB_COLL, "%s #%llu start: %d part(s), algo %s, %u steps",
                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq, op->nparts,
                op->parts[0].plan->sched.algo ? op->parts[0].plan->sched.algo->name : "-",
@@ -219,7 +215,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     x = &p->xfers[i];
     x->peer = st->peer;
     x->seq = op->wire_seq | op->sig;
-    x->sig = &p->wsig;
+    x->sig = &p->call.sig;
     x->tag = tag;
     if (st->kind == COLL_STEP_SEND) {
         x->buf = slice_ptr(p, &st->src);
@@ -339,13 +335,9 @@ fail:
 void coll__exec_probe_waits(const struct coll_op *op)
 {
     struct coll_comm *comm = op->comm;
-    const struct coll_sig *sig = NULL;
 
-    if (!op->started || !op->has_coll)
+    if (!op->started || !op->csig)
         return;
-    for (int k = 0; k < op->nparts && !sig; k++)
-        if (op->parts[k].coll != COLL_COLL_SENDRECV)
-            sig = &op->parts[k].wsig;
     for (int k = 0; k < op->nparts; k++) {
         const struct coll_part *p = &op->parts[k];
         const struct coll_schedule *s = &p->plan->sched;
@@ -356,7 +348,7 @@ void coll__exec_probe_waits(const struct coll_op *op)
                 continue;
             ch = comm->chans[st->peer];
             if (ch && ch->tp->stalled)
-                ch->tp->stalled(ch, op->wire_seq, sig);
+                ch->tp->stalled(ch, op->wire_seq, op->csig);
         }
     }
 }

@@ -59,7 +59,6 @@ struct coll_part {
     coll_run_fn run;             /* a path's own runner, or NULL: the executor runs plan */
     struct coll_call call;       /* the call as checked (what run gets) */
     uint64_t sig;                /* hash of the call's arguments */
-    struct coll_sig wsig;        /* the call's signature (src/core/agree.h) */
     /* executor state */
     uint8_t *state;              /* [nsteps] enum coll_step_state */
     struct coll_xfer *xfers;     /* [nsteps], used by SEND/RECV steps */
@@ -76,6 +75,8 @@ struct coll_op {
     uint64_t sig;                /* hash of the collective parts' arguments << 48 */
     bool has_coll;               /* any part is a collective (not send/recv) */
     bool runs;                   /* every part has a run hook: the engine runs them in turn */
+    const struct coll_sig *csig; /* the first collective part's signature (NULL: none), which
+                                  * names the op in logs and stall checks */
     uint64_t wire_seq;           /* sent in each message with sig: see engine_submit */
     int nparts;
     struct coll_part *parts;     /* [nparts], in call order: part_mem */

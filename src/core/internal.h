@@ -183,7 +183,8 @@ struct coll_pollent {
 };
 
 
-/* One entry of a comm's log of recent collectives (src/core/agree.c). */
+/* A comm's log of its last COLL_AGREE_LOG collectives (src/core/agree.c), one entry each. */
+#define COLL_AGREE_LOG 16
 struct coll_sig_rec {
     _Atomic uint64_t cseq;            /* 1 + the collective's number, 0: empty */
     struct coll_sig sig;
@@ -266,7 +267,7 @@ struct coll_comm {
     struct coll_stream_ctx *stream;
 
     /* the signatures of the last COLL_AGREE_LOG collectives, by number (src/core/agree.c) */
-    struct coll_sig_rec sig_log[16];
+    struct coll_sig_rec sig_log[COLL_AGREE_LOG];
 
     /* last error text (coll_last_error); errlock because abort can come from any thread */
     pthread_mutex_t errlock;
@@ -292,6 +293,16 @@ COLL_INTERNAL int coll__host_cpus(const struct coll_comm *comm);
 COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);
 
 /* ---- 6 misc -------------------------------------------------------------------------- */
+
+/* A spinning wait's pause: the engine's and the flat path's. */
+static inline void coll__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 COLL_INTERNAL uint64_t coll__now_ns(void); /* CLOCK_MONOTONIC */
 /* CLOCK_MONOTONIC_COARSE: a few ns to read, a clock tick (1-10 ms) of resolution; for

@@ -210,15 +210,6 @@ static inline void publish(struct flat_rank *me, _Atomic uint32_t *w, uint32_t v
         wake_all(w);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* ---- 2 failure ----------------------------------------------------------------------- */
 
 /* Fail the comm with st and a message (first failure wins), which through shm.c's shutdown
@@ -415,7 +406,7 @@ static coll_status_t flat_wait(struct coll_flat *f, int peer, _Atomic uint32_t *
         if (yielding)
             sched_yield();
         else
-            cpu_relax();
+            coll__cpu_relax();
     }
     start = coll__now_ns();
     for (;;) {
