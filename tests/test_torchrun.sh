@@ -26,8 +26,6 @@ tap_diag() { tap_show ranks_lines "$TMP/out"; tap_show "tail -n 25" "$TMP/out"; 
     skip_all "python3-torch is not installed (apt-get install python3-torch)"
 
 run() { "$@" >"$TMP/out" 2>&1; }
-# a failure shows what torchrun and the ranks printed
-tap_diag() { tap_show "tail -n 20" "$TMP/out"; }
 
 export OMP_NUM_THREADS=1 COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
 # A free port for each run: torchrun's agent binds MASTER_PORT itself. Taken from
