@@ -74,7 +74,7 @@
 #include "algo/cost.h"
 #include "core/exec.h"
 #include "core/internal.h"
-#include "core/launcher.h"
+#include "api/launcher.h"
 #include "core/topo.h"
 #include "cuda/cuda.h"
 #include "reduce/reduce.h"
@@ -2171,7 +2171,7 @@ static void bandwidths(const struct bench *b, const struct rowspec *rs, struct c
 }
 
 #if COLLBENCH_INTERNAL
-/* The arguments coll's selector sees for this call (as src/core/api.c builds them). */
+/* The arguments coll's selector sees for this call (as src/api/api.c builds them). */
 static struct coll_algo_args algo_args(const struct bench *b, const struct rowspec *rs, int nranks)
 {
     const struct coll_comm *comm = b->comm;
@@ -2894,7 +2894,7 @@ static int help_env(void)
 #if !COLLBENCH_INTERNAL
     fprintf(stderr,
             "%s: --help-env: built without coll_internal (the table is "
-            "src/core/param.c)\n",
+            "src/base/param.c)\n",
             prog_name);
     return EXIT_USAGE;
 #else

@@ -6,7 +6,7 @@
 #include "harness.h"
 
 #include "core/bootstrap.h"
-#include "transport/sys.h"
+#include "base/sys.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
  * double precision and may be compared with ==.
  *
  * Build: gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Iinclude -Isrc
- *        src/algo/ *.c src/reduce/reduce.c src/core/log.c src/core/status.c
+ *        src/algo/ *.c src/reduce/reduce.c src/base/log.c src/base/status.c
  *        tests/test_cost.c -o test_cost -lpthread -lm
  */
 #include "harness.h"

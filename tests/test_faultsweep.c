@@ -7,7 +7,7 @@
  * (the failure reached the others as an error, not a hang). Destroy after the error must
  * free everything: the CI sanitizer pass runs this under LSan.
  *
- * The calls go through src/transport/sys.h, which the bootstrap (its root included), the
+ * The calls go through src/base/sys.h, which the bootstrap (its root included), the
  * TCP transport, the shared-memory doorbell and interface discovery all use (the TCP data
  * path reads with readv, so recvmsg is swept over shared memory only). A clean run counts
  * the calls of each kind; then k = 1, 2, 3 and about three later k up to the last one are
@@ -17,7 +17,7 @@
  */
 #include "harness.h"
 #include "core/internal.h"
-#include "transport/sys.h"
+#include "base/sys.h"
 
 #include <errno.h>
 #include <pthread.h>

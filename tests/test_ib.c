@@ -56,7 +56,7 @@ static coll_status_t rank_try_init(struct rank *r, int rank, int nranks, int64_t
     struct coll_comm *c = &r->comm;
 
     rank_base(r, rank, nranks);
-    ASSERT_EQ(coll__config_load(c, &c->cfg), COLL_SUCCESS);
+    ASSERT_EQ(coll__config_load(c, c->rank, &c->cfg), COLL_SUCCESS);
     c->cfg.timeout_ms = timeout_ms;
     return tp->init(c, &c->tp_ctx[TP_SLOT]);
 }

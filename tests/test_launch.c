@@ -5,9 +5,9 @@
  */
 #include "harness.h"
 
-#include "core/launcher.h"
+#include "api/launcher.h"
 #include "core/topo.h"
-#include "transport/sys.h"
+#include "base/sys.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

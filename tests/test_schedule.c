@@ -13,7 +13,7 @@
  * structure, 7 the checker can fail.
  *
  * Build: gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Iinclude -Isrc
- *        src/algo/ *.c src/reduce/reduce.c src/core/log.c src/core/status.c tests/sim.c
+ *        src/algo/ *.c src/reduce/reduce.c src/base/log.c src/base/status.c tests/sim.c
  *        tests/test_schedule.c -o test_schedule -lpthread -lm
  */
 #include "harness.h"

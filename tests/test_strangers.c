@@ -17,8 +17,9 @@
  */
 #include "harness.h"
 #include "core/bootstrap.h"
-#include "core/wire.h"
-#include "transport/sys.h"
+#include "base/wire.h"
+#include "base/sys.h"
+#include "transport/tcp_test.h"
 #include "transport/transport.h"
 
 #include <dirent.h>

@@ -8,7 +8,8 @@
 #include "harness.h"
 
 #include "core/bootstrap.h"
-#include "transport/sys.h"
+#include "base/sys.h"
+#include "transport/tcp_test.h"
 #include "transport/transport.h"
 
 #include <errno.h>

@@ -19,7 +19,7 @@
 #ifndef COLL_SCHEDULE_H
 #define COLL_SCHEDULE_H
 
-#include "../core/internal.h"
+#include "../base/base.h"
 
 /* Collectives (the builders' view; the public calls map onto these). */
 enum coll_coll {

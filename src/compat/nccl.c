@@ -39,7 +39,7 @@
 
 #define NCCL_EXPORT __attribute__((visibility("default")))
 
-/* coll_comm_shrink lands in the native library with src/core/shrink.c; until a build has it,
+/* coll_comm_shrink lands in the native library with src/api/shrink.c; until a build has it,
  * the reference stays weak and unresolved (NULL), and shrinking a failed comm says so. */
 #pragma weak coll_comm_shrink
 
@@ -1150,7 +1150,7 @@ NCCL_EXPORT const char *ncclGetLastError(ncclComm_t comm)
 
 NCCL_EXPORT void ncclResetDebugInit(void)
 {
-    /* coll's logging reads its settings once per process (src/core/log.c): only the
+    /* coll's logging reads its settings once per process (src/base/log.c): only the
      * mapping of NCCL_* onto COLL_* can be redone, for comms made afterwards. */
     env_setup();
 }

@@ -20,7 +20,7 @@
 #define COLL_AGREE_H
 
 #include "internal.h"
-#include "wire.h"
+#include "../base/wire.h"
 
 
 /* "allgather of 2000 x int32", "reduce of 8 x float32 (sum) to root 2", "send of 4 x int8"

@@ -20,8 +20,8 @@
  *               mac = HMAC(secret, "coll-root" | rank_nonce | header | SHA-256(body))
  */
 #include "bootstrap.h"
-#include "wire.h"
-#include "../transport/sys.h"
+#include "../base/wire.h"
+#include "../base/sys.h"
 
 #include <errno.h>
 #include <fcntl.h>

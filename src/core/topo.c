@@ -11,7 +11,7 @@
  * bandwidth.
  */
 #include "topo.h"
-#include "../transport/sys.h"
+#include "../base/sys.h"
 
 #include <coll_config.h>
 

@@ -60,7 +60,7 @@
 
 #include "ipc.h"
 
-#include "../core/qallreduce.h"
+#include "../api/qallreduce.h"
 #include "../core/topo.h"
 
 #include <dlfcn.h>

@@ -78,7 +78,7 @@
 #ifndef COLL_REDUCE_QUANT_H
 #define COLL_REDUCE_QUANT_H
 
-#include "../core/internal.h"
+#include "../base/base.h"
 
 enum coll_codec {
     COLL_CODEC_FP16 = 0,

@@ -14,7 +14,7 @@
 #ifndef COLL_REDUCE_H
 #define COLL_REDUCE_H
 
-#include "../core/internal.h"
+#include "../base/base.h"
 
 /* The most inputs coll__reduce_n combines in one pass. */
 #define COLL_REDUCE_MAX_INPUTS 16
@@ -59,7 +59,7 @@ COLL_INTERNAL void coll__reduce_div(void *dst, size_t count, coll_dtype_t dt, ui
 
 /*
  * Instruction set and streaming threshold: chosen once per process, from COLL_REDUCE_ISA
- * and COLL_REDUCE_STREAM_BYTES (src/core/param.c) or the CPU and its cache sizes. The
+ * and COLL_REDUCE_STREAM_BYTES (src/base/param.c) or the CPU and its cache sizes. The
  * setters are for tests and benchmarks; they are process-wide and not meant to race with
  * reductions running in other threads.
  */

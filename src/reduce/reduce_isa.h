@@ -13,7 +13,7 @@
 #ifndef COLL_REDUCE_ISA_H
 #define COLL_REDUCE_ISA_H
 
-#include "../core/internal.h"
+#include "../base/base.h"
 
 /* dst[i] = a[i] op b[i]; dst may be a or b exactly. */
 typedef void (*coll__kern_op_fn)(void *dst, const void *a, const void *b, size_t count);

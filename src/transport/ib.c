@@ -39,11 +39,11 @@
  * Not here yet: several QPs per peer for large messages, GPUDirect RDMA (device buffers are
  * rejected: the executor stages them), shared receive queues.
  */
-#include "../core/bootstrap.h"
+#include "../base/net.h"
 #include "coll_config.h"
 #include "ib_ops.h"
 #include "transport.h"
-#include "../core/wire.h"
+#include "../base/wire.h"
 
 #include "ib.h"
 

@@ -24,7 +24,7 @@
  */
 #include "transport.h"
 #include "shm.h"
-#include "sys.h"
+#include "../base/sys.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -58,10 +58,11 @@
  * an event for it later in the same epoll_wait batch. A handshake that times out is therefore
  * shut down (which wakes its own callback), not freed, by the timer.
  */
-#include "../core/bootstrap.h"
-#include "sys.h"
+#include "../base/net.h"
+#include "../base/sys.h"
+#include "tcp_test.h"
 #include "transport.h"
-#include "../core/wire.h"
+#include "../base/wire.h"
 
 #include <errno.h>
 #include <limits.h>

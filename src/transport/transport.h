@@ -17,7 +17,7 @@
 #define COLL_TRANSPORT_H
 
 #include "../core/internal.h"
-#include "../core/wire.h"
+#include "../base/wire.h"
 
 #include <stdarg.h>
 

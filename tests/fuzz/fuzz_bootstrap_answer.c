@@ -1,7 +1,7 @@
 /*
  * fuzz_bootstrap_answer.c - libFuzzer harness: the rank side of the bootstrap rendezvous
  * (coll__bootstrap_join) against a root that says anything. The socket calls go to an
- * in-memory script through src/transport/sys.h: the "root" sends the input's nonce, takes
+ * in-memory script through src/base/sys.h: the "root" sends the input's nonce, takes
  * the rank's join record, then answers with the input's header and body.
  *
  * Input: flags u8 | nranks u8 | rank u8 | root nonce[16] | answer header[16] | body...
@@ -11,7 +11,7 @@
  * A join that succeeds must have produced exactly nranks peers, each naming its own rank.
  */
 #include "core/bootstrap.h"
-#include "transport/sys.h"
+#include "base/sys.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,7 +41,7 @@ static struct {
     int flags, rank;
 } s;
 
-/* get32 and the other wire helpers: src/core/wire.h (through internal.h) */
+/* get32 and the other wire helpers: src/base/wire.h (through internal.h) */
 /* The answer the root sends after the join record: header | body | MAC. */
 static void build_answer(void)
 {

@@ -1,13 +1,13 @@
 /*
  * fuzz_param.c - libFuzzer harness: the COLL_* environment as coll__config_load reads it.
  * The input is split at newlines; piece i becomes the value of the i-th variable of the
- * table (src/core/param.c), so any mix of good, malformed, huge and out-of-range values is
+ * table (src/base/param.c), so any mix of good, malformed, huge and out-of-range values is
  * reached. A load that succeeds must leave every number inside its declared range and every
  * string NUL-terminated within its field. coll__parse_size and the Slurm node-list parser
  * get the first piece.
  */
 #include "core/internal.h"
-#include "core/launcher.h"
+#include "api/launcher.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          piece = strtok_r(NULL, "\n", &save), i++)
         if (coll__params[i].offset != SIZE_MAX) /* logging knobs are read once per process */
             setenv(coll__params[i].name, piece, 1);
-    if (coll__config_load(NULL, &cfg) == COLL_SUCCESS) {
+    if (coll__config_load(NULL, -1, &cfg) == COLL_SUCCESS) {
         for (size_t k = 0; k < coll__nparams; k++) {
             const struct coll_param *p = &coll__params[k];
             const char *field;

@@ -16,7 +16,7 @@
  * must succeed (so the harness is known to reach the end of the frame path).
  */
 #include "core/bootstrap.h"
-#include "transport/sys.h"
+#include "base/sys.h"
 #include "transport/transport.h"
 
 #include <errno.h>
@@ -37,7 +37,7 @@ static const uint8_t secret[COLL_SECRET_BYTES] = "tcp-fuzz-secret";
 static const uint64_t comm_id = 0x7cf0220000000001ull;
 #define SLOT coll__transport_index(&coll__tcp_transport)
 
-/* put16/32/64: src/core/wire.h (through transport.h) */
+/* put16/32/64: src/base/wire.h (through transport.h) */
 
 /* The engine's loop, one round without sleeping: run the ready callbacks. */
 static int drive(struct coll_comm *c, int ms)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_docs.sh - the generated documents are current: docs/env.md is what the parameter
-# table of src/core/param.c generates, docs/api.md what include/coll.h generates; every
+# table of src/base/param.c generates, docs/api.md what include/coll.h generates; every
 # COLL_* variable the library reads is documented; the man pages have no roff mistakes.
 #
 #   test_docs.sh SRCDIR COLL_ENV_DOC PYTHON3 MANPAGE...
@@ -23,10 +23,10 @@ echo "1..4"
 
 if "$env_doc" markdown >"$scratch/env.md" 2>"$scratch/log" &&
     diff -u "$srcdir/docs/env.md" "$scratch/env.md" >>"$scratch/log"; then
-    ok "docs/env.md is generated from src/core/param.c's table"
+    ok "docs/env.md is generated from src/base/param.c's table"
 else
     echo "regenerate: ninja -C BUILD update-docs" >>"$scratch/log"
-    not_ok "docs/env.md is generated from src/core/param.c's table"
+    not_ok "docs/env.md is generated from src/base/param.c's table"
 fi
 
 if "$python" "$srcdir/docs/gen_api.py" markdown "$srcdir/include/coll.h" >"$scratch/api.md" \

@@ -10,8 +10,8 @@
  * Within each step IPv4 wins over IPv6, and a global IPv6 address over a link-local one
  * (which needs its scope id to be usable at all).
  */
-#include "../transport/sys.h"
-#include "bootstrap.h"
+#include "sys.h"
+#include "net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

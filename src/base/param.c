@@ -4,9 +4,7 @@
  * docs are generated from it. Logging knobs (COLL_DEBUG*) are process-wide and read by log.c,
  * but live here too so that one table documents everything.
  */
-#include "internal.h"
-#include "reduce/quant.h"
-#include "reduce/reduce.h"
+#include "base.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -285,11 +283,9 @@ static bool warned_before(const char *text)
  * INFO: a launch gives every rank the same environment, and one copy is enough to read); a
  * load without a comm (NULL: the fuzz harness) warns. It ignores COLL_DEBUG_SUBSYS, which
  * may be the very setting that is wrong. */
-static void env_warn(const struct coll_comm *comm, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void env_warn(const struct coll_comm *comm, const char *fmt, ...)
+void coll__env_warn(int rank, const char *fmt, ...)
 {
-    int level = !comm || comm->rank == 0 ? COLL_LOG_WARN : COLL_LOG_INFO;
+    int level = rank <= 0 ? COLL_LOG_WARN : COLL_LOG_INFO;
     char msg[1024];
     va_list ap;
 
@@ -341,7 +337,7 @@ static bool known_name(const char *name)
 
 /* A COLL_* variable nobody reads is most often a typo of one that would have applied
  * (COLL_ALOG for COLL_ALGO): name the nearest table entry. */
-static void check_names(const struct coll_comm *comm)
+static void check_names(int rank)
 {
     extern char **environ;
 
@@ -365,11 +361,11 @@ static void check_names(const struct coll_comm *comm)
             }
         }
         if (near && best <= 3)
-            env_warn(comm, "%s is not a setting of coll and is ignored; did you mean %s? "
+            coll__env_warn(rank, "%s is not a setting of coll and is ignored; did you mean %s? "
                      "(collbench --help-env lists them all)",
                      name, near);
         else
-            env_warn(comm, "%s is not a setting of coll and is ignored (collbench --help-env lists "
+            coll__env_warn(rank, "%s is not a setting of coll and is ignored (collbench --help-env lists "
                      "them all)",
                      name);
     }
@@ -384,84 +380,55 @@ static bool one_of(const char *v, const char *const *list, bool caseless)
     return false;
 }
 
-static void join(const char *const *list, char *buf, size_t len)
-{
-    size_t o = 0;
-
-    buf[0] = '\0';
-    for (; *list && o < len; list++) {
-        int w = snprintf(buf + o, len - o, "%s%s", o ? ", " : "", *list);
-        if (w < 0)
-            break;
-        o += (size_t)w;
-    }
-}
-
 /* Values of knobs that take one of a few words. The ones not here take free text, or are
  * refused where they are used at comm creation (COLL_ALGO, COLL_TRANSPORT, COLL_SELECT). A
  * wrong value is warned about rather than refused: the reader falls back to its default. */
-static void check_words(const struct coll_comm *comm, const struct coll_config *cfg)
+static void check_words(int rank, const struct coll_config *cfg)
 {
     static const char *const debug[] = {"NONE", "OFF", "WARN", "INFO", "TRACE", NULL};
     static const char *const topo[] = {"sysfs", NULL};
     static const char *const ipc[] = {"auto", "0", "1", NULL};
     static const char *const launcher[] = {"collrun", "torchrun", "mpirun", "srun", NULL};
-    const char *codecs[COLL_NUM_CODECS + 4];
     char names[256], bad[128];
     const char *v;
-    size_t n = 0;
 
     v = getenv("COLL_DEBUG");
     if (v && *v && !one_of(v, debug, true))
-        env_warn(comm, "COLL_DEBUG='%s' is not a log level (NONE, WARN, INFO or TRACE); using WARN", v);
+        coll__env_warn(rank, "COLL_DEBUG='%s' is not a log level (NONE, WARN, INFO or TRACE); using WARN", v);
     if (!coll__log_subsys_valid(getenv("COLL_DEBUG_SUBSYS"), bad, sizeof(bad), names,
                                 sizeof(names)))
-        env_warn(comm, "COLL_DEBUG_SUBSYS: no subsystem is called %s (%s); ignored", bad, names);
+        coll__env_warn(rank, "COLL_DEBUG_SUBSYS: no subsystem is called %s (%s); ignored", bad, names);
     v = getenv("COLL_TOPO");
     if (v && *v && !one_of(v, topo, false))
-        env_warn(comm, "COLL_TOPO='%s' is not 'sysfs' (or empty); ignored", v);
+        coll__env_warn(rank, "COLL_TOPO='%s' is not 'sysfs' (or empty); ignored", v);
     v = getenv("COLL_LAUNCHER");
     if (v && *v && !one_of(v, launcher, false))
-        env_warn(comm, "COLL_LAUNCHER='%s' is not one of collrun, torchrun, mpirun, srun", v);
+        coll__env_warn(rank, "COLL_LAUNCHER='%s' is not one of collrun, torchrun, mpirun, srun", v);
     if (cfg->cuda_ipc[0] && !one_of(cfg->cuda_ipc, ipc, false))
-        env_warn(comm, "COLL_CUDA_IPC='%s' is not auto, 0 or 1; taking auto", cfg->cuda_ipc);
-    codecs[n++] = "off";
-    for (int c = 0; c < COLL_NUM_CODECS; c++)
-        codecs[n++] = coll__codec_name((enum coll_codec)c);
-    codecs[n] = NULL;
-    if (cfg->quant[0] && strcmp(cfg->quant, "none") && strcmp(cfg->quant, "0") &&
-        !one_of(cfg->quant, codecs, false)) {
-        join(codecs, names, sizeof(names));
-        env_warn(comm, "COLL_QUANT='%s' is not a codec (%s): the all-reduces it "
-                 "would quantize fail with COLL_INVALID_ARGUMENT",
-                 cfg->quant, names);
-    }
-    /* the reduction kernels check COLL_REDUCE_ISA and COLL_REDUCE_STREAM_BYTES (with their
-     * own warnings) when first used; use them now so that a wrong value shows at creation */
-    (void)coll__reduce_isa();
+        coll__env_warn(rank, "COLL_CUDA_IPC='%s' is not auto, 0 or 1; taking auto", cfg->cuda_ipc);
 }
 
 /* COLL_CUDA_WAIT_VALUE is read once per process where CUDA is loaded, and anything but "0"
  * counts as 1 there. (COLL_CUDA_DISABLE's reader warns about a wrong value itself.) */
-static void check_numbers(const struct coll_comm *comm)
+static void check_numbers(int rank)
 {
     const char *v = getenv("COLL_CUDA_WAIT_VALUE");
 
     if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        env_warn(comm, "COLL_CUDA_WAIT_VALUE='%s' is not 0 or 1; taking 1", v);
+        coll__env_warn(rank, "COLL_CUDA_WAIT_VALUE='%s' is not 0 or 1; taking 1", v);
 }
 
 static coll_status_t config_parse(struct coll_comm *comm, struct coll_config *cfg);
 
-coll_status_t coll__config_load(struct coll_comm *comm, struct coll_config *cfg)
+coll_status_t coll__config_load(struct coll_comm *comm, int rank, struct coll_config *cfg)
 {
     coll_status_t st = config_parse(comm, cfg);
 
     if (st != COLL_SUCCESS)
         return st;
-    check_names(comm);
-    check_words(comm, cfg);
-    check_numbers(comm);
+    check_names(rank);
+    check_words(rank, cfg);
+    check_numbers(rank);
     return COLL_SUCCESS;
 }
 

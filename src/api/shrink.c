@@ -13,7 +13,7 @@
  * a survivor that passes a different exclusion list derives another secret and is refused,
  * and one that never comes turns into COLL_TIMEOUT for the others.
  */
-#include "bootstrap.h"
+#include "../core/bootstrap.h"
 #include "../transport/transport.h"
 
 #include <stdio.h>

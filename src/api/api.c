@@ -6,8 +6,8 @@
  * a one-part op and waited for (blocking) or handed back as a request; inside a group it is
  * recorded, and coll_group_end turns all the group's calls on one comm into one op.
  */
-#include "agree.h"
-#include "exec.h"
+#include "../core/agree.h"
+#include "../core/exec.h"
 #include "qallreduce.h"
 #include "../cuda/stream.h"
 #include "../path/path.h"

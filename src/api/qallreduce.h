@@ -5,7 +5,7 @@
 #ifndef COLL_CORE_QALLREDUCE_H
 #define COLL_CORE_QALLREDUCE_H
 
-#include "internal.h"
+#include "../core/internal.h"
 
 /* True when comm's COLL_QUANT asks for this all-reduce to be quantized: a codec is set (or
  * a value that is not one, which coll__allreduce_quant_env then reports), dtype is fp32,

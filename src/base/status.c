@@ -1,8 +1,9 @@
 /*
- * status.c - status strings, the last-error text of comms and threads, and small helpers
- * (clock, randomness, hashing, dtype names) that every file uses.
+ * status.c - status strings, the calling thread's last-error text, and small helpers
+ * (clock, randomness, hashing, dtype names) that every file uses. A comm's own error text
+ * is kept by src/core/error.c, which knows the comm.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,6 +13,11 @@
 #include <time.h>
 
 static _Thread_local char thread_errmsg[1024];
+
+const char *coll__thread_error(void)
+{
+    return thread_errmsg;
+}
 
 COLL_API const char *coll_status_string(coll_status_t status)
 {
@@ -23,15 +29,6 @@ COLL_API const char *coll_status_string(coll_status_t status)
 #undef COLL_X_
     }
     return "unknown status";
-}
-
-COLL_API const char *coll_last_error(const coll_comm_t *comm)
-{
-    if (!comm || coll__comm_check(comm, "coll_last_error") != COLL_SUCCESS)
-        return thread_errmsg; /* for a handle that is not a live comm: why not */
-    /* comm->errmsg only changes under errlock; the caller owns the comm's thread, and abort
-     * writes are complete strings, so returning the buffer is safe enough for a message. */
-    return comm->errmsg;
 }
 
 COLL_API coll_status_t coll_get_version(int *version_p)
@@ -47,56 +44,6 @@ COLL_API coll_status_t coll_get_version(int *version_p)
 void coll__set_thread_error(const char *msg)
 {
     snprintf(thread_errmsg, sizeof(thread_errmsg), "%s", msg);
-}
-
-static coll_status_t verror(struct coll_comm *comm, coll_status_t st, int err, const char *fmt,
-                            va_list ap)
-{
-    char msg[1024];
-    int n = 0;
-
-    if (comm && comm->nranks > 0)
-        n = snprintf(msg, sizeof(msg), "rank %d: ", comm->rank);
-    if (n < 0 || (size_t)n >= sizeof(msg))
-        n = 0;
-    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
-    if (err) {
-        size_t len = strlen(msg);
-        char ebuf[128];
-        snprintf(msg + len, sizeof(msg) - len, ": %s", strerror_r(err, ebuf, sizeof(ebuf)));
-    }
-    if (comm) {
-        pthread_mutex_lock(&comm->errlock);
-        /* The first failure of a failed comm is the one worth reading. */
-        if (atomic_load(&comm->failed) == COLL_SUCCESS || comm->errmsg[0] == '\0')
-            snprintf(comm->errmsg, sizeof(comm->errmsg), "%s", msg);
-        pthread_mutex_unlock(&comm->errlock);
-    }
-    coll__set_thread_error(msg);
-    if (st == COLL_INVALID_ARGUMENT || st == COLL_INVALID_USAGE)
-        COLL_INFO(COLL_SUB_ALL, "%s", msg);
-    else
-        COLL_WARN(COLL_SUB_ALL, "%s", msg);
-    return st;
-}
-
-coll_status_t coll__error(struct coll_comm *comm, coll_status_t st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    st = verror(comm, st, 0, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-coll_status_t coll__sys_error(struct coll_comm *comm, int err, const char *fmt, ...)
-{
-    va_list ap;
-    coll_status_t st;
-    va_start(ap, fmt);
-    st = verror(comm, COLL_SYSTEM_ERROR, err ? err : EIO, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 uint64_t coll__now_ns(void)

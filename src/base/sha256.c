@@ -4,7 +4,7 @@
  *
  * Small and portable rather than fast: it hashes a few hundred bytes per connection.
  */
-#include "bootstrap.h"
+#include "net.h"
 
 #include <string.h>
 

@@ -1,11 +1,11 @@
 /*
  * launcher.h - a communicator from the environment of the launcher that started us:
- * collrun, torchrun, Open MPI's mpirun or Slurm's srun (src/core/launcher.c).
+ * collrun, torchrun, Open MPI's mpirun or Slurm's srun (src/api/launcher.c).
  */
 #ifndef COLL_LAUNCHER_H
 #define COLL_LAUNCHER_H
 
-#include "internal.h"
+#include "../core/internal.h"
 
 /* What the environment says about this process; filled by coll__launcher_detect. */
 struct coll_launch {

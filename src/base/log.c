@@ -2,7 +2,7 @@
  * log.c - COLL_DEBUG=WARN|INFO|TRACE, COLL_DEBUG_SUBSYS=INIT,NET,... (a leading ^ excludes),
  * COLL_DEBUG_FILE=path with %h (host) and %p (pid). Process-wide, set up once.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <errno.h>
 #include <stdarg.h>

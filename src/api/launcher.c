@@ -20,8 +20,8 @@
  * anything a stranger can read in the environment.
  */
 #include "launcher.h"
-#include "bootstrap.h"
-#include "../transport/sys.h"
+#include "../core/bootstrap.h"
+#include "../base/sys.h"
 
 #include <coll_config.h>
 

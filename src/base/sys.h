@@ -11,7 +11,7 @@
 #ifndef COLL_SYS_H
 #define COLL_SYS_H
 
-#include "../core/internal.h"
+#include "base.h"
 
 #include <ifaddrs.h>
 #include <poll.h>
@@ -52,12 +52,5 @@ struct coll_sys {
 
 COLL_INTERNAL extern struct coll_sys coll__sys;            /* what the library calls */
 COLL_INTERNAL extern const struct coll_sys coll__sys_libc; /* the real calls, to restore */
-
-/* Test hook: connections the TCP transport's listener refused since init (strangers,
- * wrong secret or comm id, duplicates, handshakes that timed out). ctx is the tcp ctx. */
-COLL_INTERNAL uint64_t coll__tcp_rejected(const void *ctx);
-/* Test hook: the sockets of the TCP link to peer (COLL_NSOCKS of them once it is up): their
- * number, and up to max of their fds (-1 for one not open) in fds. 0 when there is no link. */
-COLL_INTERNAL int coll__tcp_link_fds(const void *ctx, int peer, int *fds, int max);
 
 #endif /* COLL_SYS_H */

@@ -7,13 +7,15 @@
  * thread. Channels to peers are made lazily by the executor, the first time a schedule
  * talks to a peer.
  */
-#include "bootstrap.h"
-#include "exec.h"
+#include "../core/bootstrap.h"
+#include "../core/exec.h"
 #include "launcher.h"
-#include "trace.h"
+#include "../core/trace.h"
 #include "../algo/cost.h"
 #include "../cuda/stream.h"
 #include "../path/path.h"
+#include "../reduce/quant.h"
+#include "../reduce/reduce.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -408,6 +410,30 @@ const char *coll__comm_transports(const struct coll_comm *comm, char *buf, size_
     transport_names(used ? used : comm->self.tp_mask, buf, len);
     return buf;
 }
+/* The settings whose choices live above the base (src/base/param.c checks the others):
+ * COLL_QUANT names a codec of src/reduce; the reduction kernels read COLL_REDUCE_ISA and
+ * COLL_REDUCE_STREAM_BYTES when first used, so use them now and a wrong value shows at
+ * creation. */
+static void check_upper_settings(int rank, const struct coll_config *cfg)
+{
+    char names[256];
+    size_t o = 0;
+    bool known = !cfg->quant[0] || !strcmp(cfg->quant, "none") || !strcmp(cfg->quant, "0") ||
+                 !strcmp(cfg->quant, "off");
+
+    o += (size_t)snprintf(names, sizeof(names), "off");
+    for (int c = 0; c < COLL_NUM_CODECS; c++) {
+        const char *name = coll__codec_name((enum coll_codec)c);
+        known |= !strcmp(cfg->quant, name);
+        if (o < sizeof(names))
+            o += (size_t)snprintf(names + o, sizeof(names) - o, ", %s", name);
+    }
+    if (!known)
+        coll__env_warn(rank, "COLL_QUANT='%s' is not a codec (%s): the all-reduces it "
+                       "would quantize fail with COLL_INVALID_ARGUMENT", cfg->quant, names);
+    (void)coll__reduce_isa();
+}
+
 
 COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
                                       const coll_unique_id_t *id, int rank)
@@ -442,7 +468,8 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     comm->nranks = nranks;
     atomic_store(&comm->failed, COLL_SUCCESS);
 
-    COLL_CHECK_GOTO(coll__config_load(comm, &comm->cfg), st, out_free);
+    COLL_CHECK_GOTO(coll__config_load(comm, rank, &comm->cfg), st, out_free);
+    check_upper_settings(rank, &comm->cfg);
     COLL_CHECK_GOTO(coll__select_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__plan_cache_init(comm), st, out_free);
     comm->chans = calloc((size_t)nranks, sizeof(*comm->chans));
@@ -489,7 +516,7 @@ out_free:
     return st;
 }
 
-/* The launchers and how the id reaches every rank: src/core/launcher.c. */
+/* The launchers and how the id reaches every rank: src/api/launcher.c. */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p)
 {
     coll__log_init();
