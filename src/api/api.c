@@ -118,12 +118,12 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     p->root = c->root;
     p->sendbuf = c->sendbuf;
     p->recvbuf = c->recvbuf;
-    p->sig = call_signature(c);
     p->call = *c;
     p->run = run;
     coll__call_sig(c, &p->call.sig);
     if (run)
-        return COLL_SUCCESS;
+        return COLL_SUCCESS; /* no executor messages: nothing carries the hash below */
+    p->sig = call_signature(c);
     if (c->coll == COLL_COLL_SENDRECV)
         return coll__plan_p2p(comm, c->p2p, c->peer, c->count, c->dtype, &p->plan);
     coll__call_args(c, &args);

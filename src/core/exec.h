@@ -58,7 +58,7 @@ struct coll_part {
     struct coll_plan *plan;      /* NULL where run is set */
     coll_run_fn run;             /* a path's own runner, or NULL: the executor runs plan */
     struct coll_call call;       /* the call as checked (what run gets) */
-    uint64_t sig;                /* hash of the call's arguments */
+    uint64_t sig;                /* hash of the call's arguments (sched parts only) */
     /* executor state */
     uint8_t *state;              /* [nsteps] enum coll_step_state */
     struct coll_xfer *xfers;     /* [nsteps], used by SEND/RECV steps */
