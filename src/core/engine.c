@@ -495,12 +495,17 @@ void coll__engine_detach(struct coll_comm *comm, struct coll_op *op)
     pthread_mutex_unlock(&comm->lock);
 }
 
+void coll__op_clear(struct coll_op *op)
+{
+    coll__exec_release(op);
+    for (int k = 0; k < op->nparts; k++)
+        coll__plan_put(op->parts[k].plan);
+}
+
 void coll__op_free(struct coll_op *op)
 {
     if (!op)
         return;
-    coll__exec_release(op);
-    for (int k = 0; k < op->nparts; k++)
-        coll__plan_put(op->parts[k].plan);
+    coll__op_clear(op);
     free(op);
 }

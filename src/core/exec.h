@@ -6,6 +6,7 @@
 #define COLL_EXEC_H
 
 #include "../algo/schedule.h"
+#include "internal.h"
 #include "../transport/transport.h"
 
 /* A built schedule with what the executor derives from it once: per step, the message's
@@ -120,6 +121,8 @@ COLL_INTERNAL void coll__call_sig(const struct coll_call *c, struct coll_sig *s)
  * on another comm: the other ops of a group that spans comms, whose ranks may all live in
  * this process (ncclCommInitAll). */
 COLL_INTERNAL void coll__engine_kick(struct coll_comm *comm);
+/* Release what op holds (executor arrays, plans); op_free also frees op itself. */
+COLL_INTERNAL void coll__op_clear(struct coll_op *op);
 COLL_INTERNAL void coll__op_free(struct coll_op *op);
 
 /* exec.c: advance op as far as it goes without blocking. Returns true if anything moved.
