@@ -1,0 +1,448 @@
+/*
+ * calibrate.c - --calibrate: measure this machine into the cost model's file.
+ */
+#include "collbench.h"
+
+/* One-way time of a message of `bytes` between ranks 0 and 1 (seconds; 0 elsewhere), the
+ * best of several trials of ping-pongs. Small messages get many short trials: on a machine
+ * shared with other work a trial that overlaps a burst of it is slower by whole wake-ups,
+ * and the best short trial is the one that had the cores. Every rank calls it. */
+static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
+{
+    int reps = bytes <= 4096 ? 50 : (int)((32u << 20) / bytes);
+    int trials = bytes <= 4096 ? 24 : 4;
+    double best = INFINITY;
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    if (reps < 10)
+        reps = 10;
+    for (int trial = 0; trial < trials && in; trial++) {
+        double t0 = now_s();
+        /* trial 0 warms up: connections, pages, caches */
+        for (int i = 0; i < (trial ? reps : 5) && st == COLL_SUCCESS; i++) {
+            if (b->rank == 0) {
+                st = coll_send(b->sendbuf, bytes, COLL_UINT8, peer, b->comm);
+                if (st == COLL_SUCCESS)
+                    st = coll_recv(b->recvbuf, bytes, COLL_UINT8, peer, b->comm);
+            } else {
+                st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm);
+                if (st == COLL_SUCCESS)
+                    st = coll_send(b->sendbuf, bytes, COLL_UINT8, 0, b->comm);
+            }
+        }
+        if (st != COLL_SUCCESS)
+            return lib_error(b, "send/recv (--calibrate)", st);
+        if (trial)
+            best = fmin(best, (now_s() - t0) / (2.0 * reps));
+    }
+    *oneway_p = in ? best : 0;
+    return 0;
+}
+
+/* Seconds per message that a sender spends on a burst of small messages: rank 0 issues
+ * BURST_MSGS 8-byte sends to peer in one group, then one; the difference of the best times
+ * of their coll_group_end over BURST_MSGS - 1. Sends this small complete once the transport
+ * holds them, so this is the part of a message's alpha that holds the sender (the
+ * executor's step and the transport's hand-over), not the latency to the receiver that
+ * messages in flight share. peer answers each burst, so every one starts on drained
+ * links. Every rank calls it. */
+#define BURST_MSGS 16
+static int burst(struct bench *b, int peer, double *per_msg_p)
+{
+    double best[2] = {INFINITY, INFINITY};
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    for (int trial = 0; trial < 40 && in && st == COLL_SUCCESS; trial++) {
+        int k = trial & 1, nmsg = k ? BURST_MSGS : 1;
+        double t0 = now_s(), t;
+
+        st = coll_group_start();
+        for (int i = 0; i < nmsg && st == COLL_SUCCESS; i++)
+            st = b->rank == 0 ? coll_send((char *)b->sendbuf + 8 * i, 8, COLL_UINT8, peer, b->comm)
+                              : coll_recv((char *)b->recvbuf + 8 * i, 8, COLL_UINT8, 0, b->comm);
+        if (st == COLL_SUCCESS)
+            st = coll_group_end();
+        t = now_s() - t0;
+        if (st == COLL_SUCCESS)
+            st = b->rank == 0 ? coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm)
+                              : coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+        if (trial >= 2) /* the first two warm up */
+            best[k] = fmin(best[k], t);
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "grouped send/recv (--calibrate)", st);
+    *per_msg_p = in ? fmax((best[1] - best[0]) / (BURST_MSGS - 1), 0) : 0;
+    return 0;
+}
+
+/* Seconds per byte of output of a host reduction of dt (sum), and of a copy: the best of a
+ * few runs over 1 MiB, about what a chunk of a schedule touches. */
+static double time_reduce(struct bench *b, coll_dtype_t dt)
+{
+    size_t bytes = 1u << 20, es = dtypes[dt].size, count = bytes / es;
+    char *x = b->sendbuf, *y = x + bytes, *dst = b->recvbuf;
+    double best = INFINITY;
+
+    /* small values, as in the checks: no denormals, no overflow to special cases */
+    make_period(b->pat, (struct pat){PAT_RED_SEND, 0, 0}, dt, COLL_SUM, 2, 0);
+    fill_periodic(x, b->pat, count, es);
+    fill_periodic(y, b->pat, count, es);
+    for (int i = 0; i < 12; i++) {
+        double t0 = now_s();
+        coll__reduce(dst, x, y, count, dt, COLL_SUM);
+        if (i >= 2)
+            best = fmin(best, now_s() - t0);
+    }
+    return best / (double)(count * es);
+}
+
+static double time_copy(struct bench *b)
+{
+    size_t bytes = 1u << 20;
+    double best = INFINITY;
+
+    for (int i = 0; i < 12; i++) {
+        double t0 = now_s();
+        memcpy(b->recvbuf, b->sendbuf, bytes); /* into memory others see: never elided */
+        if (i >= 2)
+            best = fmin(best, now_s() - t0);
+    }
+    return best / (double)bytes;
+}
+
+/* Seconds per byte of a copy whose source and destination together are ws bytes: the best
+ * of a few, each pass over fresh lines only once the pair outgrows the cache. */
+static double time_copy_ws(char *src, char *dst, size_t ws)
+{
+    size_t bytes = ws / 2;
+    double best = INFINITY;
+    int reps = ws <= (16u << 20) ? 12 : 8;
+
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        memcpy(dst, src, bytes);
+        __asm__ __volatile__("" : : "r"(dst) : "memory"); /* the copy is observed */
+        if (i >= 2)
+            best = fmin(best, now_s() - t0);
+    }
+    return best / (double)bytes;
+}
+
+/* The memory term of the model (cost.h: mem, cache_bytes) from copies over working sets
+ * of 1 MiB to 256 MiB: mem is the largest one's cost per byte over the cheapest one's (the
+ * smallest copies pay their start-up too), and cache_bytes the size that best explains the
+ * curve from the cheapest on, where the share 1 - cache / ws of the bytes pays mem. Leaves
+ * *p as it is when memory is short. */
+static void calibrate_memory(struct coll_cost_params *p)
+{
+    enum { NWS = 9 };
+    const size_t max_ws = 256u << 20;
+    double t[NWS], best_err = INFINITY, mem, ref = INFINITY;
+    int lo = 0;
+    size_t ws[NWS];
+    char *buf = malloc(max_ws);
+
+    if (!buf)
+        return;
+    memset(buf, 1, max_ws); /* pages in before anything is timed */
+    for (int i = 0; i < NWS; i++) {
+        ws[i] = (size_t)1 << (20 + i);
+        t[i] = time_copy_ws(buf, buf + ws[i] / 2, ws[i]);
+    }
+    free(buf);
+    for (int i = 0; i < NWS; i++)
+        if (t[i] < ref) {
+            ref = t[i];
+            lo = i;
+        }
+    mem = t[NWS - 1] / ref;
+    printf("# memory: copy of working set (MiB) -> ns per byte:");
+    for (int i = 0; i < NWS; i++)
+        printf(" %zu:%.3f", ws[i] >> 20, t[i] * 1e9);
+    printf("\n");
+    if (!(mem > 1.05) || !isfinite(mem)) {
+        p->mem = 1; /* no cliff measured: every byte as cached */
+        p->cache_bytes = 0;
+        return;
+    }
+    /* candidate cache sizes: every quarter power of two across the range measured */
+    for (double c = (double)ws[0]; c <= (double)max_ws; c *= 1.189207115) {
+        double err = 0;
+        for (int i = lo; i < NWS; i++) {
+            double share = (double)ws[i] > c ? 1 - c / (double)ws[i] : 0;
+            double e = log(t[i] / (ref * (1 + (mem - 1) * share)));
+            err += e * e;
+        }
+        if (err < best_err) {
+            best_err = err;
+            p->cache_bytes = floor(c);
+        }
+    }
+    p->mem = mem;
+    printf("# mem %.2f (out of cache / in cache), cache_bytes %.3g (%.1f MiB)\n", p->mem,
+           p->cache_bytes, p->cache_bytes / (1 << 20));
+}
+
+/* The rendezvous probe of --calibrate: a 2-rank chain reduce of RDV_PROBE_BYTES of float,
+ * once in RDV_PROBE_CHUNK chunks and once whole. The bytes, the reductions and the buffers'
+ * place in the cache are the same; what differs is the number of hand-overs. */
+#define RDV_PROBE_BYTES (2u << 20)
+#define RDV_PROBE_CHUNK (128u << 10)
+
+/* Seconds per call of that reduce in chunks of chunk bytes: the best of eight trials of
+ * back-to-back calls (a trial's mean), after a warm-up. Both ranks call it; COLL_ALGO and
+ * COLL_CHUNK_BYTES of the comm are what the probe says for its duration. */
+static int time_rdv_probe(struct bench *b, size_t chunk, double *t_p)
+{
+    struct coll_config *cfg = &b->comm->cfg;
+    char algo[sizeof(cfg->algo)];
+    int64_t chunk_bytes = cfg->chunk_bytes;
+    const size_t count = RDV_PROBE_BYTES / sizeof(float);
+    const int reps = 10;
+    double best = INFINITY;
+    coll_status_t st = COLL_SUCCESS;
+
+    memcpy(algo, cfg->algo, sizeof(algo));
+    snprintf(cfg->algo, sizeof(cfg->algo), "reduce=chain");
+    cfg->chunk_bytes = (int64_t)chunk;
+    memset(b->sendbuf, 0, RDV_PROBE_BYTES); /* zeros: no denormals, no overflow */
+    for (int trial = 0; trial < 9 && st == COLL_SUCCESS; trial++) {
+        double t0 = now_s();
+        for (int i = 0; i < (trial ? reps : 3) && st == COLL_SUCCESS; i++)
+            st = coll_reduce(b->sendbuf, b->recvbuf, count, COLL_FLOAT32, COLL_SUM, 0, b->comm);
+        if (trial)
+            best = fmin(best, (now_s() - t0) / reps);
+    }
+    memcpy(cfg->algo, algo, sizeof(algo));
+    cfg->chunk_bytes = chunk_bytes;
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "reduce (--calibrate)", st);
+    *t_p = best;
+    return 0;
+}
+
+/* <link>.rdv fitted to the probe: the model, with everything else calibrated and no
+ * hand-over cost, prices both reduces; the part of the measured difference it does not
+ * explain is spread over the extra hand-overs of the chunked one. A ping-pong cannot show
+ * this cost: there the receiver is always waiting, while in a pipeline it is often busy
+ * reducing the previous chunk when the next one is offered. */
+static double fit_rdv(const struct coll_cost_params *p, enum coll_link l, const double t[2])
+{
+    struct coll_cost_params q = *p;
+    struct coll_cost_links links = coll__cost_links_all(l);
+    const struct coll_algo *chain = coll__algo_find("chain");
+    struct coll_algo_args a = {
+        .coll = COLL_COLL_REDUCE,
+        .nranks = 2,
+        .count = RDV_PROBE_BYTES / sizeof(float),
+        .dtype = COLL_FLOAT32,
+        .elem_size = sizeof(float),
+    };
+    double pred[2];
+    const double extra = RDV_PROBE_BYTES / RDV_PROBE_CHUNK - 1;
+
+    q.link[l].rdv = 0;
+    q.cores = 0;
+    for (int k = 0; k < 2; k++) {
+        a.chunk_count = (k ? RDV_PROBE_BYTES : RDV_PROBE_CHUNK) / sizeof(float);
+        if (!chain || coll__cost_predict(&q, &links, chain, &a, &pred[k], NULL) != COLL_SUCCESS)
+            return p->link[l].rdv;
+    }
+    printf("# %s hand-over probe: 2-rank chain reduce of %u KiB, in %u KiB chunks %.1f us "
+           "(model without hand-over %.1f), whole %.1f us (%.1f)\n",
+           coll__link_name(l), RDV_PROBE_BYTES >> 10, RDV_PROBE_CHUNK >> 10, t[0] * 1e6,
+           pred[0] * 1e6, t[1] * 1e6, pred[1] * 1e6);
+    return fmax(((t[0] - t[1]) - (pred[0] - pred[1])) / extra, 0);
+}
+
+static int mkdir_parents(const char *path)
+{
+    char buf[PATH_MAX];
+
+    if ((size_t)snprintf(buf, sizeof(buf), "%s", path) >= sizeof(buf))
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+int calibrate(struct bench *b)
+{
+    static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
+    double oneway[COLL_NUM_LINKS][ARRAY_SIZE(sizes)] = {{0}};
+    double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
+    double per_msg[COLL_NUM_LINKS] = {0};
+    int probe_link = -1;
+    int peer_of[COLL_NUM_LINKS];
+    struct coll_cost_params p;
+    struct coll_cost_links links = coll__select_links(b->comm);
+    char path[PATH_MAX];
+    const char *tp = transport_name(b);
+    int one = 1, rc, nlinks = 0;
+    coll_status_t st;
+
+    if (b->bufsize < (8u << 20) + 64) {
+        fprintf(stderr, "collbench: rank %d: --calibrate needs -e 8M or more\n", b->rank);
+        return EXIT_USAGE;
+    }
+    /* one pair per link class the comm has, from rank 0: e.g. shm to a rank of its host,
+     * tcp to one of another host (every rank computes the same pairs) */
+    for (int l = 0; l < COLL_NUM_LINKS; l++)
+        peer_of[l] = -1;
+    for (int r = 1; r < b->nranks; r++) {
+        enum coll_link l = links.link_of ? links.link_of(links.arg, 0, r) : links.link;
+        if (peer_of[l] < 0) {
+            peer_of[l] = r;
+            nlinks++;
+        }
+    }
+    /* what an earlier run measured (another transport, COLL_TRANSPORT=tcp) stays; the first
+     * run finds no file, which is no reason for a warning */
+    if (!calib_path(b->calib_out, path, sizeof(path)) || access(path, F_OK) != 0 ||
+        coll__cost_params_load(&p, path) != COLL_SUCCESS)
+        coll__cost_params_default(&p);
+    for (int l = 0; l < COLL_NUM_LINKS; l++) {
+        for (size_t i = 0; peer_of[l] >= 0 && i < ARRAY_SIZE(sizes); i++) {
+            watchdog_arm(&b->wd, "a ping-pong of --calibrate");
+            rc = pingpong(b, sizes[i], peer_of[l], &oneway[l][i]);
+            if (rc)
+                return rc;
+        }
+        if (peer_of[l] >= 0) {
+            watchdog_arm(&b->wd, "a burst of --calibrate");
+            rc = burst(b, peer_of[l], &per_msg[l]);
+            if (rc)
+                return rc;
+        }
+        /* the same bytes once below and once at the transport's rendezvous size: what the
+         * hand-over costs beyond a copied message, with the buffers equally in cache */
+        for (int k = 0; k < 2 && peer_of[l] >= 0 && p.link[l].rdv_bytes >= 128 &&
+                        p.link[l].rdv_bytes <= (double)(4u << 20);
+             k++) {
+            watchdog_arm(&b->wd, "a ping-pong of --calibrate");
+            rc = pingpong(b, (size_t)p.link[l].rdv_bytes - (k ? 0 : 64), peer_of[l],
+                          &rdv_oneway[l][k]);
+            if (rc)
+                return rc;
+        }
+        /* the probe needs the comm to be that pair, and chunks that are hand-overs */
+        if (peer_of[l] >= 0 && b->nranks == 2 && p.link[l].rdv_bytes > 0 &&
+            p.link[l].rdv_bytes <= RDV_PROBE_CHUNK) {
+            for (int k = 0; k < 2; k++) {
+                watchdog_arm(&b->wd, "the hand-over probe of --calibrate");
+                rc = time_rdv_probe(b, k ? RDV_PROBE_BYTES : RDV_PROBE_CHUNK, &probe[k]);
+                if (rc)
+                    return rc;
+            }
+            probe_link = l;
+        }
+    }
+    for (int l = 0; b->rank == 0 && l < COLL_NUM_LINKS; l++) {
+        size_t last = ARRAY_SIZE(sizes) - 1;
+        enum coll_link link = (enum coll_link)l;
+        if (peer_of[l] < 0)
+            continue;
+        {
+            /* beta from the two largest messages, alpha what the small ones have left */
+            double beta = (oneway[l][last] - oneway[l][last - 1]) /
+                          (double)(sizes[last] - sizes[last - 1]);
+            double alphas[4];
+            if (!(beta > 0))
+                beta = oneway[l][last] / (double)sizes[last];
+            for (int i = 0; i < 4; i++)
+                alphas[i] = fmax(oneway[l][i] - beta * (double)sizes[i], 0);
+            /* the median of four */
+            for (int i = 0; i < 4; i++)
+                for (int j = i + 1; j < 4; j++)
+                    if (alphas[j] < alphas[i]) {
+                        double t = alphas[i];
+                        alphas[i] = alphas[j];
+                        alphas[j] = t;
+                    }
+            p.link[link].alpha = (alphas[1] + alphas[2]) / 2;
+            p.link[link].beta = beta;
+            /* a burst's messages follow each other per_msg apart: that much of alpha holds
+             * the link (and the executor: step), the rest is latency they overlap */
+            p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
+            if (l == COLL_LINK_SHM && per_msg[l] > 0) /* 0: lost in the noise, keep it */
+                p.step = fmin(per_msg[l], p.link[link].alpha);
+            if (rdv_oneway[l][1] > 0) /* replaced by the probe's where there is one */
+                p.link[link].rdv = fmax(rdv_oneway[l][1] - rdv_oneway[l][0] - 64 * beta, 0);
+            printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
+                   coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
+            printf("#       size   one-way (us)   model (us)\n");
+            for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
+                printf("%12zu   %12.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
+                       (p.link[link].alpha + p.link[link].beta * (double)sizes[i]) * 1e6);
+            printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
+                   coll__link_name(link), p.link[link].alpha, coll__link_name(link),
+                   p.link[link].beta, p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
+            printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
+                   BURST_MSGS,
+                   per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
+                   l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
+            if (rdv_oneway[l][1] > 0)
+                printf("# ping-pong: %s.rdv %.3g s more per message from %.0f B (one-way "
+                       "%.2f us at %.0f B, %.2f us at %.0f B)\n",
+                       coll__link_name(link), p.link[link].rdv, p.link[link].rdv_bytes,
+                       rdv_oneway[l][0] * 1e6, p.link[link].rdv_bytes - 64,
+                       rdv_oneway[l][1] * 1e6, p.link[link].rdv_bytes);
+        }
+    }
+    if (b->rank == 0) {
+        if (nlinks == 0)
+            printf("# collbench --calibrate: one rank: links keep their values (run it with "
+                   "--np 2, or under collrun -n 2, to measure %s)\n",
+                   tp);
+        for (int d = 0; d < COLL_NUM_DTYPES; d++) {
+            double g = time_reduce(b, (coll_dtype_t)d);
+            if (isfinite(g) && g > 0)
+                p.gamma[d] = g;
+        }
+        {
+            double c = time_copy(b);
+            if (isfinite(c) && c > 0)
+                p.copy = c;
+        }
+        printf("# gamma.float %.3g s/B (%.2f GB/s of output), copy %.3g s/B (%.2f GB/s)\n",
+               p.gamma[COLL_FLOAT32], 1e-9 / p.gamma[COLL_FLOAT32], p.copy, 1e-9 / p.copy);
+        calibrate_memory(&p);
+        if (probe_link >= 0 && probe[0] > 0 && probe[1] > 0) {
+            p.link[probe_link].rdv = fit_rdv(&p, (enum coll_link)probe_link, probe);
+            printf("# %s.rdv %.3g s more per message from %.0f B (fitted to the probe)\n",
+                   coll__link_name((enum coll_link)probe_link), p.link[probe_link].rdv,
+                   p.link[probe_link].rdv_bytes);
+        }
+        rc = 1;
+        if (!calib_path(b->calib_out, path, sizeof(path))) {
+            fprintf(stderr, "collbench: --calibrate: no place for the file: set COLL_CALIB_FILE "
+                            "(or HOME)\n");
+        } else if (mkdir_parents(path) != 0) {
+            fprintf(stderr, "collbench: --calibrate: cannot create the directory of '%s': %s\n",
+                    path, strerror(errno));
+        } else if ((st = coll__cost_params_save(&p, path)) != COLL_SUCCESS) {
+            fprintf(stderr, "collbench: --calibrate: %s\n", coll_last_error(NULL));
+        } else {
+            printf("# wrote %s: the selector of every new communicator reads it%s\n", path,
+                   b->calib_out ? " (while COLL_CALIB_FILE names it)" : "");
+            rc = 0;
+        }
+        fflush(stdout);
+        one = rc == 0;
+    }
+    /* everyone waits for rank 0's verdict, so that all ranks end alike */
+    watchdog_arm(&b->wd, "the end of --calibrate");
+    st = coll_broadcast(&one, &one, 1, COLL_INT32, 0, b->comm);
+    watchdog_arm(&b->wd, NULL);
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "broadcast (--calibrate)", st);
+    return one ? 0 : 1;
+}
