@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_collsim.sh - collsim, coll's schedules on SimGrid: a message's time on a known link,
 # the simulator against the cost model where nothing contends, contention where the fabric
-# is oversubscribed, the selector's pick, JSON, a trace collviz reads, and bad input.
+# is oversubscribed, the selector's pick, JSON, a trace collviz reads, the ranks' memory ports
+# within a host, --max-messages' coarser pieces, and bad input.
 #
 #   tests/test_collsim.sh path/to/collsim|none path/to/collviz
 #
@@ -116,6 +117,60 @@ else
     not_ok "--platform: expected 10.01 us, got '$(time_of chain)'"
 fi
 
+# ---- within a host: each rank's memory port -------------------------------------------------
+# 128 chunks of 8 KiB at 1 GB/s (8.19 us each) with 10 us of shared-memory latency: over the
+# ranks' ports the latency overlaps the next chunk's copy (128 x 8.19 + 10 us, plus the
+# root's copy), over SimGrid's loopback one message at a time pays it every chunk
+pipe() {
+    sim --hosts 1 --per-host 2 -c broadcast --algo chain -b 1M -e 1M --chunk 8K --step 0 \
+        --overhead 0 --intra 1GBps --intra-latency 10us "$@" >"$TMP/out" 2>"$TMP/err" &&
+        time_of chain
+}
+tp=$(pipe --intra-model ports) tl=$(pipe --intra-model loopback)
+if [ -n "$tp" ] && [ -n "$tl" ] && within "$tp" 1085 3 && awk -v p="$tp" -v l="$tl" 'BEGIN { exit !(p < 0.6 * l) }'; then
+    ok "2-rank pipeline of 8 KiB chunks: ports overlap the latency ($tp us; loopback $tl us)"
+else
+    not_ok "2-rank pipeline: expected ~1085 us over ports and under 0.6 x loopback, got '$tp' and '$tl'"
+fi
+# a root sending to two peers of its host shares its port: twice the time of one message
+share() {
+    sim --hosts 1 --per-host 3 -c scatter --algo linear -b 3M -e 3M --step 0 --overhead 0 \
+        --intra 1GBps --intra-latency 0 "$@" >"$TMP/out" 2>"$TMP/err" && time_of linear
+}
+sp=$(share) sl=$(share --intra-model loopback)
+if [ -n "$sp" ] && within "$sp" 2097.15 1 && within "$sl" 1048.58 1; then
+    ok "two 1 MiB messages from one rank share its port ($sp us; loopback $sl us)"
+else
+    not_ok "port sharing: expected 2097.15 and 1048.58 us, got '$sp' and '$sl'"
+fi
+
+# ---- --max-messages: coarser pieces, said so; beyond them, not simulated ----------------------
+if sim --hosts 4 -b 64M -e 64M --algo ring,tree --max-messages 1000 --json "$TMP/c.json" \
+        >"$TMP/out" 2>"$TMP/err" && grep -q "ring .*coarsened from 131072" "$TMP/out" &&
+    python3 - "$TMP/c.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["max_messages"] == 1000, d
+rows = {r["algo"]: r for r in d["rows"]}
+for a in ("ring", "tree"):
+    r = rows[a]
+    # 2 x 4 ranks x 64 MiB / 1000, as a power of two: 1 MiB
+    assert r["coarsened_from"] == 131072 and r["chunk_bytes"] == 1 << 20, r
+    assert 0 < r["messages"] <= 1000, r
+PY
+then
+    ok "--max-messages 1000: 64 MiB in 1 MiB chunks for every algorithm, rows say coarsened"
+else
+    not_ok "--max-messages: coarsened rows wrong" "$(tail -3 "$TMP/out"; cat "$TMP/c.json" 2>/dev/null | tail -5)"
+fi
+if sim --hosts 64 -b 8M -e 8M --algo ring --max-messages 1000 --json "$TMP/s.json" \
+        >"$TMP/out" 2>"$TMP/err" && grep -q "ring: more than --max-messages 1000" "$TMP/out" &&
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"]; assert len(r)==1 and r[0]["skipped"]=="max-messages", r' "$TMP/s.json"; then
+    ok "a 64-rank ring (8,064 messages at least) over --max-messages 1000 is not simulated, and says so"
+else
+    not_ok "--max-messages: an over-budget row should be skipped and said so" "$(tail -3 "$TMP/out")"
+fi
+
 # ---- bad input: exit 2, saying what is valid ----------------------------------------------------
 sed 's|<host id="b" speed="1Gf"/>|<host id="b" speed="1Gf"|' "$TMP/good.xml" >"$TMP/bad.xml"
 usage() { # description, expected text in stderr, collsim arguments
@@ -136,5 +191,10 @@ usage "unknown fabric" "fattree" --fabric mesh
 usage "unknown algorithm" "ring, tree" --algo bogus
 usage "algorithm of another collective" "binomial, linear" -c gather --algo ring
 usage "algorithm that cannot run the ranks" "cannot run" --hosts 1 --per-host 4 --algo hier -b 8 -e 8
+usage "unknown intra-host model" "ports" --intra-model shm
+usage "ports with a platform file" "loopback" --platform "$TMP/good.xml" --intra-model ports
+for m in 0 999 lots -5; do
+    usage "--max-messages $m" "1000 or more" --max-messages "$m"
+done
 
 tap_done

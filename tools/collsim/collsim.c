@@ -16,7 +16,9 @@
  * ordered pair, whose FIFO matching SimGrid keeps; every message carries its number and the
  * receiver checks it). All posted sends and receives progress at once (asynchronous puts
  * and gets; at most RECV_WINDOW a link and direction, one within a host); local steps run
- * one at a time on the rank's core. Each step costs the rank the
+ * one at a time on the rank's core. Within a host, every rank has its own memory port
+ * (write_platform) whose bandwidth its messages share; shared memory's latency runs after
+ * a message's data is in, while the next one is copied. Each step costs the rank the
  * executor's per-step time, each message the sender's per-message time (alpha less its
  * latency, plus the rendezvous charge from rdv_bytes on), each reduction gamma per output
  * byte, each copy the copy rate (a copy onto itself costs nothing).
@@ -25,10 +27,12 @@
  */
 #include "algo/cost.h"
 #include "algo/schedule.h"
+#include "base/json.h"
 
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
+#include <simgrid/exec.h>
 #include <simgrid/host.h>
 #include <simgrid/link.h>
 #include <simgrid/mailbox.h>
@@ -59,6 +63,8 @@
  * flight, as a transport's buffers would allow; a send waits for its receive (SimGrid's
  * rendezvous). */
 #define RECV_WINDOW 8u
+#define LAT_SLOT 0x80000000u /* a receive slot that waits for shared memory's latency */
+#define LAT_PUT 0xfffffffeu  /* the sending half of that wait */
 
 /* ---- options --------------------------------------------------------------------------- */
 
@@ -72,6 +78,9 @@ struct opts {
     size_t minb, maxb, chunk;
     double factor;
     bool chunk_given;
+    uint64_t max_msgs; /* --max-messages: 0, none */
+    bool ports;           /* one SimGrid host per rank, each with its memory port */
+    const char *intra_model;
     const char *algo_spec;
     double step_s, overhead_s; /* <0: from the cost model's parameters */
     bool quiet;
@@ -118,6 +127,10 @@ static void usage(FILE *f)
           "                       names separated by commas (ring,tree,...)\n"
           "  --chunk SIZE         pipelining unit of a named algorithm (default 128K, as\n"
           "                       COLL_CHUNK_BYTES)\n"
+          "  --max-messages M     coarser pieces for large sizes: every algorithm of a size\n"
+          "                       gets a chunk of at least 2 x ranks x size / M (a power of\n"
+          "                       two; the row says 'coarsened'); one still over M messages\n"
+          "                       is not simulated (a '#' line, and 'skipped' in --json)\n"
           "platform (from flags, or --platform):\n"
           "  --hosts H            hosts (default 1)\n"
           "  --per-host K         ranks per host (default 1); they share the host's --cores\n"
@@ -127,6 +140,11 @@ static void usage(FILE *f)
           "  --latency T          NIC link latency (1us, 500ns; default 1us)\n"
           "  --intra BW / --intra-latency T   the intra-host (shared memory) link (default\n"
           "                       from coll's shm defaults: 8GBps, 1us)\n"
+          "  --intra-model M      ports (default): one SimGrid host per rank, each with a\n"
+          "                       memory port of --intra's bandwidth and half its latency,\n"
+          "                       the host's ranks sharing its NIC; loopback: the ranks of a\n"
+          "                       host share SimGrid's loopback link, one message at a time\n"
+          "                       between two of them\n"
           "  --fabric F           switch (default: one non-blocking switch), fattree[:R]\n"
           "                       (two levels, leaves oversubscribed R:1, default 1),\n"
           "                       torus[:X,Y,Z], dragonfly[:G,C,R,N], or the raw SimGrid\n"
@@ -340,10 +358,19 @@ static int fabric_params(const struct opts *o, char *topo, size_t tlen, char *pa
                        "topo_parameters", f);
 }
 
+/* Intra-host modelling with one SimGrid host per rank (o->ports): ranks of host i are the
+ * hosts of cluster "m<i>", each with its own memory port (a private link of the shm
+ * bandwidth and half its latency, split up/down); the cluster's router reaches the fabric's
+ * host h<i>, whose NIC links its ranks share. A rank's several messages in flight within a
+ * host share its port and overlap one's latency with another's transfer, as copies through
+ * shared memory do; SimGrid's loopback link (--intra-model loopback) gives every flow its
+ * full bandwidth instead. The fabric's hosts h<i> run no rank: they hold the host's cores
+ * (computations of its ranks when they outnumber them). */
 static int write_platform(const struct opts *o, const char *path, int32_t *nodes_p)
 {
     char topo[32], params[256];
     int rc = fabric_params(o, topo, sizeof(topo), params, sizeof(params), nodes_p);
+    bool ports = o->ports;
     FILE *f;
 
     if (rc)
@@ -357,16 +384,42 @@ static int write_platform(const struct opts *o, const char *path, int32_t *nodes
                EXIT_SIMFAIL;
     fprintf(f, "<?xml version='1.0'?>\n"
                "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-               "<platform version=\"4.1\">\n"
-               "  <cluster id=\"fabric\" prefix=\"h\" suffix=\"\" radical=\"0-%d\" "
+               "<platform version=\"4.1\">\n");
+    if (ports)
+        fputs("<zone id=\"world\" routing=\"Floyd\">\n", f);
+    fprintf(f, "  <cluster id=\"fabric\" prefix=\"h\" suffix=\"\" radical=\"0-%d\" "
                "speed=\"%gf\" core=\"%d\" bw=\"%.17gBps\" lat=\"%.17gs\" "
-               "loopback_bw=\"%.17gBps\" loopback_lat=\"%.17gs\" "
                "sharing_policy=\"SPLITDUPLEX\"",
-            *nodes_p - 1, CPU_SPEED, o->cores, o->link_bw, o->link_lat, o->intra_bw,
-            o->intra_lat);
+            *nodes_p - 1, CPU_SPEED, o->cores, o->link_bw, o->link_lat);
+    if (!ports)
+        fprintf(f, " loopback_bw=\"%.17gBps\" loopback_lat=\"%.17gs\"", o->intra_bw,
+                o->intra_lat);
     if (topo[0])
         fprintf(f, " topology=\"%s\" topo_parameters=\"%s\"", topo, params);
-    fputs("/>\n</platform>\n", f);
+    fputs("/>\n", f);
+    if (ports) {
+        /* SimGrid's order in a zone: the clusters, then the links, then the routes */
+        for (int32_t h = 0; h < o->hosts; h++) {
+            int32_t first = h * o->per_host, last = first + o->per_host - 1;
+            if (last >= o->nranks)
+                last = o->nranks - 1;
+            fprintf(f, "  <cluster id=\"m%d\" prefix=\"r\" suffix=\"\" radical=\"%d-%d\" "
+                       "speed=\"%gf\" core=\"1\" bw=\"%.17gBps\" lat=\"%.17gs\" "
+                       "sharing_policy=\"SPLITDUPLEX\" router_id=\"m%d_router\" "
+                       "loopback_bw=\"1e18Bps\" loopback_lat=\"%.17gs\"/>\n",
+                    h, first, last, CPU_SPEED, o->intra_bw, 0.0, h, o->intra_lat);
+        }
+        /* a zone route may not be empty: a link that limits nothing, one per host so that
+         * it couples no flows of two hosts in SimGrid's sharing */
+        for (int32_t h = 0; h < o->hosts; h++)
+            fprintf(f, "  <link id=\"m%d_gw\" bandwidth=\"1e18Bps\" latency=\"0s\" "
+                       "sharing_policy=\"FATPIPE\"/>\n", h);
+        for (int32_t h = 0; h < o->hosts; h++)
+            fprintf(f, "  <zoneRoute src=\"m%d\" dst=\"fabric\" gw_src=\"m%d_router\" "
+                       "gw_dst=\"h%d\"><link_ctn id=\"m%d_gw\"/></zoneRoute>\n", h, h, h, h);
+        fputs("</zone>\n", f);
+    }
+    fputs("</platform>\n", f);
     if (fclose(f) != 0)
         return fprintf(stderr, "collsim: cannot write '%s'\n", path), EXIT_SIMFAIL;
     return 0;
@@ -374,7 +427,7 @@ static int write_platform(const struct opts *o, const char *path, int32_t *nodes
 
 /* ---- the ranks -------------------------------------------------------------------------- */
 
-enum { F_POSTED = 1, F_DONE = 2, F_FREE = 4 /* a copy onto itself */ };
+enum { F_POSTED = 1, F_DONE = 2, F_FREE = 4 /* a copy onto itself */, F_WIN = 8 /* window passed on */ };
 
 static int32_t host_of(int32_t rank);
 
@@ -402,6 +455,7 @@ struct sim {
     struct coll_cost_params p;
     sg_host_t *hosts;
     size_t nhosts_plat;
+    size_t nfab; /* with ports: the fabric's hosts h*, which sort before the ranks' r* */
     struct srank *r;
     double start;
     /* The cost model's memory term (cost.c): a row whose busiest host's buffers exceed
@@ -435,12 +489,19 @@ static double local_cpu(const struct sstep *st)
 
 /* A rank's own time: computation on its host's cores when ranks outnumber them (they share
  * them), else a plain wait, which costs the simulation less and times the same. */
-static void run_cpu(double seconds)
+static void run_cpu(const struct srank *R, double seconds)
 {
-    if (S.o.cores < S.o.per_host)
-        sg_actor_execute(seconds * CPU_SPEED);
-    else
+    if (S.o.cores >= S.o.per_host) {
         sg_actor_sleep_for(seconds);
+    } else if (S.o.ports) {
+        /* the rank's SimGrid host is its memory port; the cores are its host's */
+        sg_exec_t e = sg_actor_exec_init(seconds * CPU_SPEED);
+        sg_exec_set_host(e, S.hosts[R->host]);
+        sg_exec_start(e);
+        sg_exec_wait(e);
+    } else {
+        sg_actor_execute(seconds * CPU_SPEED);
+    }
 }
 
 static double step_cpu(void)
@@ -499,19 +560,53 @@ static bool slot_get(struct slots *s, uint32_t *id_p)
     return true;
 }
 
+/* The message one window later on the same link may be posted: when this one's data is in
+ * (a receive's latency wait does not hold its link). */
+static void win_pass(struct srank *R, uint32_t i, uint32_t *ready, uint32_t *nready)
+{
+    struct sstep *st = &R->steps[i];
+    if (st->flags & F_WIN)
+        return;
+    st->flags |= F_WIN;
+    if (st->win_next != NONE && --R->steps[st->win_next].left == 0)
+        ready[(*nready)++] = st->win_next;
+}
+
 static void done_step(struct srank *R, uint32_t i, uint32_t *ready, uint32_t *nready)
 {
-    const struct sstep *st = &R->steps[i];
 
     R->steps[i].flags |= F_DONE;
     R->ndone++;
-    if (st->win_next != NONE && --R->steps[st->win_next].left == 0)
-        ready[(*nready)++] = st->win_next;
+    win_pass(R, i, ready, nready);
     for (uint32_t k = R->rdep_off[i]; k < R->rdep_off[i + 1]; k++) {
         uint32_t j = R->rdep[k];
         if (--R->steps[j].left == 0)
             ready[(*nready)++] = j;
     }
+}
+
+static bool act_reserve(sg_comm_t **act, uint32_t **step, uint32_t **slot, uint32_t *cap,
+                        uint32_t need)
+{
+    uint32_t nc = need * 2;
+    sg_comm_t *a;
+    uint32_t *as, *sl;
+    if (need <= *cap)
+        return true;
+    a = realloc(*act, nc * sizeof(*a));
+    if (!a)
+        return false;
+    *act = a;
+    as = realloc(*step, nc * sizeof(*as));
+    if (!as)
+        return false;
+    *step = as;
+    sl = realloc(*slot, nc * sizeof(*sl));
+    if (!sl)
+        return false;
+    *slot = sl;
+    *cap = nc;
+    return true;
 }
 
 static void rank_main(int argc, char **argv)
@@ -557,23 +652,11 @@ static void rank_main(int argc, char **argv)
                     cpu += msg_cpu(st, S.r[st->peer].host == R->host);
             }
             if (cpu > 0)
-                run_cpu(cpu);
+                run_cpu(R, cpu);
             now = simgrid_get_clock();
-            if (nact + ncomms > cap) {
-                uint32_t nc = (nact + ncomms) * 2;
-                sg_comm_t *a = realloc(act, nc * sizeof(*a));
-                uint32_t *as = a ? realloc(act_step, nc * sizeof(*as)) : NULL;
-                uint32_t *sl = as ? realloc(act_slot, nc * sizeof(*sl)) : NULL;
-                if (a)
-                    act = a;
-                if (as)
-                    act_step = as;
-                if (!sl) {
-                    fail_run("out of memory for rank %d's messages", R->rank);
-                    break;
-                }
-                act_slot = sl;
-                cap = nc;
+            if (!act_reserve(&act, &act_step, &act_slot, &cap, nact + ncomms)) {
+                fail_run("out of memory for rank %d's messages", R->rank);
+                break;
             }
             for (uint32_t k = 0; k < ncomms; k++) {
                 uint32_t i = comms[k], slot = NONE;
@@ -608,7 +691,7 @@ static void rank_main(int argc, char **argv)
                 cpu += step_cpu() + local_cpu(&R->steps[locals[k]]);
             now = simgrid_get_clock();
             if (cpu > 0)
-                run_cpu(cpu);
+                run_cpu(R, cpu);
             for (uint32_t k = 0; k < nlocals; k++) {
                 if (R->t0) {
                     R->t0[locals[k]] = now;
@@ -623,16 +706,28 @@ static void rank_main(int argc, char **argv)
                      R->rank, n - R->ndone, n);
             break;
         }
+        /* a completed receive may post the two halves of its latency wait */
+        if (!act_reserve(&act, &act_step, &act_slot, &cap, nact + 2)) {
+            fail_run("out of memory for rank %d's messages", R->rank);
+            break;
+        }
         {
             ssize_t w = sg_comm_wait_any(act, nact);
             uint32_t i, slot;
+            bool lat_pending = false;
             if (w < 0 || (size_t)w >= nact) {
                 fail_run("rank %d: waiting for a message failed", R->rank);
                 break;
             }
             i = act_step[w];
             slot = act_slot[w];
-            if (slot != NONE) {
+            if (slot == LAT_PUT) {
+                /* the sending half of a latency message: nothing to do */
+            } else if (slot != NONE && (slot & LAT_SLOT)) {
+                /* its latency ran out: the receive is done */
+                slots.free_ids[slots.nfree++] = slot & ~LAT_SLOT;
+                slot = NONE;
+            } else if (slot != NONE) {
                 uintptr_t got = (uintptr_t)*slot_at(&slots, slot);
                 if (got != (uintptr_t)R->steps[i].tag + 1) {
                     fail_run("rank %d step %u: received message %" PRIuPTR " from rank %d where "
@@ -641,11 +736,36 @@ static void rank_main(int argc, char **argv)
                     break;
                 }
                 slots.free_ids[slots.nfree++] = slot;
+                lat_pending = S.o.ports && S.o.intra_lat > 0 &&
+                              S.r[R->steps[i].peer].host == R->host;
             }
             act[w] = act[nact - 1];
             act_step[w] = act_step[nact - 1];
             act_slot[w] = act_slot[nact - 1];
             nact--;
+            if (lat_pending) {
+                /* shared memory's latency (the flag the receiver polls) runs while the next
+                 * copy proceeds: the data is in, the step completes intra_lat later, when
+                 * a message of no bytes to itself over its host's loopback (of that
+                 * latency) arrives; every one waits the same, so they arrive in order */
+                uint32_t ls;
+                if (!slot_get(&slots, &ls)) {
+                    fail_run("out of memory for rank %d's receives", R->rank);
+                    break;
+                }
+                win_pass(R, i, ready, &nready);
+                mailbox_name(mb, sizeof(mb), R->rank, R->rank);
+                act[nact] = sg_mailbox_put_async(sg_mailbox_by_name(mb), (void *)(uintptr_t)(i + 1), 0);
+                act_step[nact] = i;
+                act_slot[nact++] = LAT_PUT;
+                act[nact] = sg_mailbox_get_async(sg_mailbox_by_name(mb), slot_at(&slots, ls));
+                act_step[nact] = i;
+                act_slot[nact++] = ls | LAT_SLOT;
+                continue;
+            }
+            if (slot == LAT_PUT) {
+                continue;
+            }
             if (R->t1)
                 R->t1[i] = simgrid_get_clock();
             done_step(R, i, ready, &nready);
@@ -726,8 +846,10 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
             }
             *last = i;
             /* SimGrid's loopback link of a host gives every flow its whole bandwidth
-             * (a fat pipe): one message at a time between two ranks of a host, as one
-             * process copies them, instead of eight at full speed each */
+             * (a fat pipe): over it, one message at a time between two ranks of a host, as
+             * one process copies them, instead of eight at full speed each; over the
+             * ranks' memory ports (o->ports) too: one process's copies run in turn, and
+             * eight flows sharing a port would each finish late, not one after another */
             uint32_t win = host_of(cs->peer) == R->host ? 1 : RECV_WINDOW;
             if (st->tag >= win) {
                 uint32_t j = i;
@@ -765,6 +887,7 @@ struct row {
     size_t chunk_count;
     double time_s, model_s, wall_s;
     uint64_t msgs, steps;
+    size_t coarsened_from; /* the chunk asked for, where --max-messages raised it */
     const char *why;
 };
 
@@ -788,17 +911,6 @@ static double wall_now(void)
 
 static FILE *trace_f;
 static uint64_t trace_seq;
-
-static void trace_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 static void trace_header(int32_t n)
 {
@@ -837,7 +949,7 @@ static void trace_row(const struct row *w, int32_t n)
         {
             char name[96];
             snprintf(name, sizeof(name), "%s %s", coll__coll_name(S.o.coll), w->algo->name);
-            trace_json_str(trace_f, name);
+            coll__json_str(trace_f, name);
         }
         fprintf(trace_f, ",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,"
                          "\"dur\":%.3f,\"args\":{\"seq\":%" PRIu64 ",\"status\":\"success\","
@@ -918,6 +1030,7 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
     double t_wall = wall_now(), end = 0;
 
     double *ws = calloc((size_t)S.o.hosts, sizeof(double)), most = 0;
+    uint64_t planned = 0;
 
     if (!ws)
         return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
@@ -949,6 +1062,16 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
             return EXIT_SIMFAIL;
         }
         w->steps += s.nsteps;
+        for (uint32_t i = 0; i < s.nsteps; i++)
+            planned += s.steps[i].kind == COLL_STEP_SEND;
+        if (S.o.max_msgs && planned > S.o.max_msgs) {
+            /* over the budget even at the point's coarsest pieces: not simulated */
+            coll__sched_free(&s);
+            for (int32_t q = 0; q <= r; q++)
+                srank_free(&S.r[q]);
+            free(ws);
+            return -2;
+        }
         ws[host_of(r)] += (double)(s.buf_count[COLL_BUF_SEND] + s.buf_count[COLL_BUF_RECV] +
                                    s.buf_count[COLL_BUF_SCRATCH]) * (double)s.elem_size;
         coll__sched_free(&s);
@@ -974,7 +1097,7 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
         char name[32];
         sg_actor_t act;
         snprintf(name, sizeof(name), "rank%d", r);
-        act = sg_actor_init(name, S.hosts[host_of(r)]);
+        act = sg_actor_init(name, S.o.ports ? S.hosts[S.nfab + (size_t)r] : S.hosts[host_of(r)]);
         sg_actor_set_data(act, &S.r[r]);
         sg_actor_start(act, rank_main, 0, NULL);
     }
@@ -1105,6 +1228,20 @@ static int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char 
             NEEDV();
             if (!parse_time(v, dst))
                 return usage_error("%s '%s': a time (2us, 500ns, seconds)", a, v);
+        } else if (!strcmp(a, "--max-messages")) {
+            size_t m;
+            NEEDV();
+            if (!parse_bytes(v, &m) || m < 1000)
+                return usage_error("--max-messages '%s': a message count of 1000 or more (K, M "
+                                   "suffixes: 4M is 4 x 2^20)", v);
+            o->max_msgs = m;
+        } else if (!strcmp(a, "--intra-model")) {
+            NEEDV();
+            if (strcmp(v, "ports") && strcmp(v, "loopback"))
+                return usage_error("--intra-model '%s': valid: ports (a memory port per rank), "
+                                   "loopback (SimGrid's loopback link, one message at a time "
+                                   "between two ranks)", v);
+            o->intra_model = v;
         } else if (!strcmp(a, "--fabric")) {
             NEEDV();
             o->fabric = v;
@@ -1132,6 +1269,9 @@ static int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char 
         return usage_error("-e %zu is below -b %zu", o->maxb, o->minb);
     if (o->platform && o->fabric)
         return usage_error("--platform and --fabric exclude each other");
+    if (o->platform && o->intra_model && !strcmp(o->intra_model, "ports"))
+        return usage_error("--intra-model ports builds its own platform; with --platform the "
+                           "ranks of a host share its loopback (valid: --intra-model loopback)");
     return 0;
 }
 
@@ -1201,8 +1341,8 @@ int main(int argc, char **argv)
     int32_t nodes = 0, *hostmap = NULL;
     uint32_t *peer_last = NULL;
     FILE *json = NULL;
-    size_t esz;
-    int nrows = 0;
+    size_t esz, floor_count = 0;
+    int nrows = 0, nskipped = 0;
 
     sg_argv = calloc((size_t)argc + 8, sizeof(char *));
     if (!sg_argv)
@@ -1241,6 +1381,10 @@ int main(int argc, char **argv)
         m->beta = 1 / o->intra_bw;
         m->rdv = m->rdv_bytes = 0;
     }
+    /* a memory port per rank wherever a host holds several (not with a platform file, whose
+     * hosts are what it says) */
+    o->ports = !o->platform && o->per_host > 1 &&
+               !(o->intra_model && !strcmp(o->intra_model, "loopback"));
     if (o->step_s >= 0)
         S.p.step = o->step_s;
     if (!o->cores)
@@ -1316,9 +1460,11 @@ int main(int argc, char **argv)
         S.nhosts_plat = sg_host_count();
         S.hosts = list;
         qsort(S.hosts, S.nhosts_plat, sizeof(*S.hosts), host_cmp);
+        S.nfab = o->ports ? S.nhosts_plat - (size_t)o->nranks : 0;
     }
     if (o->calib && S.p.mem > 1 && S.p.cache_bytes > 0) {
-        /* the loopback links only: memory bounds the copies of shared memory, not a NIC
+        /* shared memory's links only (the ranks' memory ports, or the loopbacks): memory
+         * bounds the copies of shared memory, not a NIC
          * (the cost model stretches every link's beta; a 1 Gbit/s link is not slowed by
          * the memory behind it) */
         size_t all = sg_link_count();
@@ -1327,7 +1473,9 @@ int main(int argc, char **argv)
         if (!S.links || !S.link_bw)
             return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
         for (size_t l = 0; l < all; l++)
-            if (strstr(sg_link_get_name(S.links[l]), "loopback")) {
+            if (o->ports ? sg_link_get_name(S.links[l])[0] == 'm' &&
+                               strstr(sg_link_get_name(S.links[l]), "_link_")
+                         : strstr(sg_link_get_name(S.links[l]), "loopback") != NULL) {
                 S.links[S.nlinks] = S.links[l];
                 S.link_bw[S.nlinks++] = sg_link_get_bandwidth(S.links[l]);
             }
@@ -1370,12 +1518,14 @@ int main(int argc, char **argv)
                       "  \"hosts\": %d,\n  \"per_host\": %d,\n  \"cores\": %d,\n"
                       "  \"platform\": ", coll_names[o->coll], o->nranks, o->hosts, o->per_host,
                 o->cores);
-        trace_json_str(json, o->platform ? o->platform : o->fabric ? o->fabric : "switch");
+        coll__json_str(json, o->platform ? o->platform : o->fabric ? o->fabric : "switch");
         fprintf(json, ",\n  \"network_model\": \"%s\",\n  \"link_Bps\": %.17g,\n"
                       "  \"link_latency_s\": %.17g,\n  \"intra_Bps\": %.17g,\n"
-                      "  \"intra_latency_s\": %.17g,\n  \"dtype\": \"%s\",\n  \"rows\": [",
-                o->model ? o->model : "CM02", o->link_bw, o->link_lat, o->intra_bw,
-                o->intra_lat, coll__dtype_name(o->dtype));
+                      "  \"intra_latency_s\": %.17g,\n  \"intra_model\": \"%s\",\n"
+                      "  \"max_messages\": %" PRIu64 ",\n  \"dtype\": \"%s\",\n  \"rows\": [",
+                o->model ? o->model : "CM02", o->link_bw, o->link_lat,
+                o->intra_bw, o->intra_lat, o->ports ? "ports" : "loopback", o->max_msgs,
+                coll__dtype_name(o->dtype));
     }
 
     if (!o->quiet) {
@@ -1384,15 +1534,20 @@ int main(int argc, char **argv)
         if (o->platform)
             printf("platform %s\n", o->platform);
         else
-            printf("fabric %s of %d hosts, NIC %.4g Gbit/s %.3g us, intra-host %.4g GB/s %.3g us\n",
-                   o->fabric ? o->fabric : "switch", nodes, o->link_bw * 8e-9, o->link_lat * 1e6,
-                   o->intra_bw * 1e-9, o->intra_lat * 1e6);
+            printf("fabric %s of %d hosts, NIC %.4g Gbit/s %.3g us, intra-host %.4g GB/s %.3g us"
+                   " (%s)\n", o->fabric ? o->fabric : "switch", nodes, o->link_bw * 8e-9,
+                   o->link_lat * 1e6, o->intra_bw * 1e-9,
+                   o->intra_lat * 1e6, o->ports ? "a memory port per rank" : "loopback");
         printf("# SimGrid %s network model, %s; %s per step, %s\n",
                o->model ? o->model : "CM02",
                (o->model && strcmp(o->model, "CM02")) ? "the model's own factors"
                                                       : "no latency or bandwidth factors",
                o->calib ? "calibration file's time" : "cost model's default time",
                o->calib ? o->calib : "cost model defaults for gamma and copy");
+        if (o->max_msgs)
+            printf("# --max-messages %" PRIu64 ": a size's chunks at least 2 x ranks x size / %"
+                   PRIu64 "; a row whose chunk this raised ends in 'coarsened from' the asked\n",
+                   o->max_msgs, o->max_msgs);
         printf("#       size         count      type   redop    root     time   algbw   busbw"
                " #wrong  algorithm    chunk  model(us)     msgs  sim(s)\n");
         printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
@@ -1412,6 +1567,15 @@ int main(int argc, char **argv)
             per = 1;
         if (per == 0)
             goto next;
+        if (o->max_msgs && o->nranks > 1) {
+            /* the point's coarsest pieces: pipelined algorithms send about 2 n size / chunk
+             * messages (ring, trees, chains); the same floor for all keeps them comparable */
+            double fl = 2.0 * o->nranks * (double)bytes / (double)o->max_msgs;
+            size_t c = esz;
+            while ((double)c < fl)
+                c *= 2;
+            floor_count = c / esz;
+        }
         for (int k = 0; k < nalgos; k++) {
             struct row w = {.bytes = shown, .count = per, .chunk_count = o->chunk / esz};
             double algbw, busbw;
@@ -1453,7 +1617,29 @@ int main(int argc, char **argv)
             } else {
                 w.algo = algos[k];
             }
+            if (floor_count > w.chunk_count) {
+                w.coarsened_from = w.chunk_count * esz;
+                w.chunk_count = floor_count;
+            }
             rc = run_row(&w, peer_last, hostmap);
+            if (rc == -2) {
+                rc = 0;
+                if (!o->quiet)
+                    printf("# %12zu  %s: more than --max-messages %" PRIu64 " messages in "
+                           "%zu-byte pieces; not simulated\n", shown, w.algo->name, o->max_msgs,
+                           w.chunk_count * esz);
+                if (json) {
+                    fprintf(json, "%s\n    {\"size\": %zu, \"count\": %zu, \"algo\": \"%s\", "
+                                  "\"chunk_bytes\": %zu, \"picked_by\": \"%s\", "
+                                  "\"skipped\": \"max-messages\", \"messages_over\": %" PRIu64
+                                  "}", nrows > 0 || nskipped > 0 ? "," : "", shown, per,
+                            w.algo->name, w.chunk_count * esz, auto_pick ? "selector" : "named",
+                            o->max_msgs);
+                    fflush(json);
+                }
+                nskipped++;
+                continue;
+            }
             if (rc < 0) {
                 /* one of several: say so and go on; the only one named: a usage error */
                 rc = 0;
@@ -1485,11 +1671,14 @@ int main(int argc, char **argv)
                     snprintf(model, sizeof(model), "%9.2f", w.model_s * 1e6);
                 else
                     snprintf(model, sizeof(model), "%9s", "-");
+                char coarse[48] = "";
+                if (w.coarsened_from)
+                    snprintf(coarse, sizeof(coarse), "  coarsened from %zu", w.coarsened_from);
                 printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5s  %-10s %8zu  %s"
-                       "  %7" PRIu64 "  %6.2f\n",
+                       "  %7" PRIu64 "  %6.2f%s\n",
                        shown, o->coll == COLL_COLL_BARRIER ? 0 : count, coll__dtype_name(o->dtype),
                        "sum", o->root, w.time_s * 1e6, algbw, busbw, "N/A", w.algo->name,
-                       w.chunk_count * esz, model, w.msgs, w.wall_s);
+                       w.chunk_count * esz, model, w.msgs, w.wall_s, coarse);
                 fflush(stdout);
             }
             if (json) {
@@ -1497,10 +1686,12 @@ int main(int argc, char **argv)
                               "\"chunk_bytes\": %zu, \"picked_by\": \"%s\", \"time_us\": %.6g, "
                               "\"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, \"model_us\": %.6g, "
                               "\"messages\": %" PRIu64 ", \"steps\": %" PRIu64
-                              ", \"sim_wall_s\": %.4g}",
-                        nrows > 1 ? "," : "", shown, per, w.algo->name, w.chunk_count * esz,
+                              ", \"sim_wall_s\": %.4g, \"coarsened_from\": %zu}",
+                        nrows > 1 || nskipped ? "," : "", shown, per, w.algo->name,
+                        w.chunk_count * esz,
                         auto_pick ? "selector" : "named", w.time_s * 1e6, algbw, busbw,
-                        isfinite(w.model_s) ? w.model_s * 1e6 : -1.0, w.msgs, w.steps, w.wall_s);
+                        isfinite(w.model_s) ? w.model_s * 1e6 : -1.0, w.msgs, w.steps, w.wall_s,
+                        w.coarsened_from);
                 fflush(json);
             }
         }
