@@ -8,8 +8,11 @@
 #   logn       8 B all-reduce and broadcast, tree against ring/chain (and the others),
 #              n = 2 .. SCALE_MAXN (4096) ranks, one per host, 100 Gbit/s fat tree
 #   crossover  all-reduce ring and tree, 8 B .. 16 MiB, n = 16 .. 1024: where ring wins
-#   selector   every all-reduce algorithm and the selector's pick, n = 64 .. 1024 (8 ranks per
-#              host), 8 B .. 128 MiB at 64 ranks, .. 8 MiB above (the simulation's cost)
+#   selector   every all-reduce algorithm and the selector's pick, n = 64, 256, 1024, 4096 (8
+#              ranks per host), 8 B .. 256 MiB (sizes x16 up to 256 ranks, x64 above), each n
+#              under a message budget (--max-messages: coarser pieces for large sizes, the
+#              same floor for every algorithm of a size; beyond it not simulated), each run
+#              stopped after SCALE_SEL_TIMEOUT seconds (default none; rows done are kept)
 #   hier       1,024 ranks (128 hosts x 8), hier against ring and tree, 8 B .. 16 MiB, on a
 #              full and on a 4:1 oversubscribed fat tree
 #   extrap     bench/extrapolate.sh's clusters (256 MiB, hosts of 8, 100/200/400 Gbit/s), 64
@@ -17,6 +20,8 @@
 #   validate   collbench --calibrate, then ring and tree all-reduce measured (shared memory,
 #              2 and 4 ranks, COLL_SHM_FLAT=0 so that the schedules run) and simulated from
 #              the calibration file
+#   validate-sim, netns-sim   only the simulated side of validate and netns, from the
+#              calibration files and measurements already in OUT (no measuring)
 #   netns      bench/netns_hosts.sh's hosts at 1 Gbit/s (root): ring, tree and hier
 #              all-reduce on 2 hosts x 4 ranks and 4 x 2, measured and simulated (after
 #              validate, whose shm calibration it reuses)
@@ -57,15 +62,21 @@ if has crossover; then
 fi
 
 if has selector; then
-    for n in 64 256 1024; do
+    # n:size factor:message budget. A ring all-reduce sends 2n(n-1) messages whatever its
+    # pieces: 1,024 ranks' budget holds it (2.1 million), 4,096 ranks' (33.5 million, some
+    # ten minutes of CPU a size) does not, so there the ring is not simulated from the size
+    # at which it uses every rank on
+    sel_to=${SCALE_SEL_TIMEOUT:-0}
+    for spec in ${SCALE_SEL:-64:16:64K 256:16:140K 1024:64:2200K 4096:64:1M}; do
+        IFS=: read -r n f m <<<"$spec"
         [ "$n" -le "$maxn" ] || break
-        echo "scale.sh: selector n=$n" >&2
-        e=8M
-        [ "$n" -gt 64 ] || e=128M
-        "$sim" -q "${net[@]}" --hosts $((n / 8)) --per-host 8 --fabric fattree -c allreduce \
-            -b 8 -e $e -f 16 --algo all --json "$out/scale-selector-all-$n.json"
-        "$sim" -q "${net[@]}" --hosts $((n / 8)) --per-host 8 --fabric fattree -c allreduce \
-            -b 8 -e $e -f 16 --algo auto --json "$out/scale-selector-auto-$n.json"
+        for algo in auto all; do
+            echo "scale.sh: selector n=$n $algo" >&2
+            timeout "$sel_to" "$sim" -q "${net[@]}" --hosts $((n / 8)) --per-host 8 \
+                --fabric fattree -c allreduce -b 8 -e 256M -f "$f" --max-messages "$m" \
+                --algo $algo --json "$out/scale-selector-$algo-$n.json" ||
+                echo "scale.sh: selector n=$n $algo stopped (rows so far kept)" >&2
+        done
     done
 fi
 
@@ -96,6 +107,34 @@ EOF
             "$sim" -q --calib "$tmp/cal-$gbit.txt" --hosts $((n / 8)) --per-host 8 \
                 -c allreduce -b 256M -e 256M --chunk 1M --algo auto \
                 --json "$out/scale-extrap-$gbit-$n.json"
+        done
+    done
+fi
+
+# the simulated side of validate and netns, with the ranks' memory ports (the default) and
+# with SimGrid's loopback (the intra-host model before them), from OUT's calibrations
+if has validate-sim; then
+    for np in 2 4; do
+        for algo in ring tree; do
+            for im in ports loopback; do
+                sfx=; [ $im = ports ] || sfx=-$im
+                "$sim" -q --calib "$out/scale-calib.txt" --hosts 1 --per-host "$np" --cores 2 \
+                    --intra-model $im -c allreduce -b 8 -e 16M -f 4 --algo "$algo" \
+                    --json "$out/scale-simulated$sfx-$np-$algo.json"
+            done
+        done
+    done
+fi
+if has netns-sim; then
+    for shape in 2x4 4x2; do
+        k=${shape%x*} p=${shape#*x}
+        for algo in ring tree hier; do
+            for im in ports loopback; do
+                sfx=; [ $im = ports ] || sfx=-$im
+                "$sim" -q --calib "$out/scale-calib-netns.txt" --hosts "$k" --per-host "$p" \
+                    --cores 1 --intra-model $im -c allreduce -b 8 -e 16M -f 8 --algo "$algo" \
+                    --json "$out/scale-netns-simulated$sfx-$shape-$algo.json"
+            done
         done
     done
 fi

@@ -132,14 +132,15 @@ if [ -n "$tp" ] && [ -n "$tl" ] && within "$tp" 1085 3 && awk -v p="$tp" -v l="$
 else
     not_ok "2-rank pipeline: expected ~1085 us over ports and under 0.6 x loopback, got '$tp' and '$tl'"
 fi
-# a root sending to two peers of its host shares its port: twice the time of one message
+# a root taking in from two peers of its host shares its port (the receiver copies): twice
+# the time of one message
 share() {
-    sim --hosts 1 --per-host 3 -c scatter --algo linear -b 3M -e 3M --step 0 --overhead 0 \
+    sim --hosts 1 --per-host 3 -c gather --algo linear -b 3M -e 3M --step 0 --overhead 0 \
         --intra 1GBps --intra-latency 0 "$@" >"$TMP/out" 2>"$TMP/err" && time_of linear
 }
 sp=$(share) sl=$(share --intra-model loopback)
 if [ -n "$sp" ] && within "$sp" 2097.15 1 && within "$sl" 1048.58 1; then
-    ok "two 1 MiB messages from one rank share its port ($sp us; loopback $sl us)"
+    ok "two 1 MiB messages into one rank share its port ($sp us; loopback $sl us)"
 else
     not_ok "port sharing: expected 2097.15 and 1048.58 us, got '$sp' and '$sl'"
 fi

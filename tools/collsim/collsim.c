@@ -17,8 +17,8 @@
  * receiver checks it). All posted sends and receives progress at once (asynchronous puts
  * and gets; at most RECV_WINDOW a link and direction, one within a host); local steps run
  * one at a time on the rank's core. Within a host, every rank has its own memory port
- * (write_platform) whose bandwidth its messages share; shared memory's latency runs after
- * a message's data is in, while the next one is copied. Each step costs the rank the
+ * (write_platform) whose bandwidth the messages it receives share (the receiver copies);
+ * shared memory's latency runs after a message's data is in, while the next one is copied. Each step costs the rank the
  * executor's per-step time, each message the sender's per-message time (alpha less its
  * latency, plus the rendezvous charge from rdv_bytes on), each reduction gamma per output
  * byte, each copy the copy rate (a copy onto itself costs nothing).
@@ -360,11 +360,11 @@ static int fabric_params(const struct opts *o, char *topo, size_t tlen, char *pa
 
 /* Intra-host modelling with one SimGrid host per rank (o->ports): ranks of host i are the
  * hosts of cluster "m<i>", each with its own memory port (a private link of the shm
- * bandwidth and half its latency, split up/down); the cluster's router reaches the fabric's
- * host h<i>, whose NIC links its ranks share. A rank's several messages in flight within a
- * host share its port and overlap one's latency with another's transfer, as copies through
- * shared memory do; SimGrid's loopback link (--intra-model loopback) gives every flow its
- * full bandwidth instead. The fabric's hosts h<i> run no rank: they hold the host's cores
+ * bandwidth, split up/down: the way in limits, main() lifts the way out) and a loopback of
+ * shm's latency (rank_main's latency wait); the cluster's router reaches the fabric's host
+ * h<i>, whose NIC links its ranks share. The messages a rank receives share its port, and
+ * one's latency overlaps the next one's copy, as through shared memory; SimGrid's loopback
+ * link (--intra-model loopback) gives every flow its full bandwidth instead. The fabric's hosts h<i> run no rank: they hold the host's cores
  * (computations of its ranks when they outnumber them). */
 static int write_platform(const struct opts *o, const char *path, int32_t *nodes_p)
 {
@@ -1462,8 +1462,22 @@ int main(int argc, char **argv)
         qsort(S.hosts, S.nhosts_plat, sizeof(*S.hosts), host_cmp);
         S.nfab = o->ports ? S.nhosts_plat - (size_t)o->nranks : 0;
     }
+    if (o->ports) {
+        /* coll's shm moves a message by the receiver's copy (out of the sender's slots, or
+         * straight out of its buffer from 16 KiB on): a rank's port limits what it takes
+         * in, not what others take from it */
+        size_t all = sg_link_count();
+        sg_link_t *ls = sg_link_list();
+        for (size_t l = 0; ls && l < all; l++) {
+            const char *nm = sg_link_get_name(ls[l]);
+            size_t len = strlen(nm);
+            if (nm[0] == 'm' && strstr(nm, "_link_") && len > 3 && !strcmp(nm + len - 3, "_UP"))
+                sg_link_set_bandwidth(ls[l], 1e18);
+        }
+        free(ls);
+    }
     if (o->calib && S.p.mem > 1 && S.p.cache_bytes > 0) {
-        /* shared memory's links only (the ranks' memory ports, or the loopbacks): memory
+        /* shared memory's links only (the ranks' memory ports in, or the loopbacks): memory
          * bounds the copies of shared memory, not a NIC
          * (the cost model stretches every link's beta; a 1 Gbit/s link is not slowed by
          * the memory behind it) */
@@ -1474,7 +1488,8 @@ int main(int argc, char **argv)
             return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
         for (size_t l = 0; l < all; l++)
             if (o->ports ? sg_link_get_name(S.links[l])[0] == 'm' &&
-                               strstr(sg_link_get_name(S.links[l]), "_link_")
+                               strstr(sg_link_get_name(S.links[l]), "_link_") &&
+                               strstr(sg_link_get_name(S.links[l]), "_DOWN")
                          : strstr(sg_link_get_name(S.links[l]), "loopback") != NULL) {
                 S.links[S.nlinks] = S.links[l];
                 S.link_bw[S.nlinks++] = sg_link_get_bandwidth(S.links[l]);
