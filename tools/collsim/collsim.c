@@ -36,6 +36,7 @@
 #include <simgrid/host.h>
 #include <simgrid/link.h>
 #include <simgrid/mailbox.h>
+#include <xbt/dynar.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -63,8 +64,11 @@
  * flight, as a transport's buffers would allow; a send waits for its receive (SimGrid's
  * rendezvous). */
 #define RECV_WINDOW 8u
-#define LAT_SLOT 0x80000000u /* a receive slot that waits for shared memory's latency */
+#define LAT_SLOT 0x80000000u /* a receive slot that waits for its message's latency */
 #define LAT_PUT 0xfffffffeu  /* the sending half of that wait */
+/* A rank's own loopback, of no latency and this many bytes per second, is its timer: a
+ * message of t x TIMER_BPS bytes to itself takes t seconds (to the picosecond). */
+#define TIMER_BPS 1e12
 
 /* ---- options --------------------------------------------------------------------------- */
 
@@ -80,6 +84,7 @@ struct opts {
     bool chunk_given;
     uint64_t max_msgs; /* --max-messages: 0, none */
     bool ports;           /* one SimGrid host per rank, each with its memory port */
+    bool streams;         /* messages of a pair in turn, latency after the data (below) */
     const char *intra_model;
     const char *algo_spec;
     double step_s, overhead_s; /* <0: from the cost model's parameters */
@@ -391,7 +396,9 @@ static int write_platform(const struct opts *o, const char *path, int32_t *nodes
                "speed=\"%gf\" core=\"%d\" bw=\"%.17gBps\" lat=\"%.17gs\" "
                "sharing_policy=\"SPLITDUPLEX\"",
             *nodes_p - 1, CPU_SPEED, o->cores, o->link_bw, o->link_lat);
-    if (!ports)
+    if (!ports && o->streams) /* a rank per host: the loopback is its timer (rank_main) */
+        fprintf(f, " loopback_bw=\"%.17gBps\" loopback_lat=\"0s\"", TIMER_BPS);
+    else if (!ports)
         fprintf(f, " loopback_bw=\"%.17gBps\" loopback_lat=\"%.17gs\"", o->intra_bw,
                 o->intra_lat);
     if (topo[0])
@@ -406,8 +413,8 @@ static int write_platform(const struct opts *o, const char *path, int32_t *nodes
             fprintf(f, "  <cluster id=\"m%d\" prefix=\"r\" suffix=\"\" radical=\"%d-%d\" "
                        "speed=\"%gf\" core=\"1\" bw=\"%.17gBps\" lat=\"%.17gs\" "
                        "sharing_policy=\"SPLITDUPLEX\" router_id=\"m%d_router\" "
-                       "loopback_bw=\"1e18Bps\" loopback_lat=\"%.17gs\"/>\n",
-                    h, first, last, CPU_SPEED, o->intra_bw, 0.0, h, o->intra_lat);
+                       "loopback_bw=\"%.17gBps\" loopback_lat=\"0s\"/>\n",
+                    h, first, last, CPU_SPEED, o->intra_bw, 0.0, h, TIMER_BPS);
         }
         /* a zone route may not be empty: a link that limits nothing, one per host so that
          * it couples no flows of two hosts in SimGrid's sharing */
@@ -448,6 +455,9 @@ struct srank {
     double *t0, *t1;           /* trace only */
     double finish;
     uint64_t nmsgs;
+    int32_t *lat_peer; /* streams: the latency from each peer seen so far */
+    double *lat_val;
+    uint32_t nlat, caplat;
 };
 
 struct sim {
@@ -462,7 +472,8 @@ struct sim {
      * cache_bytes pays mem_f times the per-byte costs of the CPU and of shared memory. */
     double mem_f;
     sg_link_t *links;
-    double *link_bw; /* as the platform gave them */
+    double *link_bw;  /* as the platform gave them */
+    double *link_lat; /* streams: every link's latency, which SimGrid's links no longer carry */
     size_t nlinks;
     const char *failed; /* first failure, reported once the run ends */
     char errbuf[256];
@@ -609,6 +620,45 @@ static bool act_reserve(sg_comm_t **act, uint32_t **step, uint32_t **slot, uint3
     return true;
 }
 
+static sg_host_t rank_host(int32_t r)
+{
+    return S.o.ports ? S.hosts[S.nfab + (size_t)r] : S.hosts[host_of(r)];
+}
+
+/* Streams: the latency of a message from peer to R, run after its data is in. Within a
+ * host shared memory's; between hosts the route's links' (as the platform gave them). */
+static double pair_lat(struct srank *R, int32_t peer)
+{
+    double lat = 0;
+    xbt_dynar_t d;
+    if (S.r[peer].host == R->host)
+        return S.o.intra_lat;
+    for (uint32_t k = 0; k < R->nlat; k++)
+        if (R->lat_peer[k] == peer)
+            return R->lat_val[k];
+    d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    sg_host_get_route(rank_host(peer), rank_host(R->rank), d);
+    for (unsigned long k = 0; k < xbt_dynar_length(d); k++) {
+        const double *l = sg_link_get_data(xbt_dynar_get_as(d, k, sg_link_t));
+        lat += l ? *l : 0;
+    }
+    xbt_dynar_free(&d);
+    if (R->nlat == R->caplat) {
+        uint32_t nc = R->caplat ? 2 * R->caplat : 4;
+        int32_t *p = realloc(R->lat_peer, nc * sizeof(*p));
+        double *v = p ? realloc(R->lat_val, nc * sizeof(*v)) : NULL;
+        if (p)
+            R->lat_peer = p;
+        if (!v)
+            return lat; /* not kept: found again next time */
+        R->lat_val = v;
+        R->caplat = nc;
+    }
+    R->lat_peer[R->nlat] = peer;
+    R->lat_val[R->nlat++] = lat;
+    return lat;
+}
+
 static void rank_main(int argc, char **argv)
 {
     struct srank *R = sg_actor_self_get_data();
@@ -714,7 +764,7 @@ static void rank_main(int argc, char **argv)
         {
             ssize_t w = sg_comm_wait_any(act, nact);
             uint32_t i, slot;
-            bool lat_pending = false;
+            double lat_pending = 0;
             if (w < 0 || (size_t)w >= nact) {
                 fail_run("rank %d: waiting for a message failed", R->rank);
                 break;
@@ -736,18 +786,18 @@ static void rank_main(int argc, char **argv)
                     break;
                 }
                 slots.free_ids[slots.nfree++] = slot;
-                lat_pending = S.o.ports && S.o.intra_lat > 0 &&
-                              S.r[R->steps[i].peer].host == R->host;
+                if (S.o.streams)
+                    lat_pending = pair_lat(R, R->steps[i].peer);
             }
             act[w] = act[nact - 1];
             act_step[w] = act_step[nact - 1];
             act_slot[w] = act_slot[nact - 1];
             nact--;
-            if (lat_pending) {
-                /* shared memory's latency (the flag the receiver polls) runs while the next
-                 * copy proceeds: the data is in, the step completes intra_lat later, when
-                 * a message of no bytes to itself over its host's loopback (of that
-                 * latency) arrives; every one waits the same, so they arrive in order */
+            if (lat_pending > 0) {
+                /* the latency runs while the next message of the pair moves: the data is
+                 * in, the step completes lat later, when a message to itself over its
+                 * timer (TIMER_BPS) arrives; posted in pairs, the k-th get meets the k-th
+                 * put */
                 uint32_t ls;
                 if (!slot_get(&slots, &ls)) {
                     fail_run("out of memory for rank %d's receives", R->rank);
@@ -755,7 +805,8 @@ static void rank_main(int argc, char **argv)
                 }
                 win_pass(R, i, ready, &nready);
                 mailbox_name(mb, sizeof(mb), R->rank, R->rank);
-                act[nact] = sg_mailbox_put_async(sg_mailbox_by_name(mb), (void *)(uintptr_t)(i + 1), 0);
+                act[nact] = sg_mailbox_put_async(sg_mailbox_by_name(mb), (void *)(uintptr_t)(i + 1),
+                                                 (long)llround(lat_pending * TIMER_BPS));
                 act_step[nact] = i;
                 act_slot[nact++] = LAT_PUT;
                 act[nact] = sg_mailbox_get_async(sg_mailbox_by_name(mb), slot_at(&slots, ls));
@@ -788,6 +839,8 @@ out:
 
 static void srank_free(struct srank *R)
 {
+    free(R->lat_peer);
+    free(R->lat_val);
     free(R->steps);
     free(R->rdep_off);
     free(R->rdep);
@@ -850,7 +903,7 @@ static int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *
              * one process copies them, instead of eight at full speed each; over the
              * ranks' memory ports (o->ports) too: one process's copies run in turn, and
              * eight flows sharing a port would each finish late, not one after another */
-            uint32_t win = host_of(cs->peer) == R->host ? 1 : RECV_WINDOW;
+            uint32_t win = S.o.streams || host_of(cs->peer) == R->host ? 1 : RECV_WINDOW;
             if (st->tag >= win) {
                 uint32_t j = i;
                 for (uint32_t k = 0; k < win; k++)
@@ -1097,7 +1150,7 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
         char name[32];
         sg_actor_t act;
         snprintf(name, sizeof(name), "rank%d", r);
-        act = sg_actor_init(name, S.o.ports ? S.hosts[S.nfab + (size_t)r] : S.hosts[host_of(r)]);
+        act = sg_actor_init(name, rank_host(r));
         sg_actor_set_data(act, &S.r[r]);
         sg_actor_start(act, rank_main, 0, NULL);
     }
@@ -1383,8 +1436,15 @@ int main(int argc, char **argv)
     }
     /* a memory port per rank wherever a host holds several (not with a platform file, whose
      * hosts are what it says) */
-    o->ports = !o->platform && o->per_host > 1 &&
-               !(o->intra_model && !strcmp(o->intra_model, "loopback"));
+    {
+        bool cm02 = !o->model || !strcmp(o->model, "CM02");
+        if (!cm02 && o->intra_model && !strcmp(o->intra_model, "ports"))
+            return usage_error("--intra-model ports times latencies itself, with CM02's "
+                               "plain links; with --model %s: --intra-model loopback", o->model);
+        o->ports = cm02 && !o->platform && o->per_host > 1 &&
+                   !(o->intra_model && !strcmp(o->intra_model, "loopback"));
+        o->streams = cm02 && !o->platform && (o->ports || o->per_host == 1);
+    }
     if (o->step_s >= 0)
         S.p.step = o->step_s;
     if (!o->cores)
@@ -1462,6 +1522,23 @@ int main(int argc, char **argv)
         qsort(S.hosts, S.nhosts_plat, sizeof(*S.hosts), host_cmp);
         S.nfab = o->ports ? S.nhosts_plat - (size_t)o->nranks : 0;
     }
+    if (o->streams) {
+        /* the latencies leave SimGrid's links for pair_lat: a pair's messages go in turn,
+         * and each one's latency overlaps the next one's transfer, as on a TCP stream or
+         * through shared memory (SimGrid would run k messages of a pair side by side, each
+         * at 1/k of the rate: none done until all are) */
+        size_t all = sg_link_count();
+        sg_link_t *ls = sg_link_list();
+        S.link_lat = malloc(sizeof(double) * (all ? all : 1));
+        if (!ls || !S.link_lat)
+            return fprintf(stderr, "collsim: out of memory\n"), EXIT_SIMFAIL;
+        for (size_t l = 0; l < all; l++) {
+            S.link_lat[l] = sg_link_get_latency(ls[l]);
+            sg_link_set_data(ls[l], &S.link_lat[l]);
+            sg_link_set_latency(ls[l], 0);
+        }
+        free(ls);
+    }
     if (o->ports) {
         /* coll's shm moves a message by the receiver's copy (out of the sender's slots, or
          * straight out of its buffer from 16 KiB on): a rank's port limits what it takes
@@ -1490,7 +1567,7 @@ int main(int argc, char **argv)
             if (o->ports ? sg_link_get_name(S.links[l])[0] == 'm' &&
                                strstr(sg_link_get_name(S.links[l]), "_link_") &&
                                strstr(sg_link_get_name(S.links[l]), "_DOWN")
-                         : strstr(sg_link_get_name(S.links[l]), "loopback") != NULL) {
+                         : !o->streams && strstr(sg_link_get_name(S.links[l]), "loopback")) {
                 S.links[S.nlinks] = S.links[l];
                 S.link_bw[S.nlinks++] = sg_link_get_bandwidth(S.links[l]);
             }
@@ -1537,9 +1614,11 @@ int main(int argc, char **argv)
         fprintf(json, ",\n  \"network_model\": \"%s\",\n  \"link_Bps\": %.17g,\n"
                       "  \"link_latency_s\": %.17g,\n  \"intra_Bps\": %.17g,\n"
                       "  \"intra_latency_s\": %.17g,\n  \"intra_model\": \"%s\",\n"
+                      "  \"streams\": %s,\n"
                       "  \"max_messages\": %" PRIu64 ",\n  \"dtype\": \"%s\",\n  \"rows\": [",
                 o->model ? o->model : "CM02", o->link_bw, o->link_lat,
-                o->intra_bw, o->intra_lat, o->ports ? "ports" : "loopback", o->max_msgs,
+                o->intra_bw, o->intra_lat, o->ports ? "ports" : "loopback",
+                o->streams ? "true" : "false", o->max_msgs,
                 coll__dtype_name(o->dtype));
     }
 
@@ -1550,9 +1629,10 @@ int main(int argc, char **argv)
             printf("platform %s\n", o->platform);
         else
             printf("fabric %s of %d hosts, NIC %.4g Gbit/s %.3g us, intra-host %.4g GB/s %.3g us"
-                   " (%s)\n", o->fabric ? o->fabric : "switch", nodes, o->link_bw * 8e-9,
+                   " (%s)%s\n", o->fabric ? o->fabric : "switch", nodes, o->link_bw * 8e-9,
                    o->link_lat * 1e6, o->intra_bw * 1e-9,
-                   o->intra_lat * 1e6, o->ports ? "a memory port per rank" : "loopback");
+                   o->intra_lat * 1e6, o->ports ? "a memory port per rank" : "loopback",
+                   o->streams ? "; a pair's messages in turn, latency overlapped" : "");
         printf("# SimGrid %s network model, %s; %s per step, %s\n",
                o->model ? o->model : "CM02",
                (o->model && strcmp(o->model, "CM02")) ? "the model's own factors"
@@ -1733,6 +1813,7 @@ out:
     free(S.hosts);
     free(S.links);
     free(S.link_bw);
+    free(S.link_lat);
     free(sg_argv);
     return rc;
 }
