@@ -91,7 +91,7 @@ static double time_reduce(struct bench *b, coll_dtype_t dt)
     fill_periodic(y, b->pat, count, es);
     for (int i = 0; i < 12; i++) {
         double t0 = now_s();
-        coll__reduce(dst, x, y, count, dt, COLL_SUM);
+        coll__ix_reduce(dst, x, y, count, dt, COLL_SUM);
         if (i >= 2)
             best = fmin(best, now_s() - t0);
     }
@@ -196,17 +196,13 @@ static void calibrate_memory(struct coll_cost_params *p)
  * COLL_CHUNK_BYTES of the comm are what the probe says for its duration. */
 static int time_rdv_probe(struct bench *b, size_t chunk, double *t_p)
 {
-    struct coll_config *cfg = &b->comm->cfg;
-    char algo[sizeof(cfg->algo)];
-    int64_t chunk_bytes = cfg->chunk_bytes;
+    struct coll_ix_forced was;
     const size_t count = RDV_PROBE_BYTES / sizeof(float);
     const int reps = 10;
     double best = INFINITY;
     coll_status_t st = COLL_SUCCESS;
 
-    memcpy(algo, cfg->algo, sizeof(algo));
-    snprintf(cfg->algo, sizeof(cfg->algo), "reduce=chain");
-    cfg->chunk_bytes = (int64_t)chunk;
+    coll__ix_force(b->comm, "reduce=chain", (int64_t)chunk, &was);
     memset(b->sendbuf, 0, RDV_PROBE_BYTES); /* zeros: no denormals, no overflow */
     for (int trial = 0; trial < 9 && st == COLL_SUCCESS; trial++) {
         double t0 = now_s();
@@ -215,8 +211,7 @@ static int time_rdv_probe(struct bench *b, size_t chunk, double *t_p)
         if (trial)
             best = fmin(best, (now_s() - t0) / reps);
     }
-    memcpy(cfg->algo, algo, sizeof(algo));
-    cfg->chunk_bytes = chunk_bytes;
+    coll__ix_unforce(b->comm, &was);
     if (st != COLL_SUCCESS)
         return lib_error(b, "reduce (--calibrate)", st);
     *t_p = best;
@@ -277,13 +272,13 @@ static int mkdir_parents(const char *path)
 int calibrate(struct bench *b)
 {
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
-    double oneway[COLL_NUM_LINKS][ARRAY_SIZE(sizes)] = {{0}};
+    double oneway[COLL_NUM_LINKS][COLL_ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
     double per_msg[COLL_NUM_LINKS] = {0};
     int probe_link = -1;
     int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
-    struct coll_cost_links links = coll__select_links(b->comm);
+    struct coll_cost_links links = b->desc.model.links;
     char path[PATH_MAX];
     const char *tp = transport_name(b);
     int one = 1, rc, nlinks = 0;
@@ -306,11 +301,11 @@ int calibrate(struct bench *b)
     }
     /* what an earlier run measured (another transport, COLL_TRANSPORT=tcp) stays; the first
      * run finds no file, which is no reason for a warning */
-    if (!calib_path(b->calib_out, path, sizeof(path)) || access(path, F_OK) != 0 ||
+    if (!coll__ix_calib_path(b->calib_out, path, sizeof(path)) || access(path, F_OK) != 0 ||
         coll__cost_params_load(&p, path) != COLL_SUCCESS)
         coll__cost_params_default(&p);
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
-        for (size_t i = 0; peer_of[l] >= 0 && i < ARRAY_SIZE(sizes); i++) {
+        for (size_t i = 0; peer_of[l] >= 0 && i < COLL_ARRAY_SIZE(sizes); i++) {
             watchdog_arm(&b->wd, "a ping-pong of --calibrate");
             rc = pingpong(b, sizes[i], peer_of[l], &oneway[l][i]);
             if (rc)
@@ -346,14 +341,14 @@ int calibrate(struct bench *b)
         }
     }
     for (int l = 0; b->rank == 0 && l < COLL_NUM_LINKS; l++) {
-        size_t last = ARRAY_SIZE(sizes) - 1;
+        size_t last = COLL_ARRAY_SIZE(sizes) - 1;
         enum coll_link link = (enum coll_link)l;
         if (peer_of[l] < 0)
             continue;
         {
             /* beta from the two largest messages, alpha what the small ones have left */
-            double beta = (oneway[l][last] - oneway[l][last - 1]) /
-                          (double)(sizes[last] - sizes[last - 1]);
+            double beta =
+                (oneway[l][last] - oneway[l][last - 1]) / (double)(sizes[last] - sizes[last - 1]);
             double alphas[4];
             if (!(beta > 0))
                 beta = oneway[l][last] / (double)sizes[last];
@@ -379,22 +374,21 @@ int calibrate(struct bench *b)
             printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
                    coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
             printf("#       size   one-way (us)   model (us)\n");
-            for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
+            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
                 printf("%12zu   %12.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
                        (p.link[link].alpha + p.link[link].beta * (double)sizes[i]) * 1e6);
             printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
                    coll__link_name(link), p.link[link].alpha, coll__link_name(link),
                    p.link[link].beta, p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
             printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
-                   BURST_MSGS,
-                   per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
+                   BURST_MSGS, per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
                    l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
             if (rdv_oneway[l][1] > 0)
                 printf("# ping-pong: %s.rdv %.3g s more per message from %.0f B (one-way "
                        "%.2f us at %.0f B, %.2f us at %.0f B)\n",
                        coll__link_name(link), p.link[link].rdv, p.link[link].rdv_bytes,
-                       rdv_oneway[l][0] * 1e6, p.link[link].rdv_bytes - 64,
-                       rdv_oneway[l][1] * 1e6, p.link[link].rdv_bytes);
+                       rdv_oneway[l][0] * 1e6, p.link[link].rdv_bytes - 64, rdv_oneway[l][1] * 1e6,
+                       p.link[link].rdv_bytes);
         }
     }
     if (b->rank == 0) {
@@ -422,7 +416,7 @@ int calibrate(struct bench *b)
                    p.link[probe_link].rdv_bytes);
         }
         rc = 1;
-        if (!calib_path(b->calib_out, path, sizeof(path))) {
+        if (!coll__ix_calib_path(b->calib_out, path, sizeof(path))) {
             fprintf(stderr, "collbench: --calibrate: no place for the file: set COLL_CALIB_FILE "
                             "(or HOME)\n");
         } else if (mkdir_parents(path) != 0) {

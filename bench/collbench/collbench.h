@@ -8,18 +8,12 @@
 
 #include <coll.h>
 
-/* Internal tables: the COLL_* knob table (--help-env), the algorithm the selector picks
- * for a size (records, --explain), the cost model (--explain, --calibrate), the host
- * reductions (--calibrate) and the transport the comm uses: collbench links coll_internal. */
-#include "algo/cost.h"
-#include "core/exec.h"
-#include "core/internal.h"
-#include "api/launcher.h"
-#include "core/topo.h"
-#include "cuda/cuda.h"
-#include "reduce/reduce.h"
-#include "path/path.h"
-#include "transport/transport.h"
+/* Beyond the public API, collbench asks the library through one header: how a call runs
+ * and what the model says of it, the settings, what the comm is made of, the calibration
+ * hooks (api/introspect.h); and it uses the base's helpers (sizes, the JSON writer). */
+#include "api/introspect.h"
+#include "base/base.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -51,25 +45,13 @@ extern char **environ;
 #define MAX_ITERS 20000
 #define MAX_RANKS_SHOWN 64 /* header lines "#  Rank ..." beyond this are summarised */
 #define HOST_MAX 64
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define COLL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* --------------------------------------------------------------------------------------
  * Collectives, dtypes and ops, by the names nccl-tests prints.
  */
 
-enum bench_coll {
-    B_ALLREDUCE,
-    B_BROADCAST,
-    B_REDUCE,
-    B_ALLGATHER,
-    B_REDUCESCATTER,
-    B_ALLTOALL,
-    B_GATHER,
-    B_SCATTER,
-    B_SENDRECV,
-    B_BARRIER,
-    B_NUM
-};
+/* The collectives are the library's own enum coll_coll (COLL_COLL_ALLREDUCE, ...). */
 
 /* How the swept size maps onto a call (see the file comment). */
 enum size_rule { RULE_SAME, RULE_GATHER, RULE_SCATTER, RULE_ALLTOALL, RULE_NONE };
@@ -78,7 +60,6 @@ struct coll_desc {
     const char *name;  /* first argument */
     const char *prog;  /* nccl-tests' program name: argv[0] selects */
     const char *alias; /* another accepted name, or NULL */
-    int internal;      /* enum coll_coll: the selector's name for it */
     enum size_rule rule;
     bool has_op, has_root, reduces;
     double (*bus_factor)(int n);
@@ -102,7 +83,7 @@ enum mode { MODE_RUN, MODE_HELP, MODE_HELP_ENV, MODE_VERSION, MODE_COMPARE, MODE
 
 struct opts {
     enum mode mode;
-    enum bench_coll coll;
+    enum coll_coll coll;
     uint64_t min_bytes, max_bytes, step_bytes;
     uint64_t step_factor; /* > 1: multiply; 0: add step_bytes */
     int iters, warmup, agg_iters;
@@ -120,9 +101,9 @@ struct opts {
     bool run_oop, run_ip;
     const char *json_path, *csv_path, *times_path, *plot_path;
     const char *algo, *transport;
-    int np; /* --np: 0 = not given */
+    int np;           /* --np: 0 = not given */
     const char *bind; /* --bind-to auto|core|none for collrun; NULL = not given (auto) */
-    int per_host; /* --per-host: --explain --np N as hosts of this many ranks; 0 = one host */
+    int per_host;     /* --per-host: --explain --np N as hosts of this many ranks; 0 = one host */
     bool memtype_cuda;
     int device; /* --device: the CUDA device of every rank; -1 = local rank % devices */
     bool explain, calibrate;
@@ -233,18 +214,20 @@ struct bench {
     char **argv;
     coll_comm_t *comm;
     int rank, nranks;
-    void *sendbuf, *recvbuf; /* what the calls get: host, or device memory with --memtype cuda */
+    struct coll_ix_comm desc; /* what the comm is made of (transports, settings, model) */
+    void *sendbuf, *recvbuf;  /* what the calls get: host, or device memory with --memtype cuda */
     size_t bufsize;
     /* --memtype cuda: the stream every call is queued on, the rank's device, and host
      * images of the device buffers in which check patterns are made and checked */
     bool cuda;
+    const struct coll_ix_cuda *rt; /* coll's CUDA runtime */
     void *stream;
     int device;
     void *hsend, *hrecv;
     int *devices;       /* [nranks]: every rank's device, for the header and the records */
     char cuda_msg[320]; /* a failure of collbench's own CUDA calls, for lib_error */
-    void *pat;     /* one period */
-    double *times; /* [nranks]: one column's time per rank */
+    void *pat;          /* one period */
+    double *times;      /* [nranks]: one column's time per rank */
     uint64_t wrong_total;
     double busbw_sum;
     int nresults;
@@ -287,7 +270,7 @@ struct rowspec {
 };
 
 /* The tables (options.c). */
-extern const struct coll_desc colls[B_NUM];
+extern const struct coll_desc colls[COLL_NUM_COLLS];
 extern const struct dtype_info dtypes[COLL_NUM_DTYPES];
 extern const char *const op_names[COLL_NUM_OPS];
 extern const char *const average_names[4];
@@ -296,22 +279,22 @@ extern const char *prog_name; /* argv[0]'s basename, for messages */
 /* options.c */
 void usage(FILE *f, const char *prog);
 __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
-bool coll_by_name(const char *s, enum bench_coll *c_p);
+bool coll_by_name(const char *s, enum coll_coll *c_p);
 const struct opt_def *find_opt(const char *a, const char **inline_p);
 int parse_opts(int argc, char **argv, struct opts *o);
 
 /* patterns.c */
 void make_period(void *out, struct pat p, coll_dtype_t dt, coll_op_t op, int nranks,
-                        unsigned round);
+                 unsigned round);
 void fill_periodic(void *buf, const void *pat, size_t count, size_t esize);
 struct pat send_pat(const struct bench *b, int blk);
 struct pat recv_pat(const struct bench *b, int root, int t);
 bool checks_recv(const struct bench *b, bool in_place, int root);
 bool column_checked(const struct bench *b, bool in_place);
-void fill_blocks(struct bench *b, void *buf, int nblk, const struct rowspec *rs,
-                        unsigned round, bool recv_side, bool complement);
+void fill_blocks(struct bench *b, void *buf, int nblk, const struct rowspec *rs, unsigned round,
+                 bool recv_side, bool complement);
 uint64_t check_blocks(struct bench *b, const void *buf, int nblk, const struct rowspec *rs,
-                             unsigned round, bool recv_side);
+                      unsigned round, bool recv_side);
 void fault_after(struct bench *b, void *r, const struct rowspec *rs);
 void fault_before(struct bench *b);
 
@@ -323,13 +306,14 @@ void watchdog_stop(struct watchdog *w);
 int lib_error(struct bench *b, const char *what, coll_status_t st);
 void progress_clear(struct bench *b);
 int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec *, void *),
-                        void *arg);
+                 void *arg);
 int run_sweeps(struct bench *b);
 coll_status_t exchange_ranks(struct bench *b);
 void print_header(const struct bench *b);
 
 /* device.c */
-int cuda_pick_device(const struct opts *o, int *dev_p, char *msg, size_t size);
+int cuda_pick_device(const struct opts *o, const struct coll_ix_cuda **rt_p, int *dev_p, char *msg,
+                     size_t size);
 bool cuda_alloc(struct bench *b);
 void cuda_free(struct bench *b);
 coll_status_t cuda_sync(struct bench *b);
@@ -337,11 +321,10 @@ coll_status_t cuda_copy(struct bench *b, void *dst, const void *src, size_t byte
 int cuda_agree(struct bench *b, int rc);
 
 /* explain.c */
-const char *algo_for(struct bench *b, const struct rowspec *rs, int nranks,
-                            size_t *chunk_bytes_p, char *why, size_t whylen);
+const char *algo_for(struct bench *b, const struct rowspec *rs, int nranks, size_t *chunk_bytes_p,
+                     char *why, size_t whylen);
 int help_env(void);
 int print_topo(void);
-bool calib_path(const char *named, char *buf, size_t n);
 int explain(struct bench *b);
 
 /* calibrate.c */
@@ -369,11 +352,9 @@ bool open_outputs(struct bench *b);
 bool close_outputs(struct bench *b);
 
 /* launch.c */
-bool launched(void);
 int exec_launcher(const struct opts *o, int argc, char **argv);
 coll_status_t comm_open(coll_comm_t **comm_p);
 
 /* main.c */
-
 
 #endif /* COLLBENCH_H */

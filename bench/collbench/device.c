@@ -3,47 +3,36 @@
  */
 #include "collbench.h"
 
-/* --------------------------------------------------------------------------------------
- * Device memory (--memtype cuda). The CUDA runtime is the one coll itself loaded (dlopen,
- * COLL_CUDA_LIBRARY honoured; src/cuda/cuda.c), never linked: collbench uses coll's table
- * of entry points, so the benchmark and the library agree on which runtime and which
+/* The CUDA runtime is the one coll itself loaded (dlopen, COLL_CUDA_LIBRARY honoured;
+ * src/cuda/cuda.c), never linked: collbench uses coll's table of entry points
+ * (coll__ix_cuda), so the benchmark and the library agree on which runtime and which
  * device. Buffers come from cudaMalloc; check patterns are made in host images and moved
  * with cudaMemcpy; every call is queued on one non-blocking stream of collbench's, and a
  * batch of calls ends with cudaStreamSynchronize.
  */
 
-
-/* The rank's local index, for the default device: the launcher's word, else the rank. */
-static int local_rank(void)
-{
-    struct coll_launch l;
-
-    if (!launched() || coll__launcher_detect(&l) != COLL_SUCCESS)
-        return 0;
-    return l.local_rank >= 0 ? l.local_rank : l.rank;
-}
-
 /* Before the comm exists: a usable runtime and a device, made current so that the comm
  * takes it (coll.h: the device current at coll_comm_init). 0, or the exit status with the
  * reason in msg (cuda_agree says it once the comm exists). */
-int cuda_pick_device(const struct opts *o, int *dev_p, char *msg, size_t size)
+int cuda_pick_device(const struct opts *o, const struct coll_ix_cuda **rt_p, int *dev_p, char *msg,
+                     size_t size)
 {
-    const struct coll_cudart *rt;
+    const struct coll_ix_cuda *rt;
     const char *why = NULL;
     char text[200];
     int n = 0, dev, err;
 
-    if (coll__cuda_state(&why) != COLL_CUDA_READY) {
+    rt = coll__ix_cuda(&why);
+    if (!rt) {
         snprintf(msg, size, "%s: --memtype cuda: no usable CUDA runtime or device: %s", prog_name,
-                 why ? why : "unknown reason");
+                 why);
         return 1;
     }
-    rt = coll__cudart();
     err = rt->GetDeviceCount(&n);
     if (err != 0 || n < 1) {
-        coll__cuda_error_text(err, text, sizeof(text));
-        snprintf(msg, size, "%s: --memtype cuda: no CUDA device: cudaGetDeviceCount: %s",
-                 prog_name, err ? text : "0 devices");
+        coll__ix_cuda_error_text(err, text, sizeof(text));
+        snprintf(msg, size, "%s: --memtype cuda: no CUDA device: cudaGetDeviceCount: %s", prog_name,
+                 err ? text : "0 devices");
         return 1;
     }
     if (o->device >= n) {
@@ -51,13 +40,14 @@ int cuda_pick_device(const struct opts *o, int *dev_p, char *msg, size_t size)
                  prog_name, o->device, n, n == 1 ? "" : "s", n - 1);
         return EXIT_USAGE;
     }
-    dev = o->device >= 0 ? o->device : local_rank() % n;
+    dev = o->device >= 0 ? o->device : coll__ix_local_rank() % n;
     err = rt->SetDevice(dev);
     if (err != 0) {
-        coll__cuda_error_text(err, text, sizeof(text));
+        coll__ix_cuda_error_text(err, text, sizeof(text));
         snprintf(msg, size, "%s: --memtype cuda: cudaSetDevice(%d): %s", prog_name, dev, text);
         return 1;
     }
+    *rt_p = rt;
     *dev_p = dev;
     return 0;
 }
@@ -67,7 +57,7 @@ static coll_status_t cuda_fail(struct bench *b, const char *what, int err)
 {
     char text[200];
 
-    coll__cuda_error_text(err, text, sizeof(text));
+    coll__ix_cuda_error_text(err, text, sizeof(text));
     snprintf(b->cuda_msg, sizeof(b->cuda_msg), "%s: %s", what, text);
     return COLL_CUDA_ERROR;
 }
@@ -75,7 +65,7 @@ static coll_status_t cuda_fail(struct bench *b, const char *what, int err)
 /* The device buffers, their host images and the stream; false after a message. */
 bool cuda_alloc(struct bench *b)
 {
-    const struct coll_cudart *rt = coll__cudart();
+    const struct coll_ix_cuda *rt = b->rt;
     coll_status_t st = COLL_SUCCESS;
     int err;
 
@@ -105,7 +95,7 @@ bool cuda_alloc(struct bench *b)
 
 void cuda_free(struct bench *b)
 {
-    const struct coll_cudart *rt = coll__cudart();
+    const struct coll_ix_cuda *rt = b->rt;
 
     if (!rt)
         return;
@@ -125,7 +115,7 @@ void cuda_free(struct bench *b)
 coll_status_t cuda_sync(struct bench *b)
 {
     coll_status_t st, ast = COLL_SUCCESS;
-    int err = coll__cudart()->StreamSynchronize(b->stream);
+    int err = b->rt->StreamSynchronize(b->stream);
 
     if (err != 0)
         return cuda_fail(b, "cudaStreamSynchronize", err);
@@ -140,14 +130,14 @@ coll_status_t cuda_copy(struct bench *b, void *dst, const void *src, size_t byte
 
     if (bytes == 0)
         return COLL_SUCCESS;
-    err = coll__cudart()->Memcpy(dst, src, bytes, kind);
+    err = b->rt->Memcpy(dst, src, bytes, kind);
     if (err != 0)
         return cuda_fail(
             b, kind == CUDA_MEMCPY_H2D ? "cudaMemcpy to the device" : "cudaMemcpy from the device",
             err);
     /* From pageable memory, cudaMemcpy may return before its DMA has landed, and the
      * collective's stream is non-blocking: it would not wait for the legacy stream. */
-    if (kind == CUDA_MEMCPY_H2D && (err = coll__cudart()->StreamSynchronize(NULL)) != 0)
+    if (kind == CUDA_MEMCPY_H2D && (err = b->rt->StreamSynchronize(NULL)) != 0)
         return cuda_fail(b, "cudaStreamSynchronize of the legacy stream", err);
     return COLL_SUCCESS;
 }

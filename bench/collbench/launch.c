@@ -4,11 +4,6 @@
  */
 #include "collbench.h"
 
-bool launched(void)
-{
-    return coll__launcher_present(); /* collrun, torchrun, mpirun or srun */
-}
-
 /* --np N outside a launcher: exec collrun -n N (found beside this executable, else on PATH)
  * on this executable, with the same arguments less --np. collrun then owns the job: it
  * forwards Ctrl-C and the like to every rank and kills them all when one fails. */
@@ -50,7 +45,7 @@ int exec_launcher(const struct opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *inl;
         const struct opt_def *d = argv[i][0] == '-' ? find_opt(argv[i], &inl) : NULL;
-        enum bench_coll c;
+        enum coll_coll c;
         if (d && (d->id == O_NP || d->id == O_BIND)) {
             if (!inl)
                 i++;
@@ -80,7 +75,7 @@ coll_status_t comm_open(coll_comm_t **comm_p)
     coll_unique_id_t id;
     coll_status_t st;
 
-    if (launched())
+    if (coll__ix_launched())
         return coll_comm_init_env(comm_p);
     /* Alone: a communicator of one rank, its root in this process. */
     st = coll_get_unique_id(&id);
@@ -88,4 +83,3 @@ coll_status_t comm_open(coll_comm_t **comm_p)
         return st;
     return coll_comm_init(comm_p, 1, &id, 0);
 }
-

@@ -4,6 +4,18 @@
  * CUDA device memory through the stream-ordered calls; plus JSON/CSV records, plots,
  * comparisons and its own local launch.
  *
+ * Layout (bench/collbench/, one concern a file, collbench.h between them):
+ *   main.c       this comment; main: options, the comm, buffers, header, sweeps, records
+ *   options.c    the collectives, dtypes and ops by nccl-tests' names; the command line
+ *   patterns.c   check data: fill a buffer, count its wrong elements (see below)
+ *   run.c        the calls of each API form, -T's watchdog, one row, sweeps, table header
+ *   records.c    --json (and its snapshot under a signal), --csv, -F, --compare, --plot
+ *   device.c     --memtype cuda: buffers, stream and copies through coll's CUDA runtime
+ *   launch.c     joining a comm: a launcher's, alone, or --np N (exec collrun)
+ *   explain.c    what runs each call and its price (records, --explain); --help-env, --topo
+ *   calibrate.c  --calibrate: links, reductions, memory into the cost model's file
+ * Beyond coll.h it includes only src/base's headers and src/api/introspect.h (the tools').
+ *
  *   collrun -n 4 collbench allreduce -b 8 -e 128M -f 2 -c 1
  *   collbench allreduce --np 4 -b 8 -e 128M -f 2 --json run.json --plot run.png
  *   all_reduce_perf -b 8 -e 128M -f 2          (a link to collbench: argv[0] selects)
@@ -45,11 +57,6 @@
  *
  * Exit status: 0 right; 1 wrong results, a failed call, or (--memtype cuda) no usable CUDA
  * runtime or device; 2 bad arguments; 124 -T fired.
- *
- * Divisions: collectives, dtypes and ops; options; check patterns; watchdog (-T); records;
- * device memory; running calls; one row; progress, records and JSON; sweeps; header; modes
- * without a communicator (--help-env, --compare, --plot, --np); --explain and --calibrate;
- * main.
  */
 #include "collbench.h"
 
@@ -85,13 +92,13 @@ int main(int argc, char **argv)
     case MODE_RUN:
         break;
     }
-    if (b.o.bind && (!b.o.np || b.o.explain || launched())) {
+    if (b.o.bind && (!b.o.np || b.o.explain || coll__ix_launched())) {
         rc = usage_error("%s", "--bind-to is collrun's: it needs --np N outside a launcher "
                                "(bind with the launcher's own option otherwise)");
         goto out_opts;
     }
     if (b.o.np && !b.o.explain) { /* --explain --np N: N is what to explain, nothing starts */
-        if (!launched()) {
+        if (!coll__ix_launched()) {
             rc = exec_launcher(&b.o, argc, argv);
             goto out_opts;
         }
@@ -129,7 +136,7 @@ int main(int argc, char **argv)
 
     /* The device is current before the comm exists: the comm takes it (coll.h). */
     if (b.o.memtype_cuda && !b.o.explain) {
-        cuda_rc = cuda_pick_device(&b.o, &b.device, b.cuda_msg, sizeof(b.cuda_msg));
+        cuda_rc = cuda_pick_device(&b.o, &b.rt, &b.device, b.cuda_msg, sizeof(b.cuda_msg));
         b.cuda = cuda_rc == 0;
     }
     st = comm_open(&b.comm);
@@ -145,6 +152,10 @@ int main(int argc, char **argv)
     if ((st = coll_comm_rank(b.comm, &b.rank)) != COLL_SUCCESS ||
         (st = coll_comm_size(b.comm, &b.nranks)) != COLL_SUCCESS) {
         lib_error(&b, "coll_comm_rank/size", st);
+        goto out_destroy;
+    }
+    if ((st = coll__ix_comm(b.comm, &b.desc)) != COLL_SUCCESS) {
+        lib_error(&b, "describing the communicator", st);
         goto out_destroy;
     }
     if (b.o.memtype_cuda && !b.o.explain) {
@@ -305,6 +316,7 @@ out_free:
     free(b.pids);
     free(b.rows);
 out_destroy:
+    coll__ix_comm_free(&b.desc);
     st = coll_comm_destroy(b.comm);
     if (st != COLL_SUCCESS && rc == 0)
         rc = lib_error(&b, "coll_comm_destroy", st);
@@ -315,4 +327,3 @@ out_opts:
     free(b.o.files);
     return rc;
 }
-

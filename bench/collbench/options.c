@@ -23,28 +23,26 @@ static double factor_zero(int n)
     return 0.0;
 }
 
-const struct coll_desc colls[B_NUM] = {
-    [B_ALLREDUCE] = {"allreduce", "all_reduce_perf", NULL, COLL_COLL_ALLREDUCE, RULE_SAME, true,
-                     false, true, factor_allreduce},
-    [B_BROADCAST] = {"broadcast", "broadcast_perf", "bcast", COLL_COLL_BROADCAST, RULE_SAME,
-                     false, true, false, factor_one},
-    [B_REDUCE] = {"reduce", "reduce_perf", NULL, COLL_COLL_REDUCE, RULE_SAME, true, true, true,
-                  factor_one},
-    [B_ALLGATHER] = {"allgather", "all_gather_perf", NULL, COLL_COLL_ALLGATHER, RULE_GATHER,
-                     false, false, false, factor_spread},
-    [B_REDUCESCATTER] = {"reducescatter", "reduce_scatter_perf", "reduce_scatter",
-                         COLL_COLL_REDUCE_SCATTER, RULE_SCATTER, true, false, true,
-                         factor_spread},
-    [B_ALLTOALL] = {"alltoall", "alltoall_perf", NULL, COLL_COLL_ALLTOALL, RULE_ALLTOALL, false,
-                    false, false, factor_spread},
-    [B_GATHER] = {"gather", "gather_perf", NULL, COLL_COLL_GATHER, RULE_GATHER, false, true,
-                  false, factor_spread},
-    [B_SCATTER] = {"scatter", "scatter_perf", NULL, COLL_COLL_SCATTER, RULE_SCATTER, false,
-                   true, false, factor_spread},
-    [B_SENDRECV] = {"sendrecv", "sendrecv_perf", NULL, COLL_COLL_SENDRECV, RULE_SAME, false,
-                    false, false, factor_one},
-    [B_BARRIER] = {"barrier", "barrier_perf", NULL, COLL_COLL_BARRIER, RULE_NONE, false, false,
-                   false, factor_zero},
+const struct coll_desc colls[COLL_NUM_COLLS] = {
+    [COLL_COLL_ALLREDUCE] = {"allreduce", "all_reduce_perf", NULL, RULE_SAME, true, false, true,
+                             factor_allreduce},
+    [COLL_COLL_BROADCAST] = {"broadcast", "broadcast_perf", "bcast", RULE_SAME, false, true, false,
+                             factor_one},
+    [COLL_COLL_REDUCE] = {"reduce", "reduce_perf", NULL, RULE_SAME, true, true, true, factor_one},
+    [COLL_COLL_ALLGATHER] = {"allgather", "all_gather_perf", NULL, RULE_GATHER, false, false, false,
+                             factor_spread},
+    [COLL_COLL_REDUCE_SCATTER] = {"reducescatter", "reduce_scatter_perf", "reduce_scatter",
+                                  RULE_SCATTER, true, false, true, factor_spread},
+    [COLL_COLL_ALLTOALL] = {"alltoall", "alltoall_perf", NULL, RULE_ALLTOALL, false, false, false,
+                            factor_spread},
+    [COLL_COLL_GATHER] = {"gather", "gather_perf", NULL, RULE_GATHER, false, true, false,
+                          factor_spread},
+    [COLL_COLL_SCATTER] = {"scatter", "scatter_perf", NULL, RULE_SCATTER, false, true, false,
+                           factor_spread},
+    [COLL_COLL_SENDRECV] = {"sendrecv", "sendrecv_perf", NULL, RULE_SAME, false, false, false,
+                            factor_one},
+    [COLL_COLL_BARRIER] = {"barrier", "barrier_perf", NULL, RULE_NONE, false, false, false,
+                           factor_zero},
 };
 const struct dtype_info dtypes[COLL_NUM_DTYPES] = {
     [COLL_INT8] = {"int8", "char", NULL, 1, true, false, INT8_MAX, 0, 0, 0},
@@ -67,9 +65,9 @@ const char *const op_names[COLL_NUM_OPS] = {
 };
 
 /* Device buffers go through the stream-ordered calls (coll.h), which exist for these. */
-static bool has_stream_call(enum bench_coll c)
+static bool has_stream_call(enum coll_coll c)
 {
-    return c != B_GATHER && c != B_SCATTER && c != B_BARRIER;
+    return c != COLL_COLL_GATHER && c != COLL_COLL_SCATTER && c != COLL_COLL_BARRIER;
 }
 
 const char *const average_names[4] = {"rank 0", "mean", "min", "max"};
@@ -77,8 +75,7 @@ const char *const average_names[4] = {"rank 0", "mean", "min", "max"};
 /* Under a launcher every rank parses the same arguments: only rank 0 complains. */
 static bool quiet_rank(void)
 {
-    static const char *const vars[] = {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                       "SLURM_PROCID"};
+    static const char *const vars[] = {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         const char *r = getenv(vars[i]);
         if (r && *r)
@@ -169,42 +166,16 @@ __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* Decimal bytes with an optional binary suffix K, M or G. */
+/* A size as the COLL_* settings take one (coll__parse_size: decimal, K, M or G binary,
+ * "64K", "64KiB", "64KB"), starting with a digit (no sign, no blank), and no larger than
+ * buffers of it can be: addressable twice, with room to spare. */
 static bool parse_size(const char *s, uint64_t *v_p)
 {
-    uint64_t v = 0, mult = 1;
-    const char *p = s;
+    int64_t v;
 
-    if (*p < '0' || *p > '9')
+    if (*s < '0' || *s > '9' || !coll__parse_size(s, &v) || (uint64_t)v > SIZE_MAX / 4)
         return false;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_MAX - 9) / 10)
-            return false;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    switch (*p) {
-    case 'K':
-    case 'k':
-        mult = 1ull << 10;
-        p++;
-        break;
-    case 'M':
-    case 'm':
-        mult = 1ull << 20;
-        p++;
-        break;
-    case 'G':
-    case 'g':
-        mult = 1ull << 30;
-        p++;
-        break;
-    default:
-        break;
-    }
-    /* Buffers of this size must be addressable, twice, with room to spare. */
-    if (*p != '\0' || v > (SIZE_MAX / 4) / mult)
-        return false;
-    *v_p = v * mult;
+    *v_p = (uint64_t)v;
     return true;
 }
 
@@ -231,18 +202,18 @@ static bool parse_int(const char *s, long lo, long hi, int *v_p)
     return true;
 }
 
-bool coll_by_name(const char *s, enum bench_coll *c_p)
+bool coll_by_name(const char *s, enum coll_coll *c_p)
 {
-    for (int c = 0; c < B_NUM; c++)
+    for (int c = 0; c < COLL_NUM_COLLS; c++)
         if (strcmp(s, colls[c].name) == 0 || (colls[c].alias && strcmp(s, colls[c].alias) == 0)) {
-            *c_p = (enum bench_coll)c;
+            *c_p = (enum coll_coll)c;
             return true;
         }
     return false;
 }
 
 /* argv[0]'s basename as nccl-tests names its programs; "_mpi" suffixes too. */
-static bool coll_by_prog(const char *argv0, enum bench_coll *c_p)
+static bool coll_by_prog(const char *argv0, enum coll_coll *c_p)
 {
     const char *base = strrchr(argv0, '/');
     size_t len;
@@ -251,14 +222,13 @@ static bool coll_by_prog(const char *argv0, enum bench_coll *c_p)
     len = strlen(base);
     if (len > 4 && strcmp(base + len - 4, "_mpi") == 0)
         len -= 4;
-    for (int c = 0; c < B_NUM; c++)
+    for (int c = 0; c < COLL_NUM_COLLS; c++)
         if (strlen(colls[c].prog) == len && strncmp(base, colls[c].prog, len) == 0) {
-            *c_p = (enum bench_coll)c;
+            *c_p = (enum coll_coll)c;
             return true;
         }
     return false;
 }
-
 
 static const struct opt_def opt_defs[] = {
     {'b', "minbytes", true, O_MINBYTES},
@@ -323,7 +293,7 @@ const struct opt_def *find_opt(const char *a, const char **inline_p)
     if (a[0] == '-' && a[1] == '-') {
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        for (size_t k = 0; k < ARRAY_SIZE(opt_defs); k++) {
+        for (size_t k = 0; k < COLL_ARRAY_SIZE(opt_defs); k++) {
             const char *ln = opt_defs[k].long_name;
             if (ln && strlen(ln) == len && strncmp(ln, name, len) == 0) {
                 if (eq)
@@ -333,7 +303,7 @@ const struct opt_def *find_opt(const char *a, const char **inline_p)
         }
         return NULL;
     }
-    for (size_t k = 0; k < ARRAY_SIZE(opt_defs); k++)
+    for (size_t k = 0; k < COLL_ARRAY_SIZE(opt_defs); k++)
         if (opt_defs[k].short_name && opt_defs[k].short_name == a[1]) {
             if (a[2] != '\0')
                 *inline_p = a + 2;
@@ -527,8 +497,9 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
         break;
     case O_NCCL_IGNORED:
         if (!quiet_rank())
-            fprintf(stderr, "%s: note: -%c %s (nccl-tests' --%s) means nothing to collbench; "
-                            "ignored%s\n",
+            fprintf(stderr,
+                    "%s: note: -%c %s (nccl-tests' --%s) means nothing to collbench; "
+                    "ignored%s\n",
                     prog_name, d->short_name, v, d->long_name,
                     d->short_name == 'J' ? " (collbench writes JSON with --json FILE)" : "");
         break;
@@ -643,7 +614,8 @@ int parse_opts(int argc, char **argv, struct opts *o)
     if (o->calibrate && o->explain)
         return usage_error("--calibrate and --explain exclude each other");
     if (o->calibrate && !coll_set) {
-        o->coll = B_ALLREDUCE; /* calibration measures links and reductions, not a collective */
+        o->coll =
+            COLL_COLL_ALLREDUCE; /* calibration measures links and reductions, not a collective */
         coll_set = true;
     }
     if (!coll_set)
@@ -670,7 +642,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
         o->root = -1;
         o->all_roots = false;
     }
-    if (o->coll == B_BARRIER) {
+    if (o->coll == COLL_COLL_BARRIER) {
         o->ndtypes = 1;
         o->dtype_list[0] = COLL_UINT8;
     }
@@ -685,4 +657,3 @@ int parse_opts(int argc, char **argv, struct opts *o)
         return usage_error("--device %d needs --memtype cuda", o->device);
     return -1;
 }
-

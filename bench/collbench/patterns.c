@@ -90,7 +90,7 @@ static int64_t red_value(coll_dtype_t dt, coll_op_t op, int r, int nranks, size_
         uint64_t k = 0, p;
         while (k < 16 && (2ull << k) <= d->exact)
             k++;
-        p = (n + k - 1) / k;
+        p = COLL_DIV_UP(n, k);
         if (p < 2)
             p = 2;
         mag = ((uint64_t)r + j) % p == 0 ? 2 : 1;
@@ -104,7 +104,7 @@ static int64_t red_value(coll_dtype_t dt, coll_op_t op, int r, int nranks, size_
         if (a >= 1) {
             mag = (((uint64_t)r + 1) * (j % 13 + 1) + j / 13) % (a + 1);
         } else {
-            uint64_t p = (n + d->exact - 1) / d->exact;
+            uint64_t p = COLL_DIV_UP(n, d->exact);
             mag = ((uint64_t)r + j) % p == 0;
         }
         neg = d->is_signed && ((uint64_t)r + 2 * j) % 3 == 1;
@@ -130,8 +130,7 @@ static size_t red_rotation(int blk, unsigned round)
 }
 
 /* One period of what p names, for dt (and op over nranks for reductions), round `round`. */
-void make_period(void *out, struct pat p, coll_dtype_t dt, coll_op_t op, int nranks,
-                        unsigned round)
+void make_period(void *out, struct pat p, coll_dtype_t dt, coll_op_t op, int nranks, unsigned round)
 {
     const struct dtype_info *d = &dtypes[dt];
     size_t rot = red_rotation(p.blk, round);
@@ -220,7 +219,6 @@ static uint64_t count_wrong(const void *buf, const void *exp, size_t count, size
     return wrong;
 }
 
-
 struct pat send_pat(const struct bench *b, int blk)
 {
     struct pat p = {colls[b->o.coll].reduces ? PAT_RED_SEND : PAT_MOVE, b->rank, blk};
@@ -234,30 +232,30 @@ struct pat recv_pat(const struct bench *b, int root, int t)
     struct pat p = {PAT_MOVE, 0, 0};
 
     switch (b->o.coll) {
-    case B_ALLREDUCE:
-    case B_REDUCE:
+    case COLL_COLL_ALLREDUCE:
+    case COLL_COLL_REDUCE:
         p.kind = PAT_RED_EXPECT;
         break;
-    case B_REDUCESCATTER:
+    case COLL_COLL_REDUCE_SCATTER:
         p.kind = PAT_RED_EXPECT;
         p.blk = r;
         break;
-    case B_BROADCAST:
+    case COLL_COLL_BROADCAST:
         p.src = root;
         break;
-    case B_ALLGATHER:
-    case B_GATHER:
+    case COLL_COLL_ALLGATHER:
+    case COLL_COLL_GATHER:
         p.src = t;
         break;
-    case B_ALLTOALL:
+    case COLL_COLL_ALLTOALL:
         p.src = t;
         p.blk = r;
         break;
-    case B_SCATTER:
+    case COLL_COLL_SCATTER:
         p.src = root;
         p.blk = r;
         break;
-    case B_SENDRECV:
+    case COLL_COLL_SENDRECV:
         p.src = (r + n - 1) % n;
         break;
     default:
@@ -270,12 +268,12 @@ struct pat recv_pat(const struct bench *b, int root, int t)
 bool checks_recv(const struct bench *b, bool in_place, int root)
 {
     switch (b->o.coll) {
-    case B_REDUCE:
-    case B_GATHER:
+    case COLL_COLL_REDUCE:
+    case COLL_COLL_GATHER:
         return b->rank == root;
-    case B_SENDRECV:
+    case COLL_COLL_SENDRECV:
         return !in_place; /* as nccl-tests: in-place send/recv is timed, not checked */
-    case B_BARRIER:
+    case COLL_COLL_BARRIER:
         return false;
     default:
         return true;
@@ -284,15 +282,15 @@ bool checks_recv(const struct bench *b, bool in_place, int root)
 
 bool column_checked(const struct bench *b, bool in_place)
 {
-    if (b->o.check == 0 || b->o.coll == B_BARRIER)
+    if (b->o.check == 0 || b->o.coll == COLL_COLL_BARRIER)
         return false;
-    return !(b->o.coll == B_SENDRECV && in_place);
+    return !(b->o.coll == COLL_COLL_SENDRECV && in_place);
 }
 
 /* buf (nblk blocks of param elements) = the periods named by pat_of(t), or their bitwise
  * complement (for receive buffers: every element nobody writes is then wrong). */
-void fill_blocks(struct bench *b, void *buf, int nblk, const struct rowspec *rs,
-                        unsigned round, bool recv_side, bool complement)
+void fill_blocks(struct bench *b, void *buf, int nblk, const struct rowspec *rs, unsigned round,
+                 bool recv_side, bool complement)
 {
     size_t es = dtypes[rs->dt].size;
 
@@ -307,7 +305,7 @@ void fill_blocks(struct bench *b, void *buf, int nblk, const struct rowspec *rs,
 }
 
 uint64_t check_blocks(struct bench *b, const void *buf, int nblk, const struct rowspec *rs,
-                             unsigned round, bool recv_side)
+                      unsigned round, bool recv_side)
 {
     size_t es = dtypes[rs->dt].size;
     uint64_t wrong = 0;
@@ -362,4 +360,3 @@ void fault_before(struct bench *b)
         usleep(1000);
 }
 #endif
-

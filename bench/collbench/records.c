@@ -43,20 +43,18 @@ const char *op_label(const struct bench *b, coll_op_t op)
 
 const char *dtype_label(const struct bench *b, coll_dtype_t dt)
 {
-    return b->o.coll == B_BARRIER ? "none" : dtypes[dt].name;
+    return b->o.coll == COLL_COLL_BARRIER ? "none" : dtypes[dt].name;
 }
 
 const char *transport_name(const struct bench *b)
 {
-    static char names[128];
-    const struct coll_comm *c = b->comm;
-    return c ? coll__comm_transports(c, names, sizeof(names)) : "none";
+    return b->comm ? b->desc.transports : "none";
 }
 
 /* COLL_SELECT as the comm read it. */
 const char *select_name(const struct bench *b)
 {
-    return b->comm->cfg.select;
+    return b->desc.select;
 }
 
 void csv_row(struct bench *b, const struct row_rec *rec)
@@ -96,51 +94,6 @@ void times_rows(struct bench *b, const struct row_rec *rec, int ip)
                 rec->col[ip].iters);
 }
 
-/* A JSON string: escapes, and invalid UTF-8 replaced by U+FFFD so the file always parses. */
-static void json_str(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-
-    fputc('"', f);
-    while (*p) {
-        unsigned char c = *p;
-        int len = c < 0x80             ? 1
-                  : (c & 0xe0) == 0xc0 ? 2
-                  : (c & 0xf0) == 0xe0 ? 3
-                  : (c & 0xf8) == 0xf0 ? 4
-                                       : 0;
-        bool valid = len > 0;
-        for (int k = 1; valid && k < len; k++)
-            valid = (p[k] & 0xc0) == 0x80;
-        if (!valid) {
-            fputs("\\ufffd", f);
-            p++;
-            continue;
-        }
-        if (len > 1) {
-            fwrite(p, 1, (size_t)len, f);
-            p += len;
-            continue;
-        }
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-        p++;
-    }
-    fputc('"', f);
-}
-
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
-}
-
 static void json_col(FILE *f, const struct col_rec *c)
 {
     if (!c->ran) {
@@ -148,21 +101,21 @@ static void json_col(FILE *f, const struct col_rec *c)
         return;
     }
     fputs("{\"time_us\": ", f);
-    json_num(f, c->time_us);
+    coll__json_num(f, c->time_us);
     fputs(", \"algbw_GBps\": ", f);
-    json_num(f, c->algbw);
+    coll__json_num(f, c->algbw);
     fputs(", \"busbw_GBps\": ", f);
-    json_num(f, c->busbw);
+    coll__json_num(f, c->busbw);
     if (c->checked)
         fprintf(f, ", \"wrong\": %" PRIu64, c->wrong);
     else
         fputs(", \"wrong\": null", f);
     fprintf(f, ", \"iters\": %" PRId64 ", \"time_min_us\": ", c->iters);
-    json_num(f, c->tmin_us);
+    coll__json_num(f, c->tmin_us);
     fputs(", \"time_avg_us\": ", f);
-    json_num(f, c->tavg_us);
+    coll__json_num(f, c->tavg_us);
     fputs(", \"time_max_us\": ", f);
-    json_num(f, c->tmax_us);
+    coll__json_num(f, c->tmax_us);
     fputc('}', f);
 }
 
@@ -195,27 +148,27 @@ void write_json(struct bench *b, FILE *f, const char *status)
     utc_now(date, sizeof(date));
     version_string(ver, sizeof(ver));
     fputs("{\n  \"tool\": \"collbench\",\n  \"format\": 1,\n  \"collective\": ", f);
-    json_str(f, colls[o->coll].name);
+    coll__json_str(f, colls[o->coll].name);
     fprintf(f, ",\n  \"coll_version\": \"%s\",\n  \"date\": ", ver);
-    json_str(f, date);
+    coll__json_str(f, date);
     fputs(",\n  \"host\": ", f);
-    json_str(f, b->hostname);
+    coll__json_str(f, b->hostname);
     fprintf(f, ",\n  \"nranks\": %d,\n  \"transport\": ", b->nranks);
-    json_str(f, transport_name(b));
+    coll__json_str(f, transport_name(b));
     fputs(",\n  \"algo_forced\": ", f);
-    json_str(f, getenv("COLL_ALGO") ? getenv("COLL_ALGO") : "");
+    coll__json_str(f, getenv("COLL_ALGO") ? getenv("COLL_ALGO") : "");
     fputs(",\n  \"status\": ", f);
-    json_str(f, status);
+    coll__json_str(f, status);
     fputs(",\n  \"argv\": [", f);
     for (int i = 0; i < b->argc; i++) {
         if (i)
             fputs(", ", f);
-        json_str(f, b->argv[i]);
+        coll__json_str(f, b->argv[i]);
     }
     fputs("],\n  \"ranks\": [", f);
     for (int i = 0; i < b->nranks; i++) {
         fprintf(f, "%s{\"rank\": %d, \"host\": ", i ? ", " : "", i);
-        json_str(f, b->hosts[i]);
+        coll__json_str(f, b->hosts[i]);
         fprintf(f, ", \"pid\": %" PRId64, b->pids[i]);
         if (b->cuda)
             fprintf(f, ", \"cuda_device\": %d", b->devices[i]);
@@ -229,7 +182,7 @@ void write_json(struct bench *b, FILE *f, const char *status)
             "\"time_budget_s\": ",
             o->min_bytes, o->max_bytes, o->step_factor, o->step_bytes, o->iters, o->warmup,
             o->agg_iters, o->cycles, o->check, o->blocking, o->average, o->timeout_s);
-    json_num(f, o->budget_s);
+    coll__json_num(f, o->budget_s);
     fprintf(f, ", \"memtype\": \"%s\", \"out_of_place\": %s, \"in_place\": %s},\n",
             b->cuda ? "cuda" : "host", o->run_oop ? "true" : "false", o->run_ip ? "true" : "false");
     fputs("  \"env\": {", f);
@@ -245,9 +198,9 @@ void write_json(struct bench *b, FILE *f, const char *status)
         memcpy(name, *e, (size_t)(eq - *e));
         name[eq - *e] = '\0';
         fputs(first ? "" : ", ", f);
-        json_str(f, name);
+        coll__json_str(f, name);
         fputs(": ", f);
-        json_str(f, eq + 1);
+        coll__json_str(f, eq + 1);
         first = false;
     }
     fputs("},\n  \"results\": [", f);
@@ -256,9 +209,9 @@ void write_json(struct bench *b, FILE *f, const char *status)
         fprintf(f, "%s\n    {\"cycle\": %ld, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, ",
                 i ? "," : "", r->cycle, dtype_label(b, r->dt), op_label(b, r->op), r->root);
         fprintf(f, "\"size_bytes\": %" PRIu64 ", \"count\": %zu, \"algo\": ", r->bytes, r->count);
-        json_str(f, r->algo);
+        coll__json_str(f, r->algo);
         fprintf(f, ", \"chunk_bytes\": %zu, \"algo_why\": ", r->chunk_bytes);
-        json_str(f, r->why);
+        coll__json_str(f, r->why);
         fputs(",\n     \"out_of_place\": ", f);
         json_col(f, &r->col[0]);
         fputs(",\n     \"in_place\": ", f);
@@ -266,7 +219,7 @@ void write_json(struct bench *b, FILE *f, const char *status)
         fputc('}', f);
     }
     fprintf(f, "\n  ],\n  \"out_of_bounds\": %" PRIu64 ",\n  \"avg_busbw_GBps\": ", b->wrong_total);
-    json_num(f, b->nresults ? b->busbw_sum / b->nresults : 0.0);
+    coll__json_num(f, b->nresults ? b->busbw_sum / b->nresults : 0.0);
     fputs("\n}\n", f);
 }
 
@@ -335,7 +288,7 @@ void snap_start(struct bench *b)
     snap_fd = fileno(b->json);
     snap_update(b);
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(sigs); i++) {
         struct sigaction old;
         /* a signal the caller ignores (nohup, a background job) stays ignored */
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
@@ -350,7 +303,7 @@ void snap_stop(void)
 
     if (snap_fd < 0)
         return;
-    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(sigs); i++) {
         struct sigaction old;
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == snap_signal)
             signal(sigs[i], SIG_DFL);
@@ -409,7 +362,7 @@ static bool find_plot_script(char *buf, size_t n)
         return is_file(buf, false);
     }
     if (exe_dir(dir, sizeof(dir)))
-        for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
+        for (size_t i = 0; i < COLL_ARRAY_SIZE(rel); i++) {
             if ((size_t)snprintf(buf, n, "%s%s", dir, rel[i]) < n && is_file(buf, false))
                 return true;
         }
@@ -552,7 +505,7 @@ bool close_outputs(struct bench *b)
     FILE **files[] = {&b->json, &b->csv, &b->tfile};
     const char *names[] = {b->o.json_path, b->o.csv_path, b->o.times_path};
 
-    for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(files); i++) {
         if (!*files[i])
             continue;
         if (ferror(*files[i]) | (fclose(*files[i]) != 0)) {
@@ -563,4 +516,3 @@ bool close_outputs(struct bench *b)
     }
     return ok;
 }
-

@@ -12,7 +12,6 @@
  * the peers see the connections close.
  */
 
-
 double now_s(void)
 {
     struct timespec ts;
@@ -102,14 +101,12 @@ void watchdog_stop(struct watchdog *w)
     w->started = false;
 }
 
-
 int lib_error(struct bench *b, const char *what, coll_status_t st)
 {
     fprintf(stderr, "collbench: rank %d: %s failed: %s: %s\n", b->rank, what,
             coll_status_string(st), b->cuda_msg[0] ? b->cuda_msg : coll_last_error(b->comm));
     return atomic_load(&b->wd.fired) ? EXIT_TIMEOUT : 1;
 }
-
 
 /* The host image of a pointer into a device buffer (itself for host memory). */
 static void *host_image(const struct bench *b, const void *p)
@@ -122,7 +119,6 @@ static void *host_image(const struct bench *b, const void *p)
         return (char *)b->hsend + (u - s);
     return (char *)b->hrecv + (u - (uintptr_t)b->recvbuf);
 }
-
 
 static struct layout layout_for(const struct bench *b, uint64_t size, coll_dtype_t dt)
 {
@@ -163,13 +159,13 @@ static void call_ptrs(const struct bench *b, bool in_place, const struct layout 
     if (!in_place)
         return;
     switch (b->o.coll) {
-    case B_ALLGATHER:
-    case B_GATHER:
+    case COLL_COLL_ALLGATHER:
+    case COLL_COLL_GATHER:
         *r_p = b->recvbuf;
         *s_p = (char *)b->recvbuf + off;
         break;
-    case B_REDUCESCATTER:
-    case B_SCATTER:
+    case COLL_COLL_REDUCE_SCATTER:
+    case COLL_COLL_SCATTER:
         *r_p = (char *)b->sendbuf + off;
         break;
     default:
@@ -185,19 +181,19 @@ static coll_status_t post_stream(struct bench *b, const void *s, void *r, size_t
     void *q = b->stream;
 
     switch (b->o.coll) {
-    case B_ALLREDUCE:
+    case COLL_COLL_ALLREDUCE:
         return coll_allreduce_stream(s, r, count, dt, op, c, q);
-    case B_BROADCAST:
+    case COLL_COLL_BROADCAST:
         return coll_broadcast_stream(s, r, count, dt, root, c, q);
-    case B_REDUCE:
+    case COLL_COLL_REDUCE:
         return coll_reduce_stream(s, r, count, dt, op, root, c, q);
-    case B_ALLGATHER:
+    case COLL_COLL_ALLGATHER:
         return coll_allgather_stream(s, r, count, dt, c, q);
-    case B_REDUCESCATTER:
+    case COLL_COLL_REDUCE_SCATTER:
         return coll_reduce_scatter_stream(s, r, count, dt, op, c, q);
-    case B_ALLTOALL:
+    case COLL_COLL_ALLTOALL:
         return coll_alltoall_stream(s, r, count, dt, c, q);
-    case B_SENDRECV: {
+    case COLL_COLL_SENDRECV: {
         coll_status_t st, st2;
         int n = b->nranks;
         st = coll_group_start();
@@ -225,33 +221,33 @@ static coll_status_t post(struct bench *b, const void *s, void *r, size_t count,
     if (b->cuda)
         return post_stream(b, s, r, count, dt, op, root);
     switch (b->o.coll) {
-    case B_ALLREDUCE:
+    case COLL_COLL_ALLREDUCE:
         return req_p ? coll_iallreduce(s, r, count, dt, op, c, req_p)
                      : coll_allreduce(s, r, count, dt, op, c);
-    case B_BROADCAST:
+    case COLL_COLL_BROADCAST:
         return req_p ? coll_ibroadcast(s, r, count, dt, root, c, req_p)
                      : coll_broadcast(s, r, count, dt, root, c);
-    case B_REDUCE:
+    case COLL_COLL_REDUCE:
         return req_p ? coll_ireduce(s, r, count, dt, op, root, c, req_p)
                      : coll_reduce(s, r, count, dt, op, root, c);
-    case B_ALLGATHER:
+    case COLL_COLL_ALLGATHER:
         return req_p ? coll_iallgather(s, r, count, dt, c, req_p)
                      : coll_allgather(s, r, count, dt, c);
-    case B_REDUCESCATTER:
+    case COLL_COLL_REDUCE_SCATTER:
         return req_p ? coll_ireduce_scatter(s, r, count, dt, op, c, req_p)
                      : coll_reduce_scatter(s, r, count, dt, op, c);
-    case B_ALLTOALL:
+    case COLL_COLL_ALLTOALL:
         return req_p ? coll_ialltoall(s, r, count, dt, c, req_p)
                      : coll_alltoall(s, r, count, dt, c);
-    case B_GATHER:
+    case COLL_COLL_GATHER:
         return req_p ? coll_igather(s, r, count, dt, root, c, req_p)
                      : coll_gather(s, r, count, dt, root, c);
-    case B_SCATTER:
+    case COLL_COLL_SCATTER:
         return req_p ? coll_iscatter(s, r, count, dt, root, c, req_p)
                      : coll_scatter(s, r, count, dt, root, c);
-    case B_BARRIER:
+    case COLL_COLL_BARRIER:
         return req_p ? coll_ibarrier(c, req_p) : coll_barrier(c);
-    case B_SENDRECV: {
+    case COLL_COLL_SENDRECV: {
         coll_status_t st, st2;
         int n = b->nranks;
         st = coll_group_start();
@@ -263,7 +259,7 @@ static coll_status_t post(struct bench *b, const void *s, void *r, size_t count,
         st2 = coll_group_end(); /* closes the group even after a failed call */
         return st != COLL_SUCCESS ? st : st2;
     }
-    case B_NUM:
+    case COLL_NUM_COLLS:
         break;
     }
     return COLL_INTERNAL_ERROR;
@@ -311,7 +307,7 @@ static coll_status_t run_calls(struct bench *b, const void *s, void *r, size_t c
     coll_request_t *win[WINDOW];
     coll_status_t first = COLL_SUCCESS, st;
     int head = 0, inflight = 0;
-    bool blocking = b->o.blocking || b->o.coll == B_SENDRECV;
+    bool blocking = b->o.blocking || b->o.coll == COLL_COLL_SENDRECV;
 
     if (b->cuda)
         return run_calls_stream(b, s, r, count, dt, op, root, iters, agg);
@@ -375,17 +371,17 @@ static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, 
         fill_blocks(b, recvimg, l->nrecv, rs, round, true, true);
     } else {
         switch (b->o.coll) {
-        case B_ALLGATHER:
-        case B_GATHER:
+        case COLL_COLL_ALLGATHER:
+        case COLL_COLL_GATHER:
             /* the others' blocks as nobody would leave them; ours where it is sent from */
             fill_blocks(b, recvimg, l->nrecv, rs, round, true, true);
             make_period(b->pat, send_pat(b, 0), rs->dt, rs->op, b->nranks, round);
             fill_periodic((char *)recvimg + off, b->pat, l->param, es);
             break;
-        case B_REDUCESCATTER:
-        case B_SCATTER:
+        case COLL_COLL_REDUCE_SCATTER:
+        case COLL_COLL_SCATTER:
             fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
-            if (b->o.coll == B_SCATTER && b->rank != rs->root) {
+            if (b->o.coll == COLL_COLL_SCATTER && b->rank != rs->root) {
                 /* a rank's own block is what it must receive: start from its complement */
                 make_period(b->pat, recv_pat(b, rs->root, 0), rs->dt, rs->op, b->nranks, round);
                 for (size_t k = 0; k < PERIOD * es; k++)
@@ -425,7 +421,7 @@ static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, 
 #endif
     if (recv_checked) {
         int nblk = l->nrecv;
-        if (in_place && (b->o.coll == B_REDUCESCATTER || b->o.coll == B_SCATTER))
+        if (in_place && (b->o.coll == COLL_COLL_REDUCE_SCATTER || b->o.coll == COLL_COLL_SCATTER))
             nblk = 1; /* r points at this rank's block of the send buffer */
         wrong += check_blocks(b, hr, nblk, rs, round, true);
     }
@@ -599,7 +595,6 @@ static void progress_show(struct bench *b, const struct rowspec *rs)
     b->progress_shown = true;
 }
 
-
 static int run_row(struct bench *b, const struct rowspec *rs, long cycle)
 {
     size_t es = dtypes[rs->dt].size;
@@ -699,7 +694,7 @@ static uint64_t next_size(const struct opts *o, uint64_t size)
 
 /* Calls fn for every row of one cycle (in order); stops at the first non-zero return. */
 int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec *, void *),
-                        void *arg)
+                 void *arg)
 {
     int nroots = b->o.all_roots ? b->nranks : 1;
 
@@ -711,7 +706,7 @@ int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec
                 for (uint64_t size = b->o.min_bytes; size <= b->o.max_bytes;
                      size = next_size(&b->o, size)) {
                     struct rowspec rs = {
-                        .size = b->o.coll == B_BARRIER ? 0 : size,
+                        .size = b->o.coll == COLL_COLL_BARRIER ? 0 : size,
                         .dt = dt,
                         .op = b->o.op_list[k],
                         .root = b->o.all_roots ? ri : b->o.root,
@@ -726,7 +721,7 @@ int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec
                         if (rc)
                             return rc;
                     }
-                    if (size == UINT64_MAX || b->o.coll == B_BARRIER)
+                    if (size == UINT64_MAX || b->o.coll == COLL_COLL_BARRIER)
                         break;
                 }
             }
@@ -820,8 +815,7 @@ void print_header(const struct bench *b)
     if (algo && *algo)
         printf("algorithm COLL_ALGO=%s\n", algo);
     else
-        printf("algorithm chosen per size (COLL_SELECT=%s; --json records each)\n",
-               select_name(b));
+        printf("algorithm chosen per size (COLL_SELECT=%s; --json records each)\n", select_name(b));
     if (b->cuda)
         printf("# Stream-ordered calls on one stream per rank; time = host clock around a batch "
                "of calls and cudaStreamSynchronize\n");
@@ -845,4 +839,3 @@ void print_header(const struct bench *b)
            "            (us)  (GB/s)  (GB/s)\n");
     fflush(stdout);
 }
-

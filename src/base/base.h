@@ -25,6 +25,7 @@ struct coll_comm;
 #define COLL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define COLL_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define COLL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define COLL_DIV_UP(a, b) (((a) + (b) - 1) / (b)) /* a / b rounded up; a, b > 0 */
 #define COLL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define COLL_INTERNAL __attribute__((visibility("hidden")))
 
