@@ -5,8 +5,9 @@
  * helper, the calibration file, and the errors (unmatched, mismatched and deadlocked
  * schedules, malformed files).
  *
- * Divisions: 1 helpers, 2 exact prices, 3 shape under the defaults, 4 ranking, 5 the
- * calibration file, 6 errors.
+ * Divisions: 1 helpers, 2 exact prices, 3 shape under the defaults, 4 ranking, 4b the flat
+ * path's row (its formula exactly, what it refuses, its defaults against their evidence), 5
+ * the calibration file, 6 errors.
  *
  * Exact cases use dyadic parameters (alpha 2^-16 s, beta 2^-31 s/B, gamma 2^-32 s/B, copy
  * 2^-34 s/B; no latency share, no executor time per step unless a case sets them to powers
@@ -858,6 +859,156 @@ TEST(selector_prices_one_copy_per_block)
     ASSERT(i < nres && res[i].chunk_bytes < (size_t)4u << 20);
 }
 
+/* One algorithm alone, as collviz asks: the same row coll__cost_rank_algos ranks it with. */
+TEST(one_algorithm_priced_as_the_ranking_prices_it)
+{
+    static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
+    struct coll_cost_params p;
+    struct coll_cost_result res[32], one;
+    struct coll_cost_query q = {.coll = COLL_COLL_ALLREDUCE, .nranks = 6, .count = 3u << 20,
+                                .dtype = COLL_FLOAT32, .chunk_bytes = chunks,
+                                .nchunk_bytes = COLL_ARRAY_SIZE(chunks)};
+    size_t nres = 0;
+    int found = 0;
+
+    coll__cost_params_default(&p);
+    ASSERT_OK(coll__cost_rank_algos(&p, NULL, &q, res, 32, &nres));
+    for (size_t i = 0; i < nres; i++) {
+        ASSERT_OK(coll__cost_rank_algo(&p, NULL, res[i].algo, &q, &one));
+        ASSERT(one.algo == res[i].algo);
+        ASSERT_DEQ(one.seconds, res[i].seconds);
+        ASSERT_EQ(one.chunk_count, res[i].chunk_count);
+        found++;
+    }
+    ASSERT(found >= 3);
+    /* an algorithm that cannot run the call is an error, not a row */
+    ASSERT_EQ(coll__cost_rank_algo(&p, NULL, coll__algo_find("chain"), &q, &one),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "chain cannot run allreduce");
+}
+
+/* ---- 4b the flat path's row ---------------------------------------------------------- */
+
+/* Dyadic flat parameters: every price below is a sum of exact terms. */
+static struct coll_cost_params flat_dyadic(void)
+{
+    struct coll_cost_params p;
+
+    coll__cost_params_default(&p);
+    p.flat.alpha = 1.0 / (1 << 20);
+    p.flat.beta = 1.0 / 4294967296.0;
+    p.flat.sliced = 1.0 / 8589934592.0;
+    p.flat.yield = 1.0 / (1 << 18);
+    p.mem = 1;
+    p.cache_bytes = 0;
+    p.cores = 0;
+    return p;
+}
+
+static double flat_t(const struct coll_cost_params *p, enum coll_coll c, size_t bytes, int n)
+{
+    double t = -1;
+
+    ASSERT_OK(coll__cost_predict_flat(p, c, bytes, n, NULL, &t));
+    return t;
+}
+
+TEST(flat_row_prices_by_its_formula)
+{
+    struct coll_cost_params p = flat_dyadic();
+    const double a = p.flat.alpha, b = p.flat.beta, s = p.flat.sliced, y = p.flat.yield;
+    const size_t M = 1u << 20;
+
+    /* small calls: alpha per rank, beta per byte each rank touches (n + 1 inputs for the
+     * reductions and all-gather, 2 for broadcast, none for barrier) */
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 4096, 4), 4 * a + b * 4096 * 5);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLGATHER, 1024, 4), 4 * a + b * 1024 * 5);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_REDUCE, 64, 8), 8 * a + b * 64 * 9);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_BROADCAST, 64, 2), 2 * a + b * 64 * 2);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_BARRIER, 4096, 8), 8 * a);
+    /* a reduce of up to 64 KiB goes whole to the root: priced as a small call */
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_REDUCE, 32768, 4), 4 * a + b * 32768 * 5);
+    /* in pieces of 1 MiB: k pieces of w all-rank waits, then the passes over the bytes */
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 4 * M, 4), 4 * 2 * (4 * a) + s * 4 * M * 3);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 4 * M + 4, 2), 5 * 2 * (2 * a) + s * (4 * M + 4) * 3);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_BROADCAST, 3 * M, 2), 3 * 1 * (2 * a) + s * 3 * M * 2);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_REDUCE, 2 * M, 4), 2 * 2 * (4 * a) + s * 2 * M * 2.75);
+    /* the slot sizes are the comm's: 8 KiB small calls, pieces of 256 KiB */
+    {
+        struct coll_cost_flat_sizes sz = {8192, 256u << 10};
+        double t;
+        ASSERT_OK(coll__cost_predict_flat(&p, COLL_COLL_ALLGATHER, 8192, 2, &sz, &t));
+        ASSERT_DEQ(t, 2 * a + b * 8192 * 3);
+        ASSERT_OK(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, M, 2, &sz, &t));
+        ASSERT_DEQ(t, 4 * 2 * (2 * a) + s * M * 3);
+    }
+    /* more ranks than cores: a wait pays yield per rank beyond them, bytes share the cores */
+    p.cores = 2;
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 8, 8), 8 * a + 6 * y + b * 8 * 9 * 4);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 2 * M, 4),
+               2 * 2 * (4 * a + 2 * y) + s * 2 * M * 3 * 2);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 8, 2), 2 * a + b * 8 * 3);
+    /* the memory term: 2 ranks' 4 MiB buffers and 1 MiB slots are 20 MiB; with 10 MiB of
+     * cache half the bytes come from memory, at mem = 3 twice the per-byte cost */
+    p.cores = 0;
+    p.mem = 3;
+    p.cache_bytes = 10 * (double)M;
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 4 * M, 2), 4 * 2 * (2 * a) + s * 4 * M * 3 * 2);
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 8, 2), 2 * a + b * 8 * 3); /* fits */
+}
+
+TEST(flat_row_refuses_what_the_path_does_not_run)
+{
+    struct coll_cost_params p = flat_dyadic();
+    struct coll_cost_flat_sizes none = {4096, 0};
+    double t = 7;
+
+    ASSERT_EQ(coll__cost_predict_flat(&p, COLL_COLL_ALLTOALL, 64, 4, NULL, &t),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(NULL), "does not run alltoall");
+    ASSERT_EQ(coll__cost_predict_flat(&p, COLL_COLL_ALLGATHER, 8192, 4, NULL, &t),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, 8192, 4, &none, &t),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, 8192, 17, NULL, &t),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, 8, 0, NULL, &t),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cost_predict_flat(NULL, COLL_COLL_ALLREDUCE, 8, 2, NULL, &t),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, 8, 2, NULL, NULL),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_DEQ(t, 7); /* outputs only on success */
+    ASSERT_OK(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, 8192, 16, NULL, &t));
+}
+
+/* The defaults give back the figures they were taken from (docs/performance.md's blocking
+ * calls, docs/results/paths-summary.txt), within 15%: a change of formula or of a default
+ * that no longer fits its evidence fails here. */
+TEST(flat_row_defaults_fit_their_evidence)
+{
+    struct coll_cost_params p;
+    const size_t M = 1u << 20;
+
+    coll__cost_params_default(&p);
+#define NEAR(c, bytes, n, nc, us)                                                               \
+    do {                                                                                           \
+        p.cores = (nc);                                                                            \
+        double t_ = flat_t(&p, c, bytes, n) * 1e6;                                                 \
+        if (fabs(t_ - (us)) > 0.15 * (us))                                                         \
+            HARNESS_FAIL("%s of %zu B on %d ranks (%d cores): %.3g us, measured %.3g",             \
+                         #c, (size_t)(bytes), n, nc, t_, (double)(us));                            \
+    } while (0)
+    NEAR(COLL_COLL_ALLREDUCE, 8, 2, 2, 0.18);
+    NEAR(COLL_COLL_ALLREDUCE, 4096, 2, 2, 4096 / 4.88e3);
+    NEAR(COLL_COLL_ALLREDUCE, 4 * M, 2, 2, 4 * M / 10.03e3);
+    NEAR(COLL_COLL_ALLREDUCE, M, 2, 2, M / 9.12e3);
+    NEAR(COLL_COLL_ALLREDUCE, 8, 4, 2, 3.01);
+    NEAR(COLL_COLL_ALLREDUCE, 8, 8, 2, 9.22);
+    NEAR(COLL_COLL_ALLREDUCE, 4 * M, 4, 2, 4 * M / (7.09e3 / 1.5));
+#undef NEAR
+}
+
 /* ---- 5 the calibration file ---------------------------------------------------------- */
 
 static char *temp_path(void)
@@ -884,7 +1035,9 @@ static bool params_equal(const struct coll_cost_params *a, const struct coll_cos
         if (a->gamma[d] != b->gamma[d])
             return false;
     return a->copy == b->copy && a->mem == b->mem && a->cache_bytes == b->cache_bytes &&
-           a->step == b->step;
+           a->step == b->step && a->flat.alpha == b->flat.alpha &&
+           a->flat.beta == b->flat.beta && a->flat.sliced == b->flat.sliced &&
+           a->flat.yield == b->flat.yield;
 }
 
 TEST(calibration_file_round_trip)
@@ -906,6 +1059,10 @@ TEST(calibration_file_round_trip)
     p.cache_bytes = 14145536;
     p.link[COLL_LINK_TCP].lat = 4.25e-5;
     p.step = 3.3e-7;
+    p.flat.alpha = 1.25e-7;
+    p.flat.beta = 1 / 17.123456789e9;
+    p.flat.sliced = 0;
+    p.flat.yield = 2.5e-6;
     ASSERT_OK(coll__cost_params_save(&p, path));
     memset(&q, 0, sizeof(q));
     ASSERT_OK(coll__cost_params_load(&q, path));
@@ -925,7 +1082,45 @@ TEST(calibration_file_round_trip)
     ASSERT_STR_CONTAINS(text, "\ncache_bytes 14145536\n");
     ASSERT_STR_CONTAINS(text, "\ntcp.lat 4.25e-05\n");
     ASSERT_STR_CONTAINS(text, "\nstep 3.3e-07\n");
+    ASSERT_STR_CONTAINS(text, "\nflat.alpha 1.25e-07\n");
+    ASSERT_STR_CONTAINS(text, "\nflat.sliced 0\n");
+    ASSERT_STR_CONTAINS(text, "\nflat.yield 2.5e-06\n");
+    ASSERT_STR_CONTAINS(text, "\nflat.beta ");
     unlink(path);
+}
+
+/* A file written before the flat path had a row (no flat.* keys) still loads, and the row
+ * keeps its defaults; a file that has the row sets it. */
+TEST(calibration_file_without_the_flat_row)
+{
+    struct coll_cost_params p, d;
+    char *path = temp_path();
+    FILE *f = fopen(path, "w");
+
+    ASSERT(f != NULL);
+    fputs("# coll cost model parameters (collbench --calibrate writes this file)\n"
+          "tcp.alpha 7.2e-06\ntcp.beta 2.67e-10\nshm.alpha 1e-06\ncopy 2.4e-11\nstep 3e-07\n",
+          f);
+    fclose(f);
+    coll__cost_params_default(&d);
+    memset(&p, 0, sizeof(p));
+    ASSERT_OK(coll__cost_params_load(&p, path));
+    ASSERT_DEQ(p.link[COLL_LINK_TCP].alpha, 7.2e-06);
+    ASSERT_DEQ(p.flat.alpha, d.flat.alpha);
+    ASSERT_DEQ(p.flat.beta, d.flat.beta);
+    ASSERT_DEQ(p.flat.sliced, d.flat.sliced);
+    ASSERT_DEQ(p.flat.yield, d.flat.yield);
+    ASSERT(d.flat.alpha > 0 && d.flat.beta > 0 && d.flat.sliced > 0 && d.flat.yield > 0);
+    unlink(path);
+
+    ASSERT_OK(coll__cost_params_parse(&p, "flat.alpha 2e-7\nflat.yield 3e-6\nflat.beta 1e-10\n"
+                                          "flat.sliced 4e-11\nflat.other 1\n",
+                                      "test"));
+    ASSERT_DEQ(p.flat.alpha, 2e-7);
+    ASSERT_DEQ(p.flat.beta, 1e-10);
+    ASSERT_DEQ(p.flat.sliced, 4e-11);
+    ASSERT_DEQ(p.flat.yield, 3e-6);
+    ASSERT_EQ(coll__cost_params_parse(&p, "flat.alpha -1\n", "test"), COLL_INVALID_ARGUMENT);
 }
 
 TEST(calibration_file_syntax)

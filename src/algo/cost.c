@@ -3,7 +3,8 @@
  * on a simulated machine (discrete events), and the ranking of algorithms built on it.
  *
  * Divisions: 1 parameters and their defaults, 2 the calibration file, 3 the simulated
- * machine: taking schedules in, matching messages, the event loop, 4 predict and rank.
+ * machine: taking schedules in, matching messages, the event loop, 4 predict and rank, 5 the
+ * flat path's row (a formula: that path runs no schedule).
  *
  * The machine. Each rank has a CPU and, per link class, one send port and one receive port.
  * Times are seconds from a common start; every rank starts at 0.
@@ -134,6 +135,20 @@ void coll__cost_params_default(struct coll_cost_params *p)
     p->gamma[COLL_FLOAT8E4M3] = p->gamma[COLL_FLOAT8E5M2] = 2.4e-9;
     p->copy = 2.4e-11;
     p->mem = 1;
+    /* The flat path, from the blocking calls of the one-data-path run (docs/performance.md,
+     * docs/results/paths-summary.txt; medians of 3 on a quiet 2-core VM):
+     *   alpha   8 B all-reduce at 2 ranks, 0.18 us: 0.09 us per rank;
+     *   beta    4 KiB all-reduce at 2 ranks, 4.88 GB/s (0.84 us): (0.84 - 0.18) us over
+     *           4096 B x 3 touched;
+     *   sliced  4 MiB all-reduce at 2 ranks, 10.03 GB/s (418 us, 4 pieces): 418 us over
+     *           4 MiB x 3 passes (1 MiB gives 3.7e-11; broadcast and reduce at 4 MiB, 2.6e-11
+     *           and 2.4e-11 per pass: priced about 1.3x slow);
+     *   yield   8 B all-reduce at 4 and 8 ranks on 2 cores, 3.01 and 9.22 us: (3.01 - 0.36)
+     *           / 2 = 1.33 us and (9.22 - 0.72) / 6 = 1.42 us per rank beyond the cores. */
+    p->flat.alpha = 9e-8;
+    p->flat.beta = 5.4e-11;
+    p->flat.sliced = 3.3e-11;
+    p->flat.yield = 1.37e-6;
 }
 
 /* ---- 2 the calibration file ---------------------------------------------------------- */
@@ -156,6 +171,17 @@ static double *param_of(struct coll_cost_params *p, const char *key)
         return &p->step;
     if (!dot)
         return NULL;
+    if (plen == 4 && !strncmp(key, "flat", 4)) {
+        if (!strcmp(dot + 1, "alpha"))
+            return &p->flat.alpha;
+        if (!strcmp(dot + 1, "beta"))
+            return &p->flat.beta;
+        if (!strcmp(dot + 1, "sliced"))
+            return &p->flat.sliced;
+        if (!strcmp(dot + 1, "yield"))
+            return &p->flat.yield;
+        return NULL;
+    }
     if (plen == 5 && !strncmp(key, "gamma", 5)) {
         for (int d = 0; d < COLL_NUM_DTYPES; d++)
             if (!strcmp(dot + 1, coll__dtype_name((coll_dtype_t)d)))
@@ -358,7 +384,11 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
                       "buffers exceed cache_bytes;\n"
                       "# <link>.lat: seconds of alpha that are latency (messages in flight "
                       "overlap it);\n"
-                      "# step: seconds of the executor's time per schedule step\n") < 0;
+                      "# step: seconds of the executor's time per schedule step\n"
+                      "# flat.alpha: seconds per flat-path call per rank; flat.beta: seconds "
+                      "per byte a rank touches in a small one;\n"
+                      "# flat.sliced: seconds per byte and pass of one in pieces; "
+                      "flat.yield: seconds per wait per rank beyond the cores\n") < 0;
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
         format_exact(num, sizeof(num), p->link[l].alpha);
         bad |= fprintf(f, "%s.alpha %s\n", link_names[l], num) < 0;
@@ -383,6 +413,14 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
     bad |= fprintf(f, "cache_bytes %s\n", num) < 0;
     format_exact(num, sizeof(num), p->step);
     bad |= fprintf(f, "step %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->flat.alpha);
+    bad |= fprintf(f, "flat.alpha %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->flat.beta);
+    bad |= fprintf(f, "flat.beta %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->flat.sliced);
+    bad |= fprintf(f, "flat.sliced %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->flat.yield);
+    bad |= fprintf(f, "flat.yield %s\n", num) < 0;
     return bad;
 }
 
@@ -1515,74 +1553,198 @@ static void insert_row(struct coll_cost_result *results, size_t cap, size_t *n_p
         (*n_p)++;
 }
 
+/* Check q and find its element size and chunk sizes. */
+static coll_status_t query_check(const struct coll_cost_query *q, size_t *elem_p,
+                                 const size_t **chunks_p, size_t *nchunks_p)
+{
+    static const size_t default_chunks[] = COLL_COST_DEFAULT_CHUNKS;
+    size_t elem = coll__dtype_size(q->dtype);
+
+    if (elem == 0 || (unsigned)q->coll >= COLL_NUM_COLLS || q->nranks < 1 || q->root < 0 ||
+        q->root >= q->nranks)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "cost ranking: %s of %zu elements of dtype %d on %d ranks, root %d",
+                           coll__coll_name(q->coll), q->count, (int)q->dtype, q->nranks, q->root);
+    *elem_p = elem;
+    *chunks_p = q->chunk_bytes ? q->chunk_bytes : default_chunks;
+    *nchunks_p = q->chunk_bytes ? q->nchunk_bytes : COLL_ARRAY_SIZE(default_chunks);
+    if (*nchunks_p == 0)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost ranking: no chunk sizes to try");
+    return COLL_SUCCESS;
+}
+
+/* Price algo at each chunk size of q: every row into results (every_chunk), else the best
+ * into *best (best->algo NULL when algo cannot run q at any). */
+static coll_status_t price_algo(const struct coll_cost_params *p,
+                                const struct coll_cost_links *links,
+                                const struct coll_algo *algo, const struct coll_cost_query *q,
+                                size_t elem, const size_t *chunks, size_t nchunks,
+                                struct coll_cost_result *results, size_t cap, size_t *nres_p,
+                                struct coll_cost_result *best)
+{
+    *best = (struct coll_cost_result){NULL, 0, 0, 0};
+    if (!(algo->colls & (1u << q->coll)))
+        return COLL_SUCCESS;
+    for (size_t c = 0; c < nchunks; c++) {
+        struct coll_algo_args a = {
+            .coll = q->coll,
+            .nranks = q->nranks,
+            .rank = 0,
+            .root = q->root,
+            .count = q->count,
+            .dtype = q->dtype,
+            .elem_size = elem,
+            .chunk_count = COLL_MAX(chunks[c] / elem, (size_t)1),
+            .hosts = q->hosts,
+            .nhosts = q->nhosts,
+        };
+        struct coll_cost_result row;
+        bool seen = false;
+        coll_status_t st;
+
+        /* past the count every chunk size is the same schedule */
+        if (q->count > 0 && a.chunk_count > q->count)
+            a.chunk_count = q->count;
+        for (size_t k = 0; k < c && !seen; k++)
+            seen = COLL_MIN(COLL_MAX(chunks[k] / elem, (size_t)1),
+                            q->count ? q->count : SIZE_MAX) == a.chunk_count;
+        if (seen || !can_run(algo, &a))
+            continue;
+        row.algo = algo;
+        row.chunk_count = a.chunk_count;
+        row.chunk_bytes = a.chunk_count * elem;
+        st = coll__cost_predict(p, links, algo, &a, &row.seconds, NULL);
+        if (st != COLL_SUCCESS)
+            return st;
+        if (q->every_chunk)
+            insert_row(results, cap, nres_p, &row);
+        if (!best->algo || row.seconds < best->seconds)
+            *best = row;
+    }
+    return COLL_SUCCESS;
+}
+
+coll_status_t coll__cost_rank_algo(const struct coll_cost_params *p,
+                                   const struct coll_cost_links *links,
+                                   const struct coll_algo *algo, const struct coll_cost_query *q,
+                                   struct coll_cost_result *best)
+{
+    const size_t *chunks;
+    size_t nchunks, elem, nres = 0;
+    struct coll_cost_query one;
+    coll_status_t st;
+
+    if (!p || !q || !algo || !best)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost ranking: NULL argument");
+    if ((st = query_check(q, &elem, &chunks, &nchunks)) != COLL_SUCCESS)
+        return st;
+    one = *q;
+    one.every_chunk = false;
+    if ((st = price_algo(p, links, algo, &one, elem, chunks, nchunks, NULL, 0, &nres, best)) !=
+        COLL_SUCCESS)
+        return st;
+    if (!best->algo)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "cost model: %s cannot run %s of %zu elements on %d ranks",
+                           algo->name, coll__coll_name(q->coll), q->count, q->nranks);
+    return COLL_SUCCESS;
+}
+
 coll_status_t coll__cost_rank_algos(const struct coll_cost_params *p,
                                     const struct coll_cost_links *links,
                                     const struct coll_cost_query *q,
                                     struct coll_cost_result *results, size_t cap,
                                     size_t *nresults_p)
 {
-    static const size_t default_chunks[] = COLL_COST_DEFAULT_CHUNKS;
     const size_t *chunks;
     size_t nchunks, elem, nres = 0;
     coll_status_t st;
 
     if (!p || !q || !nresults_p || (!results && cap))
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost ranking: NULL argument");
-    elem = coll__dtype_size(q->dtype);
-    if (elem == 0 || (unsigned)q->coll >= COLL_NUM_COLLS || q->nranks < 1 || q->root < 0 ||
-        q->root >= q->nranks)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT,
-                           "cost ranking: %s of %zu elements of dtype %d on %d ranks, root %d",
-                           coll__coll_name(q->coll), q->count, (int)q->dtype, q->nranks, q->root);
-    chunks = q->chunk_bytes ? q->chunk_bytes : default_chunks;
-    nchunks = q->chunk_bytes ? q->nchunk_bytes : COLL_ARRAY_SIZE(default_chunks);
-    if (nchunks == 0)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost ranking: no chunk sizes to try");
-
+    if ((st = query_check(q, &elem, &chunks, &nchunks)) != COLL_SUCCESS)
+        return st;
     for (int i = 0; coll__algos[i]; i++) {
-        const struct coll_algo *algo = coll__algos[i];
-        struct coll_cost_result best = {NULL, 0, 0, 0};
+        struct coll_cost_result best;
 
-        if (!(algo->colls & (1u << q->coll)))
-            continue;
-        for (size_t c = 0; c < nchunks; c++) {
-            struct coll_algo_args a = {
-                .coll = q->coll,
-                .nranks = q->nranks,
-                .rank = 0,
-                .root = q->root,
-                .count = q->count,
-                .dtype = q->dtype,
-                .elem_size = elem,
-                .chunk_count = COLL_MAX(chunks[c] / elem, (size_t)1),
-                .hosts = q->hosts,
-                .nhosts = q->nhosts,
-            };
-            struct coll_cost_result row;
-            bool seen = false;
-
-            /* past the count every chunk size is the same schedule */
-            if (q->count > 0 && a.chunk_count > q->count)
-                a.chunk_count = q->count;
-            for (size_t k = 0; k < c && !seen; k++)
-                seen = COLL_MIN(COLL_MAX(chunks[k] / elem, (size_t)1),
-                                q->count ? q->count : SIZE_MAX) == a.chunk_count;
-            if (seen || !can_run(algo, &a))
-                continue;
-            row.algo = algo;
-            row.chunk_count = a.chunk_count;
-            row.chunk_bytes = a.chunk_count * elem;
-            st = coll__cost_predict(p, links, algo, &a, &row.seconds, NULL);
-            if (st != COLL_SUCCESS)
-                return st;
-            if (q->every_chunk)
-                insert_row(results, cap, &nres, &row);
-            else if (!best.algo || row.seconds < best.seconds)
-                best = row;
-        }
+        st = price_algo(p, links, coll__algos[i], q, elem, chunks, nchunks, results, cap, &nres,
+                        &best);
+        if (st != COLL_SUCCESS)
+            return st;
         if (!q->every_chunk && best.algo)
             insert_row(results, cap, &nres, &best);
     }
     *nresults_p = nres;
+    return COLL_SUCCESS;
+}
+
+/* ---- 5 the flat path's row ----------------------------------------------------------- */
+
+/* What src/path/flat.c does, as far as its price goes: the collectives it runs, those that
+ * run in pieces above small_bytes, the reduce that goes whole to the root, and the most
+ * ranks the sliced protocol folds at once (COLL_REDUCE_MAX_INPUTS). The path decides from
+ * its own rules; these only say what the formula covers. */
+#define FLAT_PRICED                                                                        \
+    ((1u << COLL_COLL_ALLREDUCE) | (1u << COLL_COLL_BROADCAST) | (1u << COLL_COLL_REDUCE) |   \
+     (1u << COLL_COLL_ALLGATHER) | (1u << COLL_COLL_BARRIER))
+#define FLAT_PIECES                                                                        \
+    ((1u << COLL_COLL_ALLREDUCE) | (1u << COLL_COLL_BROADCAST) | (1u << COLL_COLL_REDUCE))
+#define FLAT_REDUCE_WHOLE ((size_t)64 << 10)
+#define FLAT_MAX_SLICES 16
+
+coll_status_t coll__cost_predict_flat(const struct coll_cost_params *p, enum coll_coll coll,
+                                      size_t bytes, int32_t nranks,
+                                      const struct coll_cost_flat_sizes *sizes, double *time_p)
+{
+    static const struct coll_cost_flat_sizes defaults = COLL_COST_FLAT_SIZES_DEFAULT;
+    const struct coll_flat_cost *fc;
+    double n = nranks, over = 0, share = 1, wait, w, mem = 1, t;
+    size_t small, piece;
+
+    if (!p || !time_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "flat cost: NULL %s",
+                           p ? "time_p" : "params");
+    if (!sizes)
+        sizes = &defaults;
+    fc = &p->flat;
+    small = sizes->small_bytes;
+    piece = sizes->piece_bytes > small ? sizes->piece_bytes : 0;
+    if ((unsigned)coll >= COLL_NUM_COLLS || !(FLAT_PRICED & (1u << coll)) || nranks < 1)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "flat cost: the flat path does not run %s on %d ranks",
+                           coll__coll_name(coll), nranks);
+    if (coll == COLL_COLL_BARRIER)
+        bytes = 0;
+    if (bytes > small && (!(FLAT_PIECES & (1u << coll)) || !piece || nranks < 2 ||
+                          nranks > FLAT_MAX_SLICES))
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "flat cost: the flat path does not run %s of %zu bytes on %d ranks "
+                           "(small calls up to %zu bytes; larger all-reduce, broadcast and "
+                           "reduce in pieces of %zu bytes on 2 to %d ranks)",
+                           coll__coll_name(coll), bytes, nranks, small, piece, FLAT_MAX_SLICES);
+    if (p->cores > 0 && nranks > p->cores) {
+        over = n - p->cores;
+        share = n / p->cores;
+    }
+    wait = fc->alpha * n + fc->yield * over;
+    /* the memory term, as sim_memory prices a schedule's buffers: every rank's send and
+     * receive buffers (a broadcast's one input and n outputs) and the slots it fills */
+    w = (coll == COLL_COLL_BROADCAST ? n + 1 : 2 * n) * (double)bytes +
+        2 * n * (double)COLL_MIN(bytes, piece ? piece : small);
+    if (p->mem > 1 && p->cache_bytes > 0 && w > p->cache_bytes)
+        mem = 1 + (p->mem - 1) * (1 - p->cache_bytes / w);
+    if (bytes <= small ||
+        (coll == COLL_COLL_REDUCE && bytes <= COLL_MIN(FLAT_REDUCE_WHOLE, piece))) {
+        double touch = coll == COLL_COLL_BROADCAST ? 2 : coll == COLL_COLL_BARRIER ? 0 : n + 1;
+        t = wait + fc->beta * (double)bytes * touch * share * mem;
+    } else {
+        double k = (double)((bytes + piece - 1) / piece);
+        double waits = coll == COLL_COLL_BROADCAST ? 1 : 2;
+        double passes = coll == COLL_COLL_ALLREDUCE ? 3
+                        : coll == COLL_COLL_BROADCAST ? 2
+                                                      : 2 + (n - 1) / n;
+        t = k * waits * wait + fc->sliced * (double)bytes * passes * share * mem;
+    }
+    *time_p = t;
     return COLL_SUCCESS;
 }

@@ -18,7 +18,8 @@
  *   copy 1e-10
  *
  * Keys: <link>.alpha, <link>.beta, <link>.rdv, <link>.rdv_bytes, <link>.lat (link: tcp, shm,
- * ib, cuda), gamma.<dtype>, copy, mem, cache_bytes, step. Keys not
+ * ib, cuda), gamma.<dtype>, copy, mem, cache_bytes, step, flat.alpha, flat.beta, flat.sliced,
+ * flat.yield (the flat path's row, below). Keys not
  * in the file keep their defaults; unknown keys are ignored with an INFO note; anything else
  * that is not `key value` (value a finite number >= 0) rejects the file, naming the line.
  *
@@ -81,12 +82,23 @@ struct coll_cost_params {
      * slicing: each message also costs the receiving side CPU for its whole duration). The
      * selector sets it from the machine; not part of the calibration file. */
     int32_t cores;
+    /* The flat path (src/path/flat.c) runs no schedule, so it has a row of its own: a
+     * formula, not a simulation (coll__cost_predict_flat says it). */
+    struct coll_flat_cost {
+        double alpha;  /* seconds per call per rank of the comm (each rank's line is read) */
+        double beta;   /* seconds per byte a rank touches in a call of at most small_bytes */
+        double sliced; /* seconds per byte and pass of a call in pieces (copy in, reduce
+                        * the rank's slice, copy out: an all-reduce is 3 passes) */
+        double yield;  /* seconds per wait and per rank beyond the host's cores: a wait for
+                        * a rank that is off its core (cores as above; 0 when not more) */
+    } flat;
 };
 
 /* The built-in defaults: rough figures for one x86 host (TCP loopback alpha 10 us, 2.5 GB/s;
  * shm 1 us, all of it latency, 8 GB/s, rendezvous from 16 KiB as src/transport/shm.c; fp32
  * reduction 5 GB/s of output; 0.3 us of the executor per step); IB and CUDA are
- * placeholders until calibrated; no memory term (mem 1). */
+ * placeholders until calibrated; no memory term (mem 1); the flat row from the one-data-path
+ * run of docs/performance.md (cost.c cites the figures). */
 COLL_INTERNAL void coll__cost_params_default(struct coll_cost_params *p);
 
 /* Read a calibration file over the defaults into *p. Outputs only on success: a missing or
@@ -184,5 +196,44 @@ COLL_INTERNAL coll_status_t coll__cost_rank_algos(const struct coll_cost_params 
                                                   const struct coll_cost_query *q,
                                                   struct coll_cost_result *results, size_t cap,
                                                   size_t *nresults_p);
+
+/* As coll__cost_rank_algos for algo alone: its cheapest chunk size of q's into *best.
+ * COLL_INVALID_ARGUMENT when algo cannot run q at any of them. (collviz prices one
+ * algorithm with it, as the selector does.) */
+COLL_INTERNAL coll_status_t coll__cost_rank_algo(const struct coll_cost_params *p,
+                                                 const struct coll_cost_links *links,
+                                                 const struct coll_algo *algo,
+                                                 const struct coll_cost_query *q,
+                                                 struct coll_cost_result *best);
+
+/* The flat path's sizes, as the comm's settings make them. */
+struct coll_cost_flat_sizes {
+    size_t small_bytes; /* COLL_SHM_FLAT_BYTES: a call of at most this per rank is one call */
+    size_t piece_bytes; /* COLL_SHM_SLICED_BYTES: larger all-reduce, broadcast and reduce go
+                         * in pieces of this (0, or not above small_bytes: they do not) */
+};
+#define COLL_COST_FLAT_SIZES_DEFAULT {4096, 1u << 20} /* the settings' defaults */
+
+/* The predicted time of a call of coll, `bytes` per rank (all-gather: each rank's part), on
+ * the flat path of a comm of nranks on one host (sizes NULL: the defaults; p->cores as for
+ * the schedules). With n ranks, c = p->cores, over = n - c when n > c else 0, share = n / c
+ * when n > c else 1:
+ *   a call of at most small_bytes:
+ *     flat.alpha n + flat.yield over + flat.beta bytes touch share M
+ *     touch: all-reduce, all-gather, reduce n + 1 (one input in, n read), broadcast 2,
+ *     barrier 0; a reduce of up to 64 KiB that fits a piece goes whole to the root, priced
+ *     the same (src/path/flat.c, FLAT_REDUCE_WHOLE_BYTES);
+ *   larger (all-reduce, broadcast, reduce on 2 to 16 ranks), k = ceil(bytes / piece_bytes)
+ *   pieces, each w all-rank waits (2; broadcast 1):
+ *     k w (flat.alpha n + flat.yield over) + flat.sliced bytes passes share M
+ *     passes: all-reduce 3, reduce 2 + (n - 1) / n, broadcast 2;
+ * M is the memory term of the schedules (p->mem, p->cache_bytes) over the buffers of every
+ * rank (send and receive) and the segment's slots. COLL_INVALID_ARGUMENT when the flat path
+ * does not run the call (a collective it has not, a size too large), with a message. */
+COLL_INTERNAL coll_status_t coll__cost_predict_flat(const struct coll_cost_params *p,
+                                                    enum coll_coll coll, size_t bytes,
+                                                    int32_t nranks,
+                                                    const struct coll_cost_flat_sizes *sizes,
+                                                    double *time_p);
 
 #endif /* COLL_COST_H */
