@@ -6,13 +6,19 @@
  * Paths are asked in order; the first that takes a call runs it. flat goes first: where it
  * takes a call (one host, shared memory, a collective it runs, a size it runs), it beats
  * every schedule measured here (docs/performance.md), at every size it accepts; sched takes
- * everything. Each path's answer is a function of the comm's settings and the call's
+ * everything. The cost model prices both (the flat path's row, the schedules' simulation)
+ * for collbench --explain and collviz to show side by side, but the rules decide: they are
+ * what every rank evaluates alike without a model, and no measurement has shown a call the
+ * model would move to a faster path. Each path's answer is a function of the comm's settings and the call's
  * arguments, never of the API form (blocking, non-blocking, grouped), so every rank
  * chooses alike.
  */
 #include "path.h"
 #include "flat.h"
 
+#include "../algo/cost.h"
+
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,15 +59,73 @@ void coll__call_args(const struct coll_call *c, struct coll_algo_args *a)
         a->chunk_count = 1;
 }
 
+void coll__flat_sizes(struct coll_comm *comm, struct coll_cost_flat_sizes *s)
+{
+    s->small_bytes = (size_t)comm->cfg.shm_flat_bytes;
+    s->piece_bytes = comm->flat_sliced ? (size_t)comm->cfg.shm_sliced_bytes : 0;
+}
+
+/* Asked in full: both paths' prices, and the sched path's pick where another path takes
+ * the call (what the general path would run it with). */
+static coll_status_t price_both(struct coll_comm *comm, const struct coll_call *c,
+                                struct coll_choice *out, char *why, size_t n)
+{
+    struct coll_cost_params defaults;
+    const struct coll_cost_params *p = comm->cost;
+    struct coll_cost_flat_sizes sizes;
+    struct coll_algo_args a;
+    const struct coll_algo *algo = NULL;
+    coll_status_t st;
+    double t;
+
+    out->sched_seconds = out->flat_seconds = -1;
+    why[0] = '\0';
+    if (c->coll == COLL_COLL_SENDRECV)
+        return COLL_SUCCESS;
+    if (!p) {
+        coll__cost_params_default(&defaults);
+        p = &defaults;
+    }
+    /* the flat row where the path could run at all: one host (its rules decide the rest) */
+    coll__flat_sizes(comm, &sizes);
+    if (comm->nhosts == 1 && coll__cost_predict_flat(p, c->coll, c->count *
+                                                     coll__dtype_size(c->dtype),
+                                                     comm->nranks, &sizes, &t) == COLL_SUCCESS)
+        out->flat_seconds = t;
+    /* COLL_ALGO=flat for this collective leaves the selector nothing to pick */
+    if (out->path != &coll__path_sched && (comm->flat_forced & (1u << c->coll)))
+        return COLL_SUCCESS;
+    coll__call_args(c, &a);
+    st = coll__select_priced(comm, &a, &algo, &out->sched_seconds, why, n);
+    if (st != COLL_SUCCESS)
+        return out->path == &coll__path_sched ? st : COLL_SUCCESS;
+    out->algo = algo;
+    out->chunk_count = a.chunk_count;
+    return COLL_SUCCESS;
+}
+
+static void why_add(struct coll_choice *out, const char *fmt, ...) COLL_PRINTF(2, 3);
+static void why_add(struct coll_choice *out, const char *fmt, ...)
+{
+    size_t o = strlen(out->why);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(out->why + o, sizeof(out->why) - o, fmt, ap);
+    va_end(ap);
+}
+
 coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bool full,
                            struct coll_choice *out)
 {
-    char why[256];
+    char why[256], swhy[256];
 
     memset(out, 0, sizeof(*out));
+    out->sched_seconds = out->flat_seconds = -1;
     for (size_t i = 0; i < COLL_ARRAY_SIZE(paths); i++) {
         const struct coll_path *p = paths[i];
         bool yes;
+        coll_status_t st;
 
         why[0] = '\0';
         /* asked without a call to run (collbench --explain, collviz), the flat path answers
@@ -74,30 +138,28 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
             yes = p->takes(comm, c, full ? why : NULL, sizeof(why));
         if (!yes) {
             if (full && why[0])
-                snprintf(out->why + strlen(out->why), sizeof(out->why) - strlen(out->why),
-                         "%s: %s; ", p->name, why);
+                why_add(out, "%s: %s; ", p->name, why);
             continue;
         }
         out->path = p;
-        if (!full || p->run || c->coll == COLL_COLL_SENDRECV) {
-            if (full)
-                snprintf(out->why + strlen(out->why), sizeof(out->why) - strlen(out->why),
-                         "%s%s%s", p->name, why[0] ? ": " : "", why);
+        if (!full)
             return COLL_SUCCESS;
-        }
-        {
-            struct coll_algo_args a;
-            const struct coll_algo *algo = NULL;
-            coll_status_t st;
-
-            coll__call_args(c, &a);
-            st = coll__select(comm, &a, &algo, why, sizeof(why));
-            if (st != COLL_SUCCESS)
-                return st;
-            out->algo = algo;
-            out->chunk_count = a.chunk_count;
-            snprintf(out->why + strlen(out->why), sizeof(out->why) - strlen(out->why),
-                     "%s: %s", p->name, why);
+        st = price_both(comm, c, out, swhy, sizeof(swhy));
+        if (st != COLL_SUCCESS)
+            return st;
+        if (p == &coll__path_sched)
+            why_add(out, "%s: %s", p->name, swhy[0] ? swhy : why);
+        else
+            why_add(out, "%s%s%s", p->name, why[0] ? ": " : "", why);
+        if (out->flat_seconds >= 0 || out->sched_seconds >= 0) {
+            why_add(out, " [priced:");
+            if (out->flat_seconds >= 0)
+                why_add(out, " flat %.2f us%s", out->flat_seconds * 1e6,
+                        out->sched_seconds >= 0 ? "," : "");
+            if (out->sched_seconds >= 0)
+                why_add(out, " sched %s %.2f us", out->algo ? out->algo->name : "?",
+                        out->sched_seconds * 1e6);
+            why_add(out, "]");
         }
         return COLL_SUCCESS;
     }

@@ -1,7 +1,8 @@
 /*
  * flat.c - the "flat" path: collectives of a one-host comm through one shared segment.
  *
- * Divisions: 1 layout, 2 failure, 3 waiting, 4 set-up, 5 the collectives, 6 the hook.
+ * Divisions: 1 layout, 2 failure, 3 waiting, 4 set-up, 5 the collectives, 6 the hook,
+ * 7 calibration (the cost model's row for this path).
  *
  * Why: the general path costs about 2 us per call here (checks, the plan cache, an op, the
  * schedule walk, the engine's lock and loop, a message per pair), where a small collective
@@ -54,6 +55,7 @@
 #include "flat_test.h"
 #include "path.h"
 
+#include "../algo/cost.h"
 #include "../core/agree.h"
 #include "../core/trace.h"
 #include "../cuda/cuda.h"
@@ -63,6 +65,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
@@ -1356,4 +1359,165 @@ void coll__flat_test_corrupt(struct coll_comm *comm, int how)
     default:
         break;
     }
+}
+
+/* ---- 7 calibration ------------------------------------------------------------------- */
+
+/*
+ * The flat path's row of the cost model, measured (collbench --calibrate).
+ *
+ * The row (struct coll_flat_cost) is a formula in four parameters (src/algo/cost.h,
+ * coll__cost_predict_flat), each linear in the time it predicts. So each is fitted by asking
+ * that same function: the time predicted with the parameter at 0 and at 1 gives the line,
+ * and the measured time gives the point on it. Whatever the formula becomes, the fit stays
+ * its inverse at the sizes measured, and the selector's figures and these agree.
+ *
+ *   8 B all-reduce              flat.alpha (one rank per core), else flat.yield
+ *   COLL_SHM_FLAT_BYTES         flat.beta, the first fitted
+ *   four pieces of the slot     flat.sliced, the first two fitted
+ *
+ * Each is the best of a few short trials (a trial that overlaps other work on a shared
+ * machine is slower by whole wake-ups; the best one is the one that had the cores), the
+ * slowest rank's, so every rank fits the same values. The calls go through the chooser
+ * and the fast lane exactly as a blocking coll_allreduce on host memory does.
+ */
+
+#define CALIB_TRIALS 5
+
+/* One blocking all-reduce of count floats on the path the chooser gives; *flat_p says
+ * whether that is the flat path. */
+static coll_status_t one_call(struct coll_comm *comm, const float *in, float *out,
+                              size_t count, coll_op_t op, bool *flat_p)
+{
+    struct coll_call c = {.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = in,
+                          .recvbuf = out, .count = count, .dtype = COLL_FLOAT32, .op = op,
+                          .root = 0, .peer = -1};
+    struct coll_choice ch;
+    coll_status_t st = coll__choose(comm, &c, false, &ch);
+
+    if (st != COLL_SUCCESS)
+        return st;
+    *flat_p = ch.path == &coll__path_flat;
+    if (!*flat_p)
+        return COLL_SUCCESS;
+    return coll__path_run_now(comm, ch.path, &c);
+}
+
+/* The mean time per call of the best trial of reps calls, the slowest rank's; < 0 when
+ * the flat path does not take the call on this comm (every rank answers alike). */
+static coll_status_t time_calls(struct coll_comm *comm, float *in, float *out, size_t count,
+                                int reps, double *t_p)
+{
+    double best = INFINITY, tmax[2];
+    bool flat = false;
+    coll_status_t st;
+
+    *t_p = -1;
+    for (int i = 0; i < 3; i++) /* warm the slots and the caches */
+        if ((st = one_call(comm, in, out, count, COLL_SUM, &flat)) != COLL_SUCCESS || !flat)
+            return st;
+    for (int k = 0; k < CALIB_TRIALS; k++) {
+        uint64_t t0 = coll__now_ns();
+        for (int i = 0; i < reps; i++)
+            if ((st = one_call(comm, in, out, count, COLL_SUM, &flat)) != COLL_SUCCESS)
+                return st;
+        best = COLL_MIN(best, (double)(coll__now_ns() - t0) * 1e-9 / reps);
+    }
+    /* the slowest rank's best, through the same path (2 floats: a small call) */
+    in[0] = (float)best;
+    in[1] = 0;
+    if ((st = one_call(comm, in, (float *)tmax, 2, COLL_MAX, &flat)) != COLL_SUCCESS)
+        return st;
+    if (flat) {
+        float got;
+        memcpy(&got, tmax, sizeof(got));
+        best = got;
+    }
+    *t_p = best;
+    return COLL_SUCCESS;
+}
+
+/* Set *param so that the flat row predicts `measured` for an all-reduce of bytes (see the
+ * header). false when the prediction does not depend on it, or the row cannot price it. */
+static bool fit(struct coll_cost_params *p, double *param, size_t bytes, int32_t n,
+                const struct coll_cost_flat_sizes *sizes, double measured)
+{
+    double keep = *param, t0, t1;
+
+    *param = 0;
+    if (coll__cost_predict_flat(p, COLL_COLL_ALLREDUCE, bytes, n, sizes, &t0) != COLL_SUCCESS)
+        goto no;
+    *param = 1;
+    if (coll__cost_predict_flat(p, COLL_COLL_ALLREDUCE, bytes, n, sizes, &t1) != COLL_SUCCESS ||
+        !(t1 - t0 > 0))
+        goto no;
+    *param = COLL_MAX((measured - t0) / (t1 - t0), 0.0);
+    return true;
+no:
+    *param = keep;
+    return false;
+}
+
+coll_status_t coll__flat_calibrate(struct coll_comm *comm, struct coll_cost_params *p,
+                                   unsigned *fitted_p)
+{
+    struct coll_cost_flat_sizes sizes;
+    struct coll_cost_params m;
+    size_t big, cap;
+    float *in = NULL, *out = NULL;
+    coll_status_t st = COLL_SUCCESS;
+    double t;
+    int32_t n;
+
+    if (!comm || !p || !fitted_p)
+        return coll__error(comm, COLL_INVALID_ARGUMENT, "flat calibration: NULL %s",
+                           !comm ? "comm" : !p ? "params" : "fitted_p");
+    *fitted_p = 0;
+    n = comm->nranks;
+    if (n < 2)
+        return coll__error(comm, COLL_INVALID_ARGUMENT,
+                           "flat calibration needs a comm of 2 or more ranks, not %d", n);
+    coll__flat_sizes(comm, &sizes);
+    /* the model as the selector runs it: this host's cores shared among its ranks */
+    m = *p;
+    m.cores = comm->cost ? comm->cost->cores : 0;
+    big = sizes.piece_bytes > sizes.small_bytes ? 4 * sizes.piece_bytes : 0;
+    cap = COLL_MAX(COLL_MAX(big, sizes.small_bytes), (size_t)8) / sizeof(float) + 2;
+    in = malloc(cap * sizeof(float));
+    out = malloc(cap * sizeof(float));
+    if (!in || !out) {
+        st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the flat calibration");
+        goto out;
+    }
+    for (size_t i = 0; i < cap; i++)
+        in[i] = (float)(i % 7);
+
+    /* the 8 B call: alpha where each rank has a core; beyond the cores what the waits for
+     * descheduled ranks cost, on top of the alpha a core per rank would give */
+    if ((st = time_calls(comm, in, out, 2, 200, &t)) != COLL_SUCCESS)
+        goto out;
+    if (t >= 0) {
+        bool over = m.cores > 0 && n > m.cores;
+        if (fit(&m, over ? &m.flat.yield : &m.flat.alpha, 8, n, &sizes, t))
+            *fitted_p |= over ? COLL_FLAT_FIT_YIELD : COLL_FLAT_FIT_ALPHA;
+    }
+    if (sizes.small_bytes >= 64) {
+        size_t count = sizes.small_bytes / sizeof(float);
+        if ((st = time_calls(comm, in, out, count, 100, &t)) != COLL_SUCCESS)
+            goto out;
+        if (t >= 0 && fit(&m, &m.flat.beta, count * sizeof(float), n, &sizes, t))
+            *fitted_p |= COLL_FLAT_FIT_BETA;
+    }
+    if (big) {
+        size_t count = big / sizeof(float);
+        if ((st = time_calls(comm, in, out, count, 2, &t)) != COLL_SUCCESS)
+            goto out;
+        if (t >= 0 && fit(&m, &m.flat.sliced, count * sizeof(float), n, &sizes, t))
+            *fitted_p |= COLL_FLAT_FIT_SLICED;
+    }
+    p->flat = m.flat;
+out:
+    free(in);
+    free(out);
+    return st;
 }

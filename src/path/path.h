@@ -33,20 +33,55 @@ struct coll_path {
 COLL_INTERNAL extern const struct coll_path coll__path_flat;
 COLL_INTERNAL extern const struct coll_path coll__path_sched;
 
-/* What runs a call: the path, and for the sched path the algorithm and chunk the selector
- * picks (only when coll__choose is asked for them: the plan cache keeps the API's). */
+/* What runs a call: the path, and asked in full, the sched path's algorithm and chunk as the
+ * selector picks them (also where the flat path takes the call: what the general path would
+ * run) and both paths' prices by the cost model, so that they can be read side by side. */
 struct coll_choice {
     const struct coll_path *path;
-    const struct coll_algo *algo; /* sched: NULL unless asked */
-    size_t chunk_count;           /* sched: elements per chunk, when algo is set */
+    const struct coll_algo *algo; /* the sched path's pick; NULL unless asked */
+    size_t chunk_count;           /* its elements per chunk, when algo is set */
+    double sched_seconds;         /* the model's price of algo; < 0: none */
+    double flat_seconds;          /* the flat path's row for the call (coll__cost_predict_flat)
+                                   * on a one-host comm; < 0: not a call that row prices */
     char why[512];
 };
 
 /* The one chooser: the path for c, and with full also the sched path's algorithm and chunk
- * (as the plan cache would pick them) and the reasons. The API, collbench --explain and
- * collviz all ask it. */
+ * (as the plan cache would pick them), both paths' prices and the reasons. The API and
+ * collbench ask it; without full it prices nothing. Which path runs a call stays the paths'
+ * rules (flat first where it takes a call: path.h's "every rank answers alike"); the prices
+ * are for reading, measured against the rules in docs/performance.md. */
 COLL_INTERNAL coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c,
                                          bool full, struct coll_choice *out);
+
+/* coll__select with the model's price of what it picks (*seconds_p; -1 when the model
+ * cannot price it, or the comm has one rank). */
+COLL_INTERNAL coll_status_t coll__select_priced(struct coll_comm *comm,
+                                                struct coll_algo_args *a,
+                                                const struct coll_algo **algo_p,
+                                                double *seconds_p, char *why, size_t whylen);
+
+/* The flat path's sizes on comm (its COLL_SHM_FLAT_BYTES and, where the sliced protocol is
+ * on, COLL_SHM_SLICED_BYTES), for coll__cost_predict_flat. */
+struct coll_cost_flat_sizes;
+COLL_INTERNAL void coll__flat_sizes(struct coll_comm *comm, struct coll_cost_flat_sizes *s);
+
+/* flat.c: measure the flat path's row of the cost model (struct coll_flat_cost) on comm:
+ * collective, every rank of a comm of two or more ranks on one host calls it; it runs
+ * blocking all-reduces of 8 bytes, COLL_SHM_FLAT_BYTES and four pieces on the flat path
+ * (about 10-100 ms) and fits p->flat to them through coll__cost_predict_flat, every rank
+ * the same values (the slowest rank's times). *fitted_p: COLL_FLAT_FIT_* bits of what was
+ * measured; where the flat path does not take a call of that size on this comm (off,
+ * another host, COLL_ALGO), that parameter keeps its value. */
+enum {
+    COLL_FLAT_FIT_ALPHA = 1,  /* flat.alpha (one rank per core), or */
+    COLL_FLAT_FIT_YIELD = 2,  /* flat.yield (more ranks than cores: alpha kept) */
+    COLL_FLAT_FIT_BETA = 4,   /* flat.beta */
+    COLL_FLAT_FIT_SLICED = 8, /* flat.sliced */
+};
+struct coll_cost_params;
+COLL_INTERNAL coll_status_t coll__flat_calibrate(struct coll_comm *comm,
+                                                 struct coll_cost_params *p, unsigned *fitted_p);
 
 /* The sched path's view of a call (what the builders and the plan cache get). */
 COLL_INTERNAL void coll__call_args(const struct coll_call *c, struct coll_algo_args *a);

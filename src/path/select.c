@@ -15,6 +15,7 @@
 #include "../algo/cost.h"
 #include "../transport/transport.h"
 #include "flat.h"
+#include "path.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -273,10 +274,20 @@ struct coll_cost_links coll__select_links(struct coll_comm *comm)
     return links;
 }
 
+/* The links the selector prices a's ranks on: a comm's own ranks on its own links; other
+ * rank counts (collbench --explain --np N) every pair as this comm's first pair. */
+static struct coll_cost_links links_for(struct coll_comm *comm, const struct coll_algo_args *a)
+{
+    if (a->nranks == comm->nranks)
+        return coll__select_links(comm);
+    return coll__cost_links_all(comm->peers && comm->nranks > 1 ? pair_link(comm, 0, 1)
+                                                                : COLL_LINK_TCP);
+}
+
 /* Price the candidates; pick the cheapest. Falls back to the threshold rule on a model
  * failure (logged), so a gap in the model never stops a collective. */
 static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_args *a,
-                                       char *why, size_t whylen)
+                                       double *seconds_p, char *why, size_t whylen)
 {
     static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
     struct coll_cost_result res[48];
@@ -296,12 +307,7 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
 
     q.chunk_bytes = comm->cfg.chunk_forced ? &forced : chunks;
     q.nchunk_bytes = comm->cfg.chunk_forced ? 1 : COLL_ARRAY_SIZE(chunks);
-    /* a comm's own ranks on its own links; other rank counts (collbench --explain --np N)
-     * every pair as this comm's first pair */
-    struct coll_cost_links links =
-        a->nranks == comm->nranks ? coll__select_links(comm)
-        : coll__cost_links_all(comm->peers && comm->nranks > 1 ? pair_link(comm, 0, 1)
-                                                                 : COLL_LINK_TCP);
+    struct coll_cost_links links = links_for(comm, a);
     st = coll__cost_rank_algos(comm->cost, &links, &q, res, COLL_ARRAY_SIZE(res), &nres);
     if (st != COLL_SUCCESS || nres == 0) {
         COLL_WARN(COLL_SUB_ALGO, "cost model could not price %s on %d ranks (%s): using the "
@@ -312,6 +318,7 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
         return algo;
     }
     a->chunk_count = res[0].chunk_count;
+    *seconds_p = res[0].seconds;
     o = (size_t)snprintf(why, whylen, "cost model: est %.1f us", res[0].seconds * 1e6);
     for (size_t i = 1; i < nres && i < 6 && o < whylen; i++)
         o += (size_t)snprintf(why + o, whylen - o, "%s %s %.1f us", i == 1 ? ";" : ",",
@@ -319,19 +326,43 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
     return res[0].algo;
 }
 
+/* The model's price of algo as chosen (forced, or by the threshold rule); -1 when it has
+ * none. */
+static double price_of(struct coll_comm *comm, const struct coll_algo *algo,
+                       const struct coll_algo_args *a)
+{
+    struct coll_cost_links links;
+    double t;
+
+    if (!comm->cost || a->nranks < 2)
+        return -1;
+    links = links_for(comm, a);
+    return coll__cost_predict(comm->cost, &links, algo, a, &t, NULL) == COLL_SUCCESS ? t : -1;
+}
+
 coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *a,
                            const struct coll_algo **algo_p, char *why, size_t whylen)
+{
+    return coll__select_priced(comm, a, algo_p, NULL, why, whylen);
+}
+
+coll_status_t coll__select_priced(struct coll_comm *comm, struct coll_algo_args *a,
+                                  const struct coll_algo **algo_p, double *seconds_p, char *why,
+                                  size_t whylen)
 {
     const struct coll_algo *algo = NULL;
     const char *tw = "";
     char name[64];
     bool explicit_ = false;
+    double seconds = -1;
 
     if (comm->cfg.algo[0] && forced_for(comm->cfg.algo, a->coll, name, sizeof(name), &explicit_)) {
         algo = coll__algo_find(name);
         if (usable(algo, a)) {
             snprintf(why, whylen, "forced by COLL_ALGO");
             *algo_p = algo;
+            if (seconds_p)
+                *seconds_p = price_of(comm, algo, a);
             return COLL_SUCCESS;
         }
         if (explicit_ && !strcmp(name, "flat"))
@@ -350,7 +381,7 @@ coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *a,
         algo = NULL; /* e.g. ring for gather: the model decides */
     }
     if (comm->cost && !strcmp(comm->cfg.select, "cost") && a->nranks > 1) {
-        algo = by_cost(comm, a, why, whylen);
+        algo = by_cost(comm, a, &seconds, why, whylen);
     } else {
         algo = by_threshold(comm, a, &tw);
         snprintf(why, whylen, "%s", tw);
@@ -359,5 +390,7 @@ coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *a,
         return coll__error(comm, COLL_INTERNAL_ERROR, "no algorithm can run %s on %d ranks",
                            coll__coll_name(a->coll), a->nranks);
     *algo_p = algo;
+    if (seconds_p)
+        *seconds_p = seconds >= 0 ? seconds : price_of(comm, algo, a);
     return COLL_SUCCESS;
 }
