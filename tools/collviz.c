@@ -41,6 +41,7 @@
 #define COLLVIZ_HAVE_COST 0
 #endif
 
+#include "base/json.h"
 #include "collviz_html.h"
 #include "collviz_json.h"
 
@@ -78,6 +79,7 @@ struct opts {
     const char *traces[MAX_TRACE_ARGS]; /* --trace FILE... (trace = traces[0]) */
     int ntraces;
     long op_seq; /* --op: which op of a COLL_TRACE trace */
+    int link;    /* --link: the link class every pair is priced on (enum coll_link) */
     bool op_given;
 };
 
@@ -102,9 +104,13 @@ static void usage(FILE *f)
                "  --width COLS     terminal width (default 100)\n"
                "  --rounds N       print at most N rounds (default 64; 0: all)\n"
                "  --html FILE      also write an animated, self-contained page\n"
-               "  --compare A,B    predicted time of algorithms A and B over --bytes LO:HI\n"
+               "  --compare A,B    predicted time of algorithms A and B over --bytes LO:HI;\n"
+               "                   'flat': the shared-memory fast path, 'best': what the\n"
+               "                   selector picks at each size\n"
                "  --plot FILE.png  with --compare: plot through gnuplot\n"
                "  --cost FILE      cost model calibration file (collbench --calibrate)\n"
+               "  --link NAME      price every pair on this link: tcp (default), shm, ib, cuda\n"
+               "                   (the flat path's estimate is for one host over shm)\n"
                "  --no-cost        leave out prices   --no-data  leave out the data table\n"
                "  --save-trace F   write the schedules as a coll trace\n"
                "  --trace F        draw the schedules of a coll trace instead of building\n"
@@ -863,6 +869,7 @@ struct render {
     double *round_cost;    /* per round, lockstep estimate; NULL without the cost model */
     double predicted;      /* coll__cost_predict; < 0 unknown */
     char params[200];      /* the parameters the prices use, as text; "" without */
+    char choice[400];      /* the selector's pick and the flat path's price; "" without */
     bool wrong;            /* the data check failed */
     const struct measured *m; /* a COLL_TRACE run's times, or NULL */
 };
@@ -1083,27 +1090,12 @@ static void print_rounds(struct render *rd, FILE *f)
         fprintf(f, "\n");
         if (rd->params[0])
             fprintf(f, "      %s\n", rd->params);
+        if (rd->choice[0])
+            fprintf(f, "%s", rd->choice);
     }
 }
 
 /* ---- 6 HTML ----------------------------------------------------------------------------- */
-
-/* A JSON string: quotes, backslashes and controls escaped, '<' and '>' as \u003c/\u003e so
- * that nothing can close the page's <script>. */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == '<' || c == '>' || c == '&')
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static void json_table(const struct render *rd, FILE *f)
 {
@@ -1119,7 +1111,7 @@ static void json_table(const struct render *rd, FILE *f)
             else
                 cell_text(&rd->d->buf[r][COLL_BUF_RECV], lo, hi - lo, 14, cell, sizeof(cell));
             fprintf(f, "%s", b ? "," : "");
-            json_str(f, cell);
+            coll__json_str(f, cell);
         }
         fprintf(f, "]");
     }
@@ -1156,7 +1148,7 @@ static void json_timeline(const struct render *rd, FILE *f)
         for (uint32_t k = 0; k < v->nrounds; k++)
             sum += rd->round_cost[k];
         fprintf(f, "{\"total\":%.3f,\"note\":", sum * 1e6);
-        json_str(f, "the cost model's rounds in lockstep");
+        coll__json_str(f, "the cost model's rounds in lockstep");
         fprintf(f, ",\"items\":[");
         sum = 0;
         for (uint32_t k = 0; k < v->nrounds; k++) {
@@ -1189,7 +1181,7 @@ static void json_timeline(const struct render *rd, FILE *f)
         char note[96];
         snprintf(note, sizeof(note), "op #%" PRIu64 " of the trace, %s", m->seq, m->status);
         fprintf(f, "{\"total\":%.3f,\"note\":", m->total);
-        json_str(f, note);
+        coll__json_str(f, note);
         nitems = 0;
         for (uint32_t g = 0; g < v->total; g++)
             item_of[g] = !isnan(m->t0[g]) && nitems < max_items ? nitems++ : UINT32_MAX;
@@ -1236,16 +1228,16 @@ static int write_html(struct render *rd, const char *path)
     }
     fwrite(collviz_html_template, 1, (size_t)(at - collviz_html_template), f);
     fprintf(f, "{\"coll\":");
-    json_str(f, coll__coll_name(v->args.coll));
+    coll__json_str(f, coll__coll_name(v->args.coll));
     fprintf(f, ",\"algo\":");
-    json_str(f, v->algo_name);
+    coll__json_str(f, v->algo_name);
     fprintf(f, ",\"desc\":");
-    json_str(f, v->algo_desc);
+    coll__json_str(f, v->algo_desc);
     human_bytes((double)v->args.count * (double)v->args.elem_size, buf, sizeof(buf));
     fprintf(f, ",\"n\":%d,\"count\":%zu,\"dtype\":", v->n, v->args.count);
-    json_str(f, coll__dtype_name(v->args.dtype));
+    coll__json_str(f, coll__dtype_name(v->args.dtype));
     fprintf(f, ",\"size\":");
-    json_str(f, buf);
+    coll__json_str(f, buf);
     fprintf(f, ",\"root\":%d,\"blocks\":[", v->args.root);
     for (size_t b = 0; rd->d && b < rd->shown; b++)
         fprintf(f, "%s[%zu,%zu]", b ? "," : "", rd->bl.cut[b], rd->bl.cut[b + 1]);
@@ -1277,7 +1269,7 @@ static int write_html(struct render *rd, const char *path)
                           carried, sizeof(carried));
             snprintf(buf, sizeof(buf), "%s -> %s%s%s", s1, s2, rd->d ? "  carries " : "", carried);
             fprintf(f, "%s[%d,%d,", nmsg > 1 ? "," : "", rank_of(v, g), p->peer);
-            json_str(f, buf);
+            coll__json_str(f, buf);
             fprintf(f, "]");
         }
         human_bytes(rs.bytes, s1, sizeof(s1));
@@ -1291,7 +1283,7 @@ static int write_html(struct render *rd, const char *path)
                      s2);
         }
         fprintf(f, "],\"more\":%u,\"info\":", nmsg > max_msgs ? nmsg - max_msgs : 0);
-        json_str(f, buf);
+        coll__json_str(f, buf);
         if (!apply_round(rd, k)) {
             fclose(f);
             fprintf(stderr, "collviz: out of memory\n");
@@ -1307,9 +1299,9 @@ static int write_html(struct render *rd, const char *path)
     fprintf(f, "],\"result\":");
     if (rd->d) {
         data_check(rd->d, v, buf, sizeof(buf));
-        json_str(f, buf);
+        coll__json_str(f, buf);
     } else {
-        json_str(f, "");
+        coll__json_str(f, "");
     }
     fprintf(f, ",\"timeline\":");
     json_timeline(rd, f);
@@ -1327,12 +1319,13 @@ static int write_html(struct render *rd, const char *path)
 
 #if COLLVIZ_HAVE_COST
 /* Lockstep price of each round: the busiest rank's port (alpha + bytes beta per message it
- * sends or receives in the round) plus its reductions and copies. Link: TCP for every pair,
- * as the cost model's default. */
+ * sends or receives in the round) plus its reductions and copies. Link: --link for every
+ * pair (TCP, the cost model's default). This is the teaching view of the rounds; the time
+ * of the whole schedule is the cost model's own (coll__cost_predict). */
 static bool price_rounds(struct render *rd, const struct coll_cost_params *cp)
 {
     struct viz *v = rd->v;
-    const struct coll_link_cost *lc = &cp->link[COLL_LINK_TCP];
+    const struct coll_link_cost *lc = &cp->link[rd->o->link];
     double *port = calloc((size_t)v->n * 3, sizeof(*port));
     const double es = (double)v->args.elem_size;
 
@@ -1375,13 +1368,13 @@ static bool price_rounds(struct render *rd, const struct coll_cost_params *cp)
     return true;
 }
 
-/* The parameters behind the prices, so that a reader can redo the arithmetic: the TCP link's
+/* The parameters behind the prices, so that a reader can redo the arithmetic: the link's
  * alpha and beta (every message is priced on it), the reduction's gamma for the dtype, and
  * the executor's time per step. */
-static void params_text(const struct coll_cost_params *cp, coll_dtype_t dt, bool calibrated,
-                        char *buf, size_t n)
+static void params_text(const struct coll_cost_params *cp, enum coll_link link, coll_dtype_t dt,
+                        bool calibrated, char *buf, size_t n)
 {
-    const struct coll_link_cost *lc = &cp->link[COLL_LINK_TCP];
+    const struct coll_link_cost *lc = &cp->link[link];
     double g = cp->gamma[dt];
 
     snprintf(buf, n,
@@ -1402,34 +1395,83 @@ static int load_params(const struct opts *o, struct coll_cost_params *cp)
     return 0;
 }
 
-/* Predicted time of algo for bytes: at the given chunk, or the best of the default chunks
- * (what the selector would pick). < 0 when algo cannot run it. */
-static double predict(const struct coll_cost_params *cp, const struct coll_algo *algo,
-                      const struct opts *o, size_t bytes)
+/* The query the selector prices for a call of bytes (src/path/select.c): its chunk sizes
+ * (COLL_COST_SELECT_CHUNKS), or --chunk alone as COLL_CHUNK_BYTES makes it. */
+static struct coll_cost_query query_of(const struct opts *o, size_t bytes, size_t *chunk_p)
 {
-    static const size_t chunks[] = COLL_COST_DEFAULT_CHUNKS;
+    static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
     const size_t es = coll__dtype_size(o->dtype);
-    struct coll_algo_args a = {.coll = o->coll, .nranks = o->n, .rank = 0, .root = o->root,
-                               .count = bytes / es, .dtype = o->dtype, .elem_size = es};
-    double best = -1;
+    struct coll_cost_query q = {.coll = o->coll, .nranks = o->n, .root = o->root,
+                                .count = o->coll == COLL_COLL_BARRIER ? 0 : bytes / es,
+                                .dtype = o->dtype, .chunk_bytes = chunks,
+                                .nchunk_bytes = sizeof(chunks) / sizeof(chunks[0])};
 
-    for (size_t i = 0; i < (o->chunk_given ? 1 : sizeof(chunks) / sizeof(chunks[0])); i++) {
-        size_t cb = o->chunk_given ? o->chunk_bytes : chunks[i];
-        double t;
-        a.chunk_count = cb / es ? cb / es : 1;
-        if (!usable(algo, &a))
-            return -1;
-        if (coll__cost_predict(cp, NULL, algo, &a, &t, NULL) != COLL_SUCCESS)
-            return -1;
-        if (best < 0 || t < best)
-            best = t;
+    if (o->chunk_given) {
+        *chunk_p = o->chunk_bytes;
+        q.chunk_bytes = chunk_p;
+        q.nchunk_bytes = 1;
     }
-    return best;
+    return q;
+}
+
+/* Predicted time of a call of bytes by `name`: an algorithm at its best chunk as the
+ * selector prices it, "flat" the flat path's row (one host over shared memory, the
+ * default COLL_SHM_FLAT_BYTES and COLL_SHM_SLICED_BYTES), "best" the selector's pick;
+ * *pick_p (may be NULL) names what was priced. < 0 when it cannot run the call. */
+static double predict(const struct coll_cost_params *cp, const char *name, const struct opts *o,
+                      size_t bytes, const char **pick_p)
+{
+    struct coll_cost_links links = coll__cost_links_all((enum coll_link)o->link);
+    size_t chunk;
+    struct coll_cost_query q = query_of(o, bytes, &chunk);
+    struct coll_cost_result res[48];
+    size_t nres = 0;
+    double t;
+
+    if (pick_p)
+        *pick_p = name;
+    if (!strcmp(name, "flat"))
+        return coll__cost_predict_flat(cp, o->coll, bytes, o->n, NULL, &t) == COLL_SUCCESS ? t
+                                                                                          : -1;
+    if (!strcmp(name, "best")) {
+        if (o->n < 2 || coll__cost_rank_algos(cp, &links, &q, res, 48, &nres) != COLL_SUCCESS ||
+            nres == 0)
+            return -1;
+        if (pick_p)
+            *pick_p = res[0].algo->name;
+        return res[0].seconds;
+    }
+    if (coll__cost_rank_algo(cp, &links, coll__algo_find(name), &q, res) != COLL_SUCCESS)
+        return -1;
+    return res[0].seconds;
+}
+
+/* Below a drawing: what the selector would pick for this call and at what price, and the
+ * flat path's price where its row covers the call. */
+static void choice_text(const struct coll_cost_params *cp, const struct opts *o, size_t bytes,
+                        char *buf, size_t n)
+{
+    const char *pick = NULL;
+    double best = predict(cp, "best", o, bytes, &pick), flat = predict(cp, "flat", o, bytes, NULL);
+    char t1[32], t2[32];
+    size_t len = 0;
+
+    buf[0] = '\0';
+    if (best >= 0) {
+        human_time(best, t1, sizeof(t1));
+        len += (size_t)snprintf(buf + len, n - len,
+                                "      the selector's pick for this call: %s, %s\n", pick, t1);
+    }
+    if (flat >= 0 && len < n) {
+        human_time(flat, t2, sizeof(t2));
+        snprintf(buf + len, n - len,
+                 "      the flat path (one host over shared memory; --link shm to compare): %s\n",
+                 t2);
+    }
 }
 
 static int run_compare(const struct opts *o)
 {
-    const struct coll_algo *alg[2];
     char names[2][64], tmp[200];
     struct coll_cost_params cp;
     size_t lo = o->bytes, hi = o->bytes_hi ? o->bytes_hi : o->bytes;
@@ -1447,8 +1489,10 @@ static int run_compare(const struct opts *o)
     names[0][comma - o->compare] = 0;
     snprintf(names[1], sizeof(names[1]), "%s", comma + 1);
     for (int i = 0; i < 2; i++) {
-        alg[i] = coll__algo_find(names[i]);
-        if (!alg[i] || !(alg[i]->colls & (1u << o->coll))) {
+        if (!strcmp(names[i], "flat") || !strcmp(names[i], "best"))
+            continue;
+        const struct coll_algo *alg = coll__algo_find(names[i]);
+        if (!alg || !(alg->colls & (1u << o->coll))) {
             fprintf(stderr, "collviz: unknown algorithm '%s' for %s\n", names[i],
                     coll__coll_name(o->coll));
             list_algos(stderr, o->coll);
@@ -1470,15 +1514,16 @@ static int run_compare(const struct opts *o)
             return 1;
         }
     }
-    printf("%s on %d ranks, %s, predicted by the cost model (TCP link%s)\n",
+    printf("%s on %d ranks, %s, predicted by the cost model (%s link%s)\n",
            coll__coll_name(o->coll), o->n, coll__dtype_name(o->dtype),
+           o->link == COLL_LINK_TCP ? "TCP" : coll__link_name((enum coll_link)o->link),
            o->cost_file ? ", calibrated" : ", default parameters");
-    params_text(&cp, o->dtype, o->cost_file != NULL, tmp, sizeof(tmp));
+    params_text(&cp, (enum coll_link)o->link, o->dtype, o->cost_file != NULL, tmp, sizeof(tmp));
     printf("  %s\n", tmp);
     printf("%12s %14s %14s  faster\n", "bytes", names[0], names[1]);
     for (size_t b = lo;; b = b > hi / 2 ? hi : b * 2) {
         size_t bb = b / es * es;
-        double t0 = predict(&cp, alg[0], o, bb), t1 = predict(&cp, alg[1], o, bb);
+        double t0 = predict(&cp, names[0], o, bb, NULL), t1 = predict(&cp, names[1], o, bb, NULL);
         char c0[32] = "-", c1[32] = "-";
         int sign = t0 < 0 || t1 < 0 ? 0 : t0 < t1 ? -1 : t0 > t1 ? 1 : 0;
 
@@ -1496,7 +1541,8 @@ static int run_compare(const struct opts *o)
             size_t l = prev_b / es, h = bb / es;
             while (h - l > 1 && h - l > l / 100) {
                 size_t m = l + (h - l) / 2;
-                double m0 = predict(&cp, alg[0], o, m * es), m1 = predict(&cp, alg[1], o, m * es);
+                double m0 = predict(&cp, names[0], o, m * es, NULL);
+                double m1 = predict(&cp, names[1], o, m * es, NULL);
                 int s = m0 < m1 ? -1 : m0 > m1 ? 1 : 0;
                 if (s == sign_prev || s == 0)
                     l = m;
@@ -2350,6 +2396,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->plot = val;
         } else if (!strcmp(arg, "--cost")) {
             o->cost_file = val;
+        } else if (!strcmp(arg, "--link")) {
+            static const char *const links[] = {"tcp", "shm", "ib", "cuda"};
+            o->link = -1;
+            for (int l = 0; val && l < 4; l++)
+                if (!strcmp(val, links[l]))
+                    o->link = l;
+            if (o->link < 0)
+                return usage_error("--link '%s': one of tcp, shm, ib, cuda", val ? val : "");
         } else if (!strcmp(arg, "--trace")) {
             if (o->ntraces == MAX_TRACE_ARGS)
                 return usage_error("more than %d trace files", MAX_TRACE_ARGS);
@@ -2540,11 +2594,15 @@ int main(int argc, char **argv)
         if ((rc = load_params(&o, &cp)))
             goto out;
         rc = 1;
+        struct coll_cost_links links = coll__cost_links_all((enum coll_link)o.link);
         if (!price_rounds(&rd, &cp))
             goto out_nomem;
-        if (coll__cost_predict(&cp, NULL, o.algo, &v.args, &rd.predicted, NULL) != COLL_SUCCESS)
+        if (coll__cost_predict(&cp, &links, o.algo, &v.args, &rd.predicted, NULL) != COLL_SUCCESS)
             rd.predicted = -1;
-        params_text(&cp, o.dtype, o.cost_file != NULL, rd.params, sizeof(rd.params));
+        if (!o.trace)
+            choice_text(&cp, &o, v.args.count * v.args.elem_size, rd.choice, sizeof(rd.choice));
+        params_text(&cp, (enum coll_link)o.link, o.dtype, o.cost_file != NULL, rd.params,
+                    sizeof(rd.params));
     }
 #else
     if (!o.no_cost)

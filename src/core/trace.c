@@ -30,6 +30,8 @@
  */
 #include "trace.h"
 
+#include "../base/json.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -146,21 +148,6 @@ static bool expand_path(const char *pat, const struct coll_comm *comm, char *out
 
 /* ---- writing (the writer thread, then fini) ------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void begin_event(struct coll_tracer *t)
 {
     fputs(t->nwritten++ ? ",\n" : "\n", t->f);
@@ -202,8 +189,9 @@ static void write_step(struct coll_tracer *t, const struct trace_ev *e)
     FILE *f = t->f;
 
     begin_event(t);
-    fprintf(f, "{\"name\":\"%s\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":",
-            kind_name(e->kind), t->rank, tid);
+    fputs("{\"name\":", f);
+    coll__json_str(f, kind_name(e->kind));
+    fprintf(f, ",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":", t->rank, tid);
     put_us(f, e->t0);
     fputs(",\"dur\":", f);
     put_us(f, e->t1 - e->t0);
@@ -238,23 +226,24 @@ static void write_op(struct coll_tracer *t, const struct trace_ev *e)
         snprintf(name, sizeof(name), "group of %u", e->step);
     begin_event(t);
     fputs("{\"name\":", f);
-    json_str(f, name);
+    coll__json_str(f, name);
     fprintf(f, ",\"cat\":\"coll\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":", t->rank);
     put_us(f, e->t0);
     fputs(",\"dur\":", f);
     put_us(f, e->t1 - e->t0);
     fprintf(f, ",\"args\":{\"seq\":%" PRIu64 ",\"status\":", e->seq);
-    json_str(f, coll_status_string((coll_status_t)e->msg));
+    coll__json_str(f, coll_status_string((coll_status_t)e->msg));
     fputs(",\"parts\":[", f);
     for (uint32_t k = 0; k < t->nparts; k++) {
         const struct trace_ev *p = &t->parts[k];
-        fprintf(f, "%s{\"coll\":\"%s\",\"algo\":", k ? "," : "",
-                coll__coll_name((enum coll_coll)p->kind));
-        json_str(f, p->algo ? p->algo : "p2p");
-        fprintf(f, ",\"count\":%" PRIu64 ",\"dtype\":\"%s\",\"root\":%d,\"chunk\":%" PRIu64
-                   ",\"nranks\":%d,\"nsteps\":%u}",
-                p->n, coll__dtype_name((coll_dtype_t)p->step), p->peer, p->chunk, t->nranks,
-                p->msg);
+        fprintf(f, "%s{\"coll\":", k ? "," : "");
+        coll__json_str(f, coll__coll_name((enum coll_coll)p->kind));
+        fputs(",\"algo\":", f);
+        coll__json_str(f, p->algo ? p->algo : "p2p");
+        fprintf(f, ",\"count\":%" PRIu64 ",\"dtype\":", p->n);
+        coll__json_str(f, coll__dtype_name((coll_dtype_t)p->step));
+        fprintf(f, ",\"root\":%d,\"chunk\":%" PRIu64 ",\"nranks\":%d,\"nsteps\":%u}",
+                p->peer, p->chunk, t->nranks, p->msg);
     }
     fprintf(f, "]%s}}", e->step > t->nparts ? ",\"parts_dropped\":true" : "");
     t->nparts = 0;
@@ -577,7 +566,7 @@ coll_status_t coll__trace_init(struct coll_comm *comm)
     fprintf(t->f, "{\"name\":\"coll_trace\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{"
                   "\"version\":1,\"rank\":%d,\"nranks\":%d,\"comm\":\"%016" PRIx64 "\","
                   "\"host\":", t->rank, t->rank, t->nranks, comm->comm_id);
-    json_str(t->f, comm->self.hostname);
+    coll__json_str(t->f, comm->self.hostname);
     fprintf(t->f, ",\"os_pid\":%d,\"clock\":\"CLOCK_MONOTONIC\",\"realtime_offset_us\":%" PRId64
                   "}}", (int)getpid(), offset_us);
     if (fflush(t->f) != 0) {
