@@ -58,7 +58,7 @@ static coll_status_t rank_try_init(struct rank *r, int rank, int nranks, int64_t
     rank_base(r, rank, nranks);
     ASSERT_EQ(coll__config_load(c, c->rank, &c->cfg), COLL_SUCCESS);
     c->cfg.timeout_ms = timeout_ms;
-    return tp->init(c, &c->tp_ctx[TP_SLOT]);
+    return tp->init(&c->net, &c->tp_ctx[TP_SLOT]);
 }
 
 static void rank_init(struct rank *r, int rank, int nranks)
@@ -377,7 +377,7 @@ TEST(discovery_takes_the_allowed_active_port)
     teardown(rs, 2);
     setenv("COLL_IB_HCA", "^mlx5_1", 1);
     ASSERT_EQ(rank_try_init(&rs[0], 0, 2, 1000), COLL_SUCCESS); /* not forced: declines */
-    ASSERT(!tp->probe(&rs[0].comm, 1));
+    ASSERT(!tp->probe(rs[0].comm.tp_ctx[TP_SLOT], 1));
     rank_fini(&rs[0]);
     ASSERT_EQ(live_objects(), 0);
 }
@@ -388,7 +388,7 @@ TEST(no_active_port_declines_and_forcing_it_fails)
 
     setenv("FAKEVERBS_DOWN", "fake_0:1", 1);
     ASSERT_EQ(rank_try_init(&r, 0, 2, 1000), COLL_SUCCESS);
-    ASSERT(!tp->probe(&r.comm, 1));
+    ASSERT(!tp->probe(r.comm.tp_ctx[TP_SLOT], 1));
     rank_fini(&r);
     setenv("COLL_TRANSPORT", "ib", 1);
     ASSERT_EQ(rank_try_init(&r, 0, 2, 1000), COLL_SYSTEM_ERROR);

@@ -62,7 +62,7 @@ static void rank_init(struct rank *r, int rank, int nranks, int64_t timeout_ms, 
     c->cfg.sockbuf_bytes = sockbuf;
     c->cfg.nsocks = test_nsocks;
     snprintf(c->cfg.socket_ifname, sizeof(c->cfg.socket_ifname), "%s", ifname ? ifname : "");
-    ASSERT_EQ(tp->init(c, &c->tp_ctx[TP_SLOT]), COLL_SUCCESS);
+    ASSERT_EQ(tp->init(&c->net, &c->tp_ctx[TP_SLOT]), COLL_SUCCESS);
     ASSERT(c->self.addr_len > 0);
 }
 
@@ -247,7 +247,8 @@ TEST(interface_choice_follows_config)
     c.nranks = 2;
     c.epfd = epoll_create1(0);
     snprintf(c.cfg.socket_ifname, sizeof(c.cfg.socket_ifname), "=nosuchif0");
-    ASSERT_EQ(tp->init(&c, &ctx), COLL_INVALID_ARGUMENT);
+    coll__comm_net_init(&c);
+    ASSERT_EQ(tp->init(&c.net, &ctx), COLL_INVALID_ARGUMENT);
     ASSERT(ctx == NULL);
     ASSERT_STR_CONTAINS(c.errmsg, "COLL_SOCKET_IFNAME");
     close(c.epfd);
@@ -974,7 +975,7 @@ TEST(a_failing_rank_tells_its_peers_why)
 
     setup(rs, 3, 10000, 0);
     pthread_mutex_lock(&rs[1].comm.lock);
-    coll__transport_fail(&rs[1].comm, COLL_TIMEOUT, "the cause, told to its peers");
+    coll__transport_fail(&rs[1].comm.net, COLL_TIMEOUT, "the cause, told to its peers");
     pthread_mutex_unlock(&rs[1].comm.lock);
     t0 = now_ms();
     while ((atomic_load(&rs[0].comm.failed) == COLL_SUCCESS ||
@@ -1223,8 +1224,9 @@ TEST(overlong_congestion_control_name_is_invalid)
     c.epfd = epoll_create1(EPOLL_CLOEXEC);
     ASSERT(c.epfd >= 0);
     coll__host_identity(&c.self);
+    coll__comm_net_init(&c);
     setenv("COLL_TCP_CONGESTION", "a-name-longer-than-fifteen", 1);
-    ASSERT_EQ(tp->init(&c, &ctx), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(tp->init(&c.net, &ctx), COLL_INVALID_ARGUMENT);
     unsetenv("COLL_TCP_CONGESTION");
     ASSERT(ctx == NULL);
     ASSERT_STR_CONTAINS(c.errmsg, "COLL_TCP_CONGESTION");

@@ -61,6 +61,7 @@ static void rank_base(struct rank *r, int rank, int nranks)
     coll__host_identity(&c->self);
     c->chans = calloc((size_t)nranks, sizeof(*c->chans));
     ASSERT(c->chans);
+    coll__comm_net_init(c); /* the config is read through it: set it after this, too */
 }
 
 /* What the bootstrap would do: everyone learns everyone's record, comm id and secret. */
@@ -71,6 +72,8 @@ static void rank_set_table(struct rank *r, const struct coll_peer_info *table, i
     memcpy(r->comm.peers, table, (size_t)n * sizeof(*table));
     r->comm.comm_id = test_comm_id;
     memcpy(r->comm.secret, test_secret, COLL_SECRET_BYTES);
+    r->comm.net.peers = r->comm.peers;
+    r->comm.net.comm_id = test_comm_id;
 }
 
 static void publish(struct rank *rs, int n)

@@ -297,7 +297,7 @@ static coll_status_t init_transports(struct coll_comm *comm)
 
         if (forced[0] && strcmp(forced, tp->name))
             continue;
-        st = tp->init(comm, &comm->tp_ctx[i]);
+        st = tp->init(&comm->net, &comm->tp_ctx[i]);
         if (st != COLL_SUCCESS) {
             comm->tp_ctx[i] = NULL;
             if (forced[0])
@@ -376,7 +376,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         if (p == comm->rank)
             continue;
         for (int i = 0; coll__transports[i] && !comm->peer_tp[p]; i++)
-            if ((both & (1u << i)) && coll__transports[i]->probe(comm, p))
+            if ((both & (1u << i)) && coll__transports[i]->probe(comm->tp_ctx[i], p))
                 comm->peer_tp[p] = coll__transports[i];
         if (comm->peer_tp[p] && !comm->peer_tp[p]->progress)
             comm->poll_fds_always = true;
@@ -490,6 +490,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
                                             comm->self.host_hash);
     }
     comm->comm_id = info.comm_id; /* transports name their resources after it */
+    coll__comm_net_init(comm);
     COLL_CHECK_GOTO(init_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);

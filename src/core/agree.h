@@ -40,7 +40,18 @@ COLL_INTERNAL void coll__agree_explain(const struct coll_comm *comm, int peer, u
                                        const struct coll_sig *theirs, uint64_t cseq,
                                        const struct coll_sig *mine, char *buf, size_t n);
 
-/* coll__agree_xfer, the general path's check of a message against its receive, is
- * declared in src/transport/transport.h, where transports find it. */
+/* The general path's check of a message header against the receive posted for it, which
+ * every transport runs through its net's ops (agree_xfer, src/transport/transport.h, says
+ * what it checks). COLL_SUCCESS when they match, else COLL_REMOTE_ERROR with the message in
+ * buf. */
+COLL_INTERNAL coll_status_t coll__agree_xfer(const struct coll_comm *comm, int peer,
+                                             const struct coll_xfer *x, uint64_t seq,
+                                             uint32_t tag, uint64_t len,
+                                             const struct coll_sig *theirs, char *buf,
+                                             size_t n);
+/* A peer's probe: false when this rank's own call of that number agrees, or is not made
+ * yet; true, with both sides named in why, when it differs (ops->agree_probe). */
+COLL_INTERNAL bool coll__agree_probe(const struct coll_comm *comm, int peer, uint64_t pcseq,
+                                     const struct coll_sig *theirs, char *why, size_t n);
 
 #endif /* COLL_AGREE_H */

@@ -1203,6 +1203,7 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
 
     free(comm->peers);
     comm->peers = peers;
+    comm->net.peers = peers; /* the transports' probes and handshakes read them now */
     comm->comm_id = id->comm_id;
     memcpy(comm->secret, id->secret, COLL_SECRET_BYTES);
     COLL_INFO(COLL_SUB_BOOTSTRAP, "rank %d: joined comm %016llx of %d ranks through %s", comm->rank,

@@ -9,6 +9,7 @@
 #define COLL_INTERNAL_H
 
 #include "../base/base.h"
+#include "../transport/transport.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,17 +19,7 @@
 
 /* ---- 4 the communicator ---------------------------------------------------------------- */
 
-struct coll_transport;
-struct coll_chan;
 struct coll_op;
-
-/* Something registered in comm->epfd. The engine calls cb with the epoll events; the
- * callback runs with comm->lock held and may post, complete or fail transfers. */
-struct coll_pollent {
-    void (*cb)(struct coll_pollent *pe, uint32_t events);
-    void *arg;
-};
-
 
 /* A comm's log of its last COLL_AGREE_LOG collectives (src/core/agree.c), one entry each. */
 #define COLL_AGREE_LOG 16
@@ -44,6 +35,8 @@ struct coll_comm {
     struct coll_config cfg;
     struct coll_peer_info self;
     struct coll_peer_info *peers;     /* [nranks], from the bootstrap */
+    /* what the transports see of this comm (src/core/net.c) */
+    struct coll_net net;
 
     /* transports: every one this rank brought up (slot i is coll__transports[i], NULL
      * when absent or declined), and per peer the one both ends agreed on (src/api/comm.c) */
@@ -57,7 +50,7 @@ struct coll_comm {
     pthread_mutex_t lock;
     pthread_cond_t cond;              /* waiters: op completion, driver hand-over */
     pthread_cond_t pcond;             /* the progress thread: work for it, or stop */
-    int epfd;                         /* transports register their fds here */
+    int epfd;                         /* transports register their fds here (struct coll_pollent) */
     int wakefd;                       /* eventfd in epfd: wakes a sleeping driver */
     struct coll_pollent wake_pe;
     struct coll_op *ops_head, *ops_tail; /* issued, not yet completed, in order */
@@ -138,5 +131,9 @@ COLL_INTERNAL coll_status_t coll__comm_check(const struct coll_comm *comm, const
 COLL_INTERNAL int coll__host_cpus(const struct coll_comm *comm);
 /* Wake a thread sleeping in the engine's epoll_wait (any thread, no lock needed). */
 COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);
+/* Fill comm->net from the comm (ids, secret, settings, self, peers, epoll set, failure
+ * state) and the core's ops, once, before the transports' init; the bootstrap sets
+ * net.peers with comm->peers (src/core/net.c). */
+COLL_INTERNAL void coll__comm_net_init(struct coll_comm *comm);
 
 #endif /* COLL_INTERNAL_H */

@@ -118,7 +118,7 @@ struct coll_cuda_rc_args {
 /* The host part below is C only: nvcc compiles division 1 and stops here. */
 #ifndef __CUDACC__
 
-#include "../core/internal.h"
+#include "../base/base.h"
 
 /* ---- 2 run-time detection ------------------------------------------------------------ */
 

@@ -47,6 +47,8 @@
 #include "ipc.h"
 #include "stream.h"
 
+#include "../core/internal.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

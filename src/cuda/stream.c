@@ -61,6 +61,7 @@
 #include "ipc.h"
 
 #include "../api/qallreduce.h"
+#include "../core/internal.h"
 #include "../core/topo.h"
 
 #include <dlfcn.h>

@@ -332,7 +332,7 @@ struct ib_link {
 };
 
 struct ib_ctx {
-    struct coll_comm *comm;
+    struct coll_net *net;
     const struct coll_ib_ops *ops;
     void *dl;
     bool declined;
@@ -435,7 +435,7 @@ static bool gid_is_v4_mapped(const union ibv_gid *g)
  * IPv4 is what routed Ethernet fabrics use), else entry 0. */
 static bool pick_gid(struct ib_ctx *ctx, uint8_t port, const struct ibv_port_attr *pa)
 {
-    int64_t want = ctx->comm->cfg.ib_gid_index;
+    int64_t want = ctx->net->cfg->ib_gid_index;
 
     if (want >= 0) {
         if (want >= pa->gid_tbl_len ||
@@ -461,7 +461,7 @@ static bool pick_gid(struct ib_ctx *ctx, uint8_t port, const struct ibv_port_att
 /* Open the first device:port that COLL_IB_HCA allows and that is active. */
 static void discover(struct ib_ctx *ctx)
 {
-    const char *spec = ctx->comm->cfg.ib_hca;
+    const char *spec = ctx->net->cfg->ib_hca;
     struct ibv_device **list;
     int n = 0, seen = 0;
 
@@ -539,7 +539,7 @@ static struct ib_reg *reg_get(struct ib_ctx *ctx, const void *p, size_t n, int a
         }
     r = calloc(1, sizeof(*r));
     if (!r) {
-        coll__error(ctx->comm, COLL_SYSTEM_ERROR, "out of memory for a registration");
+        coll__error(ctx->net->comm, COLL_SYSTEM_ERROR, "out of memory for a registration");
         return NULL;
     }
     r->access = access;
@@ -558,7 +558,7 @@ static struct ib_reg *reg_get(struct ib_ctx *ctx, const void *p, size_t n, int a
         r->mr = ctx->ops->reg_mr(ctx->pd, (void *)lo, n, access);
     }
     if (!r->mr) {
-        coll__sys_error(ctx->comm, errno, "ib: cannot register %zu bytes at %p on %s", n, p,
+        coll__sys_error(ctx->net->comm, errno, "ib: cannot register %zu bytes at %p on %s", n, p,
                         ctx->devname);
         free(r);
         return NULL;
@@ -608,12 +608,12 @@ int coll__ib_cached_regs(const void *ctx)
 
 static const char *peer_host(const struct ib_ctx *ctx, int peer)
 {
-    return coll__peer_hostname(ctx->comm, peer);
+    return coll__peer_hostname(ctx->net, peer);
 }
 
 static coll_status_t failed_status(const struct ib_ctx *ctx)
 {
-    return coll__comm_failed_status(ctx->comm);
+    return coll__comm_failed_status(ctx->net);
 }
 
 static const char *wc_status_str(enum ibv_wc_status s)
@@ -664,7 +664,7 @@ static coll_status_t ib_fail(struct ib_ctx *ctx, coll_status_t st, const char *f
     va_list ap;
 
     va_start(ap, fmt);
-    st = coll__transport_failv(ctx->comm, st, fmt, ap);
+    st = coll__transport_failv(ctx->net, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -684,8 +684,8 @@ static struct ib_addr peer_addr(const struct ib_ctx *ctx, int peer, bool *ok_p)
     int slot = coll__transport_index(&coll__ib_transport);
 
     memset(&a, 0, sizeof(a));
-    *ok_p = ctx->comm->peers && slot >= 0 && peer >= 0 && peer < ctx->comm->nranks &&
-            addr_decode(ctx->comm->peers[peer].tp_addr[slot], &a);
+    *ok_p = ctx->net->peers && slot >= 0 && peer >= 0 && peer < ctx->net->nranks &&
+            addr_decode(ctx->net->peers[peer].tp_addr[slot], &a);
     return a;
 }
 
@@ -715,7 +715,7 @@ static coll_status_t cm_post_recv(struct ib_ctx *ctx, uint32_t slot)
     int err = ctx->ops->post_recv(ctx->ud, &wr, &bad);
 
     if (err)
-        return coll__sys_error(ctx->comm, err, "ib: cannot post a connection receive on %s",
+        return coll__sys_error(ctx->net->comm, err, "ib: cannot post a connection receive on %s",
                                ctx->devname);
     return COLL_SUCCESS;
 }
@@ -723,8 +723,8 @@ static coll_status_t cm_post_recv(struct ib_ctx *ctx, uint32_t slot)
 /* Send a connection message to peer (best effort: datagrams are resent while unanswered). */
 static void cm_send(struct ib_ctx *ctx, int peer, int type, const struct ib_link *l)
 {
-    struct ib_cm_msg m = {.type = (uint16_t)type, .comm_id = ctx->comm->comm_id,
-                          .from = ctx->comm->rank, .to = peer, .qpn = l->qp->qp_num,
+    struct ib_cm_msg m = {.type = (uint16_t)type, .comm_id = ctx->net->comm_id,
+                          .from = ctx->net->rank, .to = peer, .qpn = l->qp->qp_num,
                           .psn = l->psn};
     uint8_t buf[IB_CM_BYTES];
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = IB_CM_BYTES};
@@ -744,7 +744,7 @@ static void cm_send(struct ib_ctx *ctx, int peer, int type, const struct ib_link
         if (!ctx->ahs[peer])
             return;
     }
-    cm_encode(buf, &m, ctx->comm->secret);
+    cm_encode(buf, &m, ctx->net->secret);
     wr.wr.ud.ah = ctx->ahs[peer];
     wr.wr.ud.remote_qpn = pa.cm_qpn;
     wr.wr.ud.remote_qkey = pa.qkey;
@@ -796,25 +796,25 @@ static coll_status_t link_new(struct ib_ctx *ctx, int peer, struct ib_link **l_p
     int err;
 
     if (!l)
-        return coll__error(ctx->comm, COLL_SYSTEM_ERROR, "out of memory for a link");
-    l->chan = (struct coll_chan){.tp = &coll__ib_transport, .comm = ctx->comm, .peer = peer};
+        return coll__error(ctx->net->comm, COLL_SYSTEM_ERROR, "out of memory for a link");
+    l->chan = (struct coll_chan){.tp = &coll__ib_transport, .net = ctx->net, .peer = peer};
     l->ctx = ctx;
     l->rbuf = calloc(IB_RQ_DEPTH, IB_CREDIT_BYTES);
     if (!l->rbuf) {
-        st = coll__error(ctx->comm, COLL_SYSTEM_ERROR, "out of memory for a link");
+        st = coll__error(ctx->net->comm, COLL_SYSTEM_ERROR, "out of memory for a link");
         goto out_free;
     }
     l->rmr = ctx->ops->reg_mr(ctx->pd, l->rbuf, IB_RQ_DEPTH * IB_CREDIT_BYTES,
                               IBV_ACCESS_LOCAL_WRITE);
     if (!l->rmr) {
-        st = coll__sys_error(ctx->comm, errno, "ib: cannot register receive slots on %s",
+        st = coll__sys_error(ctx->net->comm, errno, "ib: cannot register receive slots on %s",
                              ctx->devname);
         goto out_free;
     }
     l->qp = ctx->ops->create_qp(ctx->pd, &qa);
     if (!l->qp) {
-        st = coll__sys_error(ctx->comm, errno, "ib: cannot create a queue pair to rank %d on %s",
-                             peer, ctx->devname);
+        st = coll__sys_error(ctx->net->comm, errno,
+                             "ib: cannot create a queue pair to rank %d on %s", peer, ctx->devname);
         goto out_free;
     }
     if (qa.cap.max_inline_data < ctx->max_inline || !ctx->max_inline)
@@ -822,7 +822,7 @@ static coll_status_t link_new(struct ib_ctx *ctx, int peer, struct ib_link **l_p
     err = ctx->ops->modify_qp(l->qp, &a,
                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (err) {
-        st = coll__sys_error(ctx->comm, err, "ib: queue pair to rank %d: RESET -> INIT", peer);
+        st = coll__sys_error(ctx->net->comm, err, "ib: queue pair to rank %d: RESET -> INIT", peer);
         goto out_free;
     }
     for (uint32_t i = 0; i < IB_RQ_DEPTH; i++) {
@@ -832,7 +832,7 @@ static coll_status_t link_new(struct ib_ctx *ctx, int peer, struct ib_link **l_p
                                  .num_sge = 1};
         struct ibv_recv_wr *bad;
         if ((err = ctx->ops->post_recv(l->qp, &wr, &bad))) {
-            st = coll__sys_error(ctx->comm, err, "ib: cannot post receives for rank %d", peer);
+            st = coll__sys_error(ctx->net->comm, err, "ib: cannot post receives for rank %d", peer);
             goto out_free;
         }
     }
@@ -852,7 +852,7 @@ out_free:
 static coll_status_t link_ready(struct ib_link *l, uint32_t remote_qpn, uint32_t remote_psn)
 {
     struct ib_ctx *ctx = l->ctx;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     int peer = l->chan.peer;
     struct ibv_qp_attr a;
     bool ok;
@@ -860,7 +860,7 @@ static coll_status_t link_ready(struct ib_link *l, uint32_t remote_qpn, uint32_t
     int err;
 
     if (!ok)
-        return coll__error(comm, COLL_REMOTE_ERROR, "rank %d published no ib address", peer);
+        return coll__error(net->comm, COLL_REMOTE_ERROR, "rank %d published no ib address", peer);
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = (enum ibv_mtu)COLL_MIN(ctx->self.mtu, pa.mtu);
@@ -874,12 +874,12 @@ static coll_status_t link_ready(struct ib_link *l, uint32_t remote_qpn, uint32_t
                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                                   IBV_QP_MIN_RNR_TIMER);
     if (err)
-        return coll__sys_error(comm, err, "ib: queue pair to rank %d (%s): INIT -> RTR", peer,
+        return coll__sys_error(net->comm, err, "ib: queue pair to rank %d (%s): INIT -> RTR", peer,
                                peer_host(ctx, peer));
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = (uint8_t)(comm->cfg.ib_timeout > 0 ? comm->cfg.ib_timeout : 20);
-    a.retry_cnt = (uint8_t)COLL_MIN(COLL_MAX(comm->cfg.ib_retry_cnt, 0), 7);
+    a.timeout = (uint8_t)(net->cfg->ib_timeout > 0 ? net->cfg->ib_timeout : 20);
+    a.retry_cnt = (uint8_t)COLL_MIN(COLL_MAX(net->cfg->ib_retry_cnt, 0), 7);
     a.rnr_retry = 7; /* infinite: a receiver-not-ready NAK only delays */
     a.sq_psn = l->psn;
     a.max_rd_atomic = 1;
@@ -887,7 +887,7 @@ static coll_status_t link_ready(struct ib_link *l, uint32_t remote_qpn, uint32_t
                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     if (err)
-        return coll__sys_error(comm, err, "ib: queue pair to rank %d (%s): RTR -> RTS", peer,
+        return coll__sys_error(net->comm, err, "ib: queue pair to rank %d (%s): RTR -> RTS", peer,
                                peer_host(ctx, peer));
     l->remote_qpn = remote_qpn;
     l->remote_psn = remote_psn;
@@ -899,36 +899,36 @@ static void cm_reject(struct ib_ctx *ctx, const char *why)
     if (ctx->nrejected++ == 0)
         COLL_WARN(COLL_SUB_NET,
                   "rank %d: ib: dropped a connection datagram: %s (further ones are counted)",
-                  ctx->comm->rank, why);
+                  ctx->net->rank, why);
 }
 
 static void link_up(struct ib_link *l)
 {
     l->state = LINK_UP;
     l->last_heard_ns = coll__now_ns();
-    COLL_TRACE(COLL_SUB_NET, "rank %d: ib link to rank %d up (qp %u -> %u)", l->ctx->comm->rank,
+    COLL_TRACE(COLL_SUB_NET, "rank %d: ib link to rank %d up (qp %u -> %u)", l->ctx->net->rank,
                l->chan.peer, l->qp->qp_num, l->remote_qpn);
 }
 
 static void cm_handle(struct ib_ctx *ctx, const uint8_t *p, uint32_t len)
 {
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     struct ib_cm_msg m;
     struct ib_link *l;
     coll_status_t st;
 
     if (ctx->shut)
         return; /* answers to requests of a comm that has failed mean nothing */
-    if (len != IB_GRH_BYTES + IB_CM_BYTES || !comm->peers) {
+    if (len != IB_GRH_BYTES + IB_CM_BYTES || !net->peers) {
         cm_reject(ctx, "wrong size or before the bootstrap");
         return;
     }
-    if (!cm_decode(p + IB_GRH_BYTES, &m, comm->secret)) {
+    if (!cm_decode(p + IB_GRH_BYTES, &m, net->secret)) {
         cm_reject(ctx, "not ours (magic or MAC)");
         return;
     }
-    if (m.comm_id != comm->comm_id || m.to != comm->rank || m.from < 0 ||
-        m.from >= comm->nranks || m.from == comm->rank || m.qpn == 0 || m.qpn >= (1u << 24) ||
+    if (m.comm_id != net->comm_id || m.to != net->rank || m.from < 0 ||
+        m.from >= net->nranks || m.from == net->rank || m.qpn == 0 || m.qpn >= (1u << 24) ||
         m.psn >= (1u << 24)) {
         cm_reject(ctx, "for another comm or rank, or malformed");
         return;
@@ -936,18 +936,18 @@ static void cm_handle(struct ib_ctx *ctx, const uint8_t *p, uint32_t len)
     l = ctx->links[m.from];
     switch (m.type) {
     case CM_REQ: /* we are the higher rank */
-        if (m.from > comm->rank) {
+        if (m.from > net->rank) {
             cm_reject(ctx, "request from a higher rank");
             return;
         }
         if (!l) {
             if ((st = link_new(ctx, m.from, &l)) != COLL_SUCCESS) {
-                coll__comm_fail(comm, st);
+                coll__net_fail(net, st);
                 return;
             }
             ctx->links[m.from] = l;
             if ((st = link_ready(l, m.qpn, m.psn)) != COLL_SUCCESS) {
-                coll__comm_fail(comm, st);
+                coll__net_fail(net, st);
                 return;
             }
             l->state = LINK_REP_SENT;
@@ -961,13 +961,13 @@ static void cm_handle(struct ib_ctx *ctx, const uint8_t *p, uint32_t len)
         }
         break;
     case CM_REP: /* we are the lower rank */
-        if (!l || m.from < comm->rank) {
+        if (!l || m.from < net->rank) {
             cm_reject(ctx, "reply nobody asked for");
             return;
         }
         if (l->state == LINK_REQ_SENT) {
             if ((st = link_ready(l, m.qpn, m.psn)) != COLL_SUCCESS) {
-                coll__comm_fail(comm, st);
+                coll__net_fail(net, st);
                 return;
             }
             link_up(l);
@@ -1021,7 +1021,7 @@ static coll_status_t send_credits(struct ib_link *l)
             r->reg = reg_get(ctx, x->buf, x->len,
                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
             if (!r->reg)
-                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll_last_error(ctx->comm));
+                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll_last_error(ctx->net->comm));
             c.addr = (uintptr_t)x->buf;
             c.rkey = r->reg->mr->rkey;
         }
@@ -1083,7 +1083,7 @@ static coll_status_t send_data(struct ib_link *l)
         if (x->len > ctx->max_inline && !t->reg) {
             t->reg = reg_get(ctx, x->buf, x->len, 0);
             if (!t->reg)
-                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll_last_error(ctx->comm));
+                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll_last_error(ctx->net->comm));
         }
         for (uint32_t i = 0; i < pieces; i++) {
             size_t off = (size_t)i * ctx->max_msg;
@@ -1123,7 +1123,7 @@ static void wc_error(struct ib_ctx *ctx, const struct ibv_wc *wc, int kind, int 
                                        "receive", "credit", "RDMA write", "RDMA write",
                                        "keepalive"};
 
-    if (ctx->shut || atomic_load(&ctx->comm->failed) != COLL_SUCCESS)
+    if (ctx->shut || atomic_load(ctx->net->failed) != COLL_SUCCESS)
         return; /* flushes after a failure we already reported */
     if (kind == WR_CM_SEND || kind == WR_CM_RECV) {
         /* datagrams to a peer that is gone are its keepalive's business */
@@ -1258,7 +1258,7 @@ static bool poll_cq(struct ib_ctx *ctx)
                 cm_handle(ctx, ctx->cm_buf + (size_t)slot * (IB_GRH_BYTES + IB_CM_BYTES),
                           wc[i].byte_len);
                 if (!ctx->shut && cm_post_recv(ctx, slot) != COLL_SUCCESS)
-                    coll__comm_fail(ctx->comm, COLL_SYSTEM_ERROR);
+                    coll__net_fail(ctx->net, COLL_SYSTEM_ERROR);
                 break;
             case WR_CM_SEND:
                 break;
@@ -1294,15 +1294,9 @@ static void chan_cb(struct coll_pollent *pe, uint32_t events)
 
 /* ---- 10 entry points ----------------------------------------------------------------- */
 
-static struct ib_ctx *ctx_of(struct coll_comm *comm)
+static bool ib_probe(void *arg, int peer)
 {
-    int slot = coll__transport_index(&coll__ib_transport);
-    return slot >= 0 ? comm->tp_ctx[slot] : NULL;
-}
-
-static bool ib_probe(struct coll_comm *comm, int peer)
-{
-    struct ib_ctx *ctx = ctx_of(comm);
+    struct ib_ctx *ctx = arg;
     struct ib_addr pa;
     bool ok;
 
@@ -1310,7 +1304,8 @@ static bool ib_probe(struct coll_comm *comm, int peer)
         return false;
     if (ctx->declined) {
         if (!ctx->probe_logged)
-            COLL_INFO(COLL_SUB_NET, "rank %d: ib transport declines: %s", comm->rank, ctx->why);
+            COLL_INFO(COLL_SUB_NET, "rank %d: ib transport declines: %s", ctx->net->rank,
+                      ctx->why);
         ctx->probe_logged = true;
         return false;
     }
@@ -1321,7 +1316,7 @@ static bool ib_probe(struct coll_comm *comm, int peer)
 
 static coll_status_t load_ops(struct ib_ctx *ctx)
 {
-    const char *fake = ctx->comm->cfg.ib_fake;
+    const char *fake = ctx->net->cfg->ib_fake;
     coll_ib_fake_entry_fn entry;
 
     if (!fake[0]) {
@@ -1330,13 +1325,13 @@ static coll_status_t load_ops(struct ib_ctx *ctx)
     }
     ctx->dl = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
     if (!ctx->dl)
-        return coll__error(ctx->comm, COLL_INVALID_ARGUMENT, "COLL_IB_FAKE='%s' cannot be loaded: %s",
-                           fake, dlerror());
+        return coll__error(ctx->net->comm, COLL_INVALID_ARGUMENT,
+                           "COLL_IB_FAKE='%s' cannot be loaded: %s", fake, dlerror());
     *(void **)&entry = dlsym(ctx->dl, COLL_IB_FAKE_SYMBOL);
     if (!entry || !(ctx->ops = entry())) {
         dlclose(ctx->dl);
         ctx->dl = NULL;
-        return coll__error(ctx->comm, COLL_INVALID_ARGUMENT,
+        return coll__error(ctx->net->comm, COLL_INVALID_ARGUMENT,
                            "COLL_IB_FAKE='%s' has no %s", fake, COLL_IB_FAKE_SYMBOL);
     }
     return COLL_SUCCESS;
@@ -1347,7 +1342,7 @@ static void ib_fini(void *arg);
 /* PD, completion channel and CQ, the UD queue pair of connection management. */
 static coll_status_t open_resources(struct ib_ctx *ctx)
 {
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     struct ibv_qp_init_attr qa = {.qp_type = IBV_QPT_UD,
                                   .cap = {.max_send_wr = IB_CM_SLOTS, .max_recv_wr = IB_CM_SLOTS,
                                           .max_send_sge = 1, .max_recv_sge = 1,
@@ -1358,32 +1353,32 @@ static coll_status_t open_resources(struct ib_ctx *ctx)
 
     ctx->pd = ctx->ops->alloc_pd(ctx->dev);
     if (!ctx->pd)
-        return coll__sys_error(comm, errno, "ib: cannot allocate a protection domain on %s",
+        return coll__sys_error(net->comm, errno, "ib: cannot allocate a protection domain on %s",
                                ctx->devname);
     ctx->chan = ctx->ops->create_comp_channel(ctx->dev);
     if (!ctx->chan)
-        return coll__sys_error(comm, errno, "ib: cannot create a completion channel on %s",
+        return coll__sys_error(net->comm, errno, "ib: cannot create a completion channel on %s",
                                ctx->devname);
     /* every link's queues, and the connection QP's */
-    ctx->cq_size = comm->nranks * (IB_SQ_DEPTH + IB_RQ_DEPTH) + 2 * IB_CM_SLOTS;
+    ctx->cq_size = net->nranks * (IB_SQ_DEPTH + IB_RQ_DEPTH) + 2 * IB_CM_SLOTS;
     if (ctx->max_cqe > 0 && ctx->cq_size > ctx->max_cqe)
         ctx->cq_size = ctx->max_cqe; /* enough unless every peer has full queues at once */
     ctx->cq = ctx->ops->create_cq(ctx->dev, ctx->cq_size, ctx, ctx->chan, 0);
     if (!ctx->cq)
-        return coll__sys_error(comm, errno, "ib: cannot create a completion queue of %d on %s",
+        return coll__sys_error(net->comm, errno, "ib: cannot create a completion queue of %d on %s",
                                ctx->cq_size, ctx->devname);
     flags = fcntl(ctx->chan->fd, F_GETFL);
     if (flags < 0 || fcntl(ctx->chan->fd, F_SETFL, flags | O_NONBLOCK) < 0)
-        return coll__sys_error(comm, errno, "ib: completion channel of %s", ctx->devname);
+        return coll__sys_error(net->comm, errno, "ib: completion channel of %s", ctx->devname);
     ctx->chan_pe = (struct coll_pollent){.cb = chan_cb, .arg = ctx};
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &ctx->chan_pe};
-    if (epoll_ctl(comm->epfd, EPOLL_CTL_ADD, ctx->chan->fd, &ev) < 0)
-        return coll__sys_error(comm, errno, "ib: epoll_ctl for the completion channel");
+    if (epoll_ctl(net->epfd, EPOLL_CTL_ADD, ctx->chan->fd, &ev) < 0)
+        return coll__sys_error(net->comm, errno, "ib: epoll_ctl for the completion channel");
     ctx->chan_registered = true;
     qa.send_cq = qa.recv_cq = ctx->cq;
     ctx->ud = ctx->ops->create_qp(ctx->pd, &qa);
     if (!ctx->ud)
-        return coll__sys_error(comm, errno, "ib: cannot create the connection QP on %s",
+        return coll__sys_error(net->comm, errno, "ib: cannot create the connection QP on %s",
                                ctx->devname);
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_INIT;
@@ -1391,72 +1386,72 @@ static coll_status_t open_resources(struct ib_ctx *ctx)
     a.qkey = IB_QKEY;
     if ((err = ctx->ops->modify_qp(ctx->ud, &a,
                                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)))
-        return coll__sys_error(comm, err, "ib: connection QP: RESET -> INIT");
+        return coll__sys_error(net->comm, err, "ib: connection QP: RESET -> INIT");
     a.qp_state = IBV_QPS_RTR;
     if ((err = ctx->ops->modify_qp(ctx->ud, &a, IBV_QP_STATE)))
-        return coll__sys_error(comm, err, "ib: connection QP: INIT -> RTR");
+        return coll__sys_error(net->comm, err, "ib: connection QP: INIT -> RTR");
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
     if ((err = ctx->ops->modify_qp(ctx->ud, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)))
-        return coll__sys_error(comm, err, "ib: connection QP: INIT -> RTS");
+        return coll__sys_error(net->comm, err, "ib: connection QP: INIT -> RTS");
     ctx->cm_buf = calloc(IB_CM_SLOTS, IB_GRH_BYTES + IB_CM_BYTES);
     if (!ctx->cm_buf)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the ib transport");
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for the ib transport");
     ctx->cm_mr = ctx->ops->reg_mr(ctx->pd, ctx->cm_buf, IB_CM_SLOTS * (IB_GRH_BYTES + IB_CM_BYTES),
                                   IBV_ACCESS_LOCAL_WRITE);
     if (!ctx->cm_mr)
-        return coll__sys_error(comm, errno, "ib: cannot register connection buffers");
+        return coll__sys_error(net->comm, errno, "ib: cannot register connection buffers");
     for (uint32_t i = 0; i < IB_CM_SLOTS; i++) {
         coll_status_t st = cm_post_recv(ctx, i);
         if (st != COLL_SUCCESS)
             return st;
     }
     if ((err = ctx->ops->req_notify_cq(ctx->cq, 0)))
-        return coll__sys_error(comm, err, "ib: cannot arm the completion queue");
+        return coll__sys_error(net->comm, err, "ib: cannot arm the completion queue");
     ctx->self.cm_qpn = ctx->ud->qp_num;
     ctx->self.qkey = IB_QKEY;
     return COLL_SUCCESS;
 }
 
-static coll_status_t ib_init(struct coll_comm *comm, void **ctx_p)
+static coll_status_t ib_init(struct coll_net *net, void **ctx_p)
 {
-    bool forced = !strcmp(comm->cfg.transport, "ib");
+    bool forced = !strcmp(net->cfg->transport, "ib");
     int slot = coll__transport_index(&coll__ib_transport);
     struct ib_ctx *ctx;
     coll_status_t st;
 
     if (slot < 0)
-        return coll__error(comm, COLL_INTERNAL_ERROR, "ib transport is not registered");
+        return coll__error(net->comm, COLL_INTERNAL_ERROR, "ib transport is not registered");
     ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the ib transport");
-    ctx->comm = comm;
-    ctx->nranks = comm->nranks;
-    ctx->links = calloc((size_t)comm->nranks, sizeof(*ctx->links));
-    ctx->ahs = calloc((size_t)comm->nranks, sizeof(*ctx->ahs));
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for the ib transport");
+    ctx->net = net;
+    ctx->nranks = net->nranks;
+    ctx->links = calloc((size_t)net->nranks, sizeof(*ctx->links));
+    ctx->ahs = calloc((size_t)net->nranks, sizeof(*ctx->ahs));
     if (!ctx->links || !ctx->ahs) {
-        st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the ib transport");
+        st = coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for the ib transport");
         goto out_fini;
     }
     COLL_CHECK_GOTO(load_ops(ctx), st, out_fini);
     discover(ctx);
     if (ctx->declined) {
         if (forced) {
-            st = coll__error(comm, COLL_SYSTEM_ERROR,
+            st = coll__error(net->comm, COLL_SYSTEM_ERROR,
                              "COLL_TRANSPORT=ib, but the ib transport cannot run here: %s",
                              ctx->why);
             goto out_fini;
         }
         /* not an error: this binary runs where there is no RDMA too */
-        COLL_INFO(COLL_SUB_NET, "rank %d: ib transport declines: %s", comm->rank, ctx->why);
+        COLL_INFO(COLL_SUB_NET, "rank %d: ib transport declines: %s", net->rank, ctx->why);
         *ctx_p = ctx;
         return COLL_SUCCESS;
     }
     COLL_CHECK_GOTO(open_resources(ctx), st, out_fini);
-    memset(comm->self.tp_addr[slot], 0, COLL_TP_ADDR_MAX);
-    addr_encode(comm->self.tp_addr[slot], &ctx->self);
+    memset(net->self->tp_addr[slot], 0, COLL_TP_ADDR_MAX);
+    addr_encode(net->self->tp_addr[slot], &ctx->self);
     COLL_INFO(COLL_SUB_NET, "rank %d: ib on %s (%s, %s, lid %u, gid index %d, mtu %d) via %s",
-              comm->rank, ctx->devname,
+              net->rank, ctx->devname,
               ctx->self.link == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
               ctx->self.link == IBV_LINK_LAYER_ETHERNET ? "GRH" : "LID", ctx->self.lid,
               ctx->gid_index, 128 << ctx->self.mtu, ctx->ops->name);
@@ -1471,25 +1466,25 @@ out_fini:
 static coll_status_t ib_connect(void *arg, int peer, struct coll_chan **chan_p)
 {
     struct ib_ctx *ctx = arg;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     struct ib_link *l;
     coll_status_t st;
 
-    if (ctx->shut || atomic_load(&comm->failed) != COLL_SUCCESS)
+    if (ctx->shut || atomic_load(net->failed) != COLL_SUCCESS)
         return failed_status(ctx);
-    if (ctx->declined || peer < 0 || peer >= comm->nranks || peer == comm->rank || !comm->peers)
-        return coll__error(comm, COLL_INTERNAL_ERROR, "ib: no channel from rank %d to rank %d",
-                           comm->rank, peer);
+    if (ctx->declined || peer < 0 || peer >= net->nranks || peer == net->rank || !net->peers)
+        return coll__error(net->comm, COLL_INTERNAL_ERROR, "ib: no channel from rank %d to rank %d",
+                           net->rank, peer);
     poll_cq(ctx); /* a REQ or REP may be waiting */
     l = ctx->links[peer];
-    if (!l && comm->rank < peer) {
+    if (!l && net->rank < peer) {
         bool ok;
         peer_addr(ctx, peer, &ok);
         if (!ok)
             return ib_fail(ctx, COLL_REMOTE_ERROR, "rank %d (%s) published no ib address", peer,
                            peer_host(ctx, peer));
         if ((st = link_new(ctx, peer, &l)) != COLL_SUCCESS) {
-            coll__comm_fail(comm, st);
+            coll__net_fail(net, st);
             return st;
         }
         ctx->links[peer] = l;
@@ -1497,7 +1492,7 @@ static coll_status_t ib_connect(void *arg, int peer, struct coll_chan **chan_p)
         cm_send(ctx, peer, CM_REQ, l);
         l->cm_sent_ns = coll__now_ns();
     }
-    if (atomic_load(&comm->failed) != COLL_SUCCESS)
+    if (atomic_load(net->failed) != COLL_SUCCESS)
         return failed_status(ctx);
     if (l && l->state == LINK_UP)
         *chan_p = &l->chan;
@@ -1510,7 +1505,7 @@ static coll_status_t ib_post(struct coll_chan *ch, struct coll_xfer *x, bool sen
     struct ib_ctx *ctx = l->ctx;
     coll_status_t st;
 
-    if (ctx->shut || l->state != LINK_UP || atomic_load(&ctx->comm->failed)) {
+    if (ctx->shut || l->state != LINK_UP || atomic_load(ctx->net->failed)) {
         st = failed_status(ctx);
         atomic_store(&x->status, st);
         return st;
@@ -1668,7 +1663,7 @@ static void ib_fini(void *arg)
         ctx->ops->dereg_mr(ctx->cm_mr);
     free(ctx->cm_buf);
     if (ctx->chan_registered)
-        epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->chan->fd, NULL);
+        epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->chan->fd, NULL);
     if (ctx->cq) {
         struct ibv_cq *cq;
         void *cq_ctx;

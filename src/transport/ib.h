@@ -4,7 +4,7 @@
 #ifndef COLL_IB_H
 #define COLL_IB_H
 
-#include "../core/internal.h"
+#include "../base/base.h"
 #include "ib_ops.h"
 
 /* Does device:port pass a COLL_IB_HCA spec ("mlx5_0:1,mlx5_1", "=mlx5_0", "^mlx5_1")? */

@@ -123,7 +123,7 @@ struct shm_chan {
 };
 
 struct shm_ctx {
-    struct coll_comm *comm;
+    struct coll_net *net;
     int bell_fd;              /* our doorbell, bound to an abstract name */
     int send_fd;              /* unbound datagram socket for ringing the others */
     struct coll_pollent bell_pe;
@@ -161,7 +161,7 @@ static socklen_t bell_addr(struct sockaddr_un *sa, uint64_t comm_id, int rank)
  * EAGAIN means its queue is full (a wake-up is already pending there). */
 static int bell_send(struct shm_ctx *ctx, int peer, uint32_t type, int fd)
 {
-    struct shm_bell b = {SHM_MAGIC, type, ctx->comm->comm_id, ctx->comm->rank, 0};
+    struct shm_bell b = {SHM_MAGIC, type, ctx->net->comm_id, ctx->net->rank, 0};
     struct sockaddr_un sa;
     struct iovec iov = {&b, sizeof(b)};
     union {
@@ -171,7 +171,7 @@ static int bell_send(struct shm_ctx *ctx, int peer, uint32_t type, int fd)
     struct msghdr msg = {0};
 
     msg.msg_name = &sa;
-    msg.msg_namelen = bell_addr(&sa, ctx->comm->comm_id, peer);
+    msg.msg_namelen = bell_addr(&sa, ctx->net->comm_id, peer);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     if (fd >= 0) {
@@ -224,7 +224,7 @@ static void bell_refuse(struct shm_ctx *ctx, const char *why)
 {
     if (ctx->strangers++ == 0)
         COLL_WARN(COLL_SUB_SHM, "rank %d: shm doorbell refused a datagram (%s); further ones "
-                  "are counted silently", ctx->comm->rank, why);
+                  "are counted silently", ctx->net->rank, why);
 }
 
 /* Drain the doorbell: wake-ups need nothing more (the engine looks at every ring after an
@@ -268,14 +268,14 @@ static void bell_cb(struct coll_pollent *pe, uint32_t events)
                     memcpy(&fd, CMSG_DATA(c), sizeof(int));
             }
         }
-        if ((size_t)n != sizeof(b) || b.magic != SHM_MAGIC || b.comm_id != ctx->comm->comm_id ||
-            b.from < 0 || b.from >= ctx->nranks || b.from == ctx->comm->rank ||
+        if ((size_t)n != sizeof(b) || b.magic != SHM_MAGIC || b.comm_id != ctx->net->comm_id ||
+            b.from < 0 || b.from >= ctx->nranks || b.from == ctx->net->rank ||
             (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             close_fds(CMSG_FIRSTHDR(&msg), &msg);
             bell_refuse(ctx, "malformed or for another communicator");
             continue;
         }
-        if (!have_cred || cred.pid != ctx->comm->peers[b.from].pid || cred.uid != getuid()) {
+        if (!have_cred || cred.pid != ctx->net->peers[b.from].pid || cred.uid != getuid()) {
             close_fds(CMSG_FIRSTHDR(&msg), &msg);
             bell_refuse(ctx, "sender is not the process the bootstrap named");
             continue;
@@ -378,25 +378,25 @@ static void chan_fail_all(struct shm_chan *ch, coll_status_t st)
 
 static coll_status_t chan_fail(struct shm_chan *ch, coll_status_t st, const char *fmt, ...)
 {
-    struct coll_comm *comm = ch->ctx->comm;
+    struct coll_net *net = ch->ctx->net;
     char msg[512];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS)
-        coll__error(comm, st, "%s", msg);
+    if (atomic_load(net->failed) == COLL_SUCCESS)
+        coll__error(net->comm, st, "%s", msg);
     else
-        st = (coll_status_t)atomic_load(&comm->failed);
-    coll__comm_fail(comm, st);
+        st = (coll_status_t)atomic_load(net->failed);
+    coll__net_fail(net, st);
     chan_fail_all(ch, st);
     return st;
 }
 
 static const char *peer_host(const struct shm_chan *ch)
 {
-    return ch->ctx->comm->peers ? ch->ctx->comm->peers[ch->peer].hostname : "?";
+    return ch->ctx->net->peers ? ch->ctx->net->peers[ch->peer].hostname : "?";
 }
 
 static void pid_cb(struct coll_pollent *pe, uint32_t events)
@@ -404,19 +404,22 @@ static void pid_cb(struct coll_pollent *pe, uint32_t events)
     struct shm_chan *ch = pe->arg;
     (void)events;
     if (ch->pidfd >= 0) {
-        coll__sys.epoll_ctl(ch->ctx->comm->epfd, EPOLL_CTL_DEL, ch->pidfd, NULL);
+        coll__sys.epoll_ctl(ch->ctx->net->epfd, EPOLL_CTL_DEL, ch->pidfd, NULL);
         close(ch->pidfd);
         ch->pidfd = -1;
     }
     ch->dead = true;
     COLL_INFO(COLL_SUB_SHM, "rank %d: rank %d (pid %d) exited; fine unless it is still needed",
-              ch->ctx->comm->rank, ch->peer, (int)ch->ctx->comm->peers[ch->peer].pid);
+              ch->ctx->net->rank, ch->peer, (int)ch->ctx->net->peers[ch->peer].pid);
 }
 
-static bool shm_probe(struct coll_comm *comm, int peer)
+static bool shm_probe(void *arg, int peer)
 {
-    return comm->peers && peer >= 0 && peer < comm->nranks && peer != comm->rank &&
-           comm->peers[peer].host_hash == comm->self.host_hash;
+    const struct shm_ctx *ctx = arg;
+    const struct coll_net *net = ctx ? ctx->net : NULL;
+
+    return net && net->peers && peer >= 0 && peer < net->nranks && peer != net->rank &&
+           net->peers[peer].host_hash == net->self->host_hash;
 }
 
 /* Can we read the peer's memory? It published where its cookie lives and what it holds. */
@@ -425,20 +428,20 @@ static bool cma_probe(struct shm_chan *ch)
     uint64_t v = 0;
     struct iovec l = {&v, sizeof(v)};
     struct iovec r = {(void *)(uintptr_t)ch->tx->probe_addr, sizeof(v)};
-    ssize_t n = process_vm_readv(ch->ctx->comm->peers[ch->peer].pid, &l, 1, &r, 1, 0);
+    ssize_t n = process_vm_readv(ch->ctx->net->peers[ch->peer].pid, &l, 1, &r, 1, 0);
     return n == (ssize_t)sizeof(v) && v == ch->tx->probe_value;
 }
 
 static coll_status_t chan_new(struct shm_ctx *ctx, int peer, struct shm_chan **ch_p)
 {
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     struct shm_chan *ch = calloc(1, sizeof(*ch));
     int fd;
 
     if (!ch)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a shm channel");
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for a shm channel");
     ch->chan.tp = &coll__shm_transport;
-    ch->chan.comm = comm;
+    ch->chan.net = net;
     ch->chan.peer = peer;
     ch->ctx = ctx;
     ch->peer = peer;
@@ -452,7 +455,8 @@ static coll_status_t chan_new(struct shm_ctx *ctx, int peer, struct shm_chan **c
     if (fd < 0) {
         int err = errno;
         free(ch);
-        return coll__sys_error(comm, err, "shm: reserving %zu bytes of shared memory for rank %d",
+        return coll__sys_error(net->comm, err,
+                               "shm: reserving %zu bytes of shared memory for rank %d",
                                SHM_RING_BYTES, peer);
     }
     ch->rx_fd = fd;
@@ -461,12 +465,12 @@ static coll_status_t chan_new(struct shm_ctx *ctx, int peer, struct shm_chan **c
         int err = errno;
         close(fd);
         free(ch);
-        return coll__sys_error(comm, err, "shm: mmap of the ring for rank %d", peer);
+        return coll__sys_error(net->comm, err, "shm: mmap of the ring for rank %d", peer);
     }
     ch->rx->magic = SHM_MAGIC;
     ch->rx->version = SHM_VERSION;
-    ch->rx->comm_id = comm->comm_id;
-    ch->rx->owner = comm->rank;
+    ch->rx->comm_id = net->comm_id;
+    ch->rx->owner = net->rank;
     ch->rx->sender = peer;
     ch->rx->slots = SHM_SLOTS;
     ch->rx->slot_data = SHM_SLOT_DATA;
@@ -474,13 +478,13 @@ static coll_status_t chan_new(struct shm_ctx *ctx, int peer, struct shm_chan **c
     ch->rx->probe_value = ctx->cookie;
     /* a peer that exits is seen at once through its pidfd (Linux 5.3+); without one, the
      * timeout still catches it */
-    ch->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)comm->peers[peer].pid, 0);
+    ch->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)net->peers[peer].pid, 0);
     if (ch->pidfd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN};
         ch->pid_pe.cb = pid_cb;
         ch->pid_pe.arg = ch;
         ev.data.ptr = &ch->pid_pe;
-        if (coll__sys.epoll_ctl(comm->epfd, EPOLL_CTL_ADD, ch->pidfd, &ev) < 0) {
+        if (coll__sys.epoll_ctl(net->epfd, EPOLL_CTL_ADD, ch->pidfd, &ev) < 0) {
             close(ch->pidfd);
             ch->pidfd = -1;
         }
@@ -495,21 +499,21 @@ static coll_status_t chan_new(struct shm_ctx *ctx, int peer, struct shm_chan **c
 static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
 {
     struct shm_ctx *ctx = arg;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     struct shm_chan *ch;
     struct shm_ring *tx;
     coll_status_t st;
 
     *chan_p = NULL;
     if (ctx->shut)
-        return (coll_status_t)atomic_load(&comm->failed);
-    if (peer < 0 || peer >= ctx->nranks || peer == comm->rank)
-        return coll__error(comm, COLL_INTERNAL_ERROR, "shm: connect to rank %d", peer);
+        return (coll_status_t)atomic_load(net->failed);
+    if (peer < 0 || peer >= ctx->nranks || peer == net->rank)
+        return coll__error(net->comm, COLL_INTERNAL_ERROR, "shm: connect to rank %d", peer);
     ch = ctx->chans[peer];
     if (!ch) {
         st = chan_new(ctx, peer, &ctx->chans[peer]);
         if (st != COLL_SUCCESS) {
-            coll__comm_fail(comm, st);
+            coll__net_fail(net, st);
             return st;
         }
         ch = ctx->chans[peer];
@@ -522,7 +526,7 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
             return chan_fail(ch, COLL_REMOTE_ERROR,
                              "rank %d (%s, pid %d) has left the communicator (its doorbell is "
                              "closed)",
-                             peer, peer_host(ch), (int)comm->peers[peer].pid);
+                             peer, peer_host(ch), (int)net->peers[peer].pid);
         else if (err != EAGAIN)
             return chan_fail(ch, COLL_SYSTEM_ERROR,
                              "shm: handing the ring to rank %d (%s) failed: %s", peer,
@@ -537,7 +541,7 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
     if (ch->dead && (ctx->peer_fd[peer] < 0 || !ch->fd_sent))
         return chan_fail(ch, COLL_REMOTE_ERROR,
                          "rank %d (%s, pid %d) exited before the shared-memory channel was up",
-                         peer, peer_host(ch), (int)comm->peers[peer].pid);
+                         peer, peer_host(ch), (int)net->peers[peer].pid);
     if (!ch->fd_sent || ctx->peer_fd[peer] < 0)
         return COLL_SUCCESS; /* not yet: the engine calls again */
     {
@@ -551,8 +555,8 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
     if (!tx)
         return chan_fail(ch, COLL_SYSTEM_ERROR, "shm: mmap of rank %d's ring failed: %s", peer,
                          strerror(errno));
-    if (tx->magic != SHM_MAGIC || tx->version != SHM_VERSION || tx->comm_id != comm->comm_id ||
-        tx->owner != peer || tx->sender != comm->rank || tx->slots != SHM_SLOTS ||
+    if (tx->magic != SHM_MAGIC || tx->version != SHM_VERSION || tx->comm_id != net->comm_id ||
+        tx->owner != peer || tx->sender != net->rank || tx->slots != SHM_SLOTS ||
         tx->slot_data != SHM_SLOT_DATA) {
         munmap(tx, SHM_RING_BYTES);
         return chan_fail(ch, COLL_REMOTE_ERROR,
@@ -567,7 +571,7 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
     /* single copy for this direction (peer -> us) when we may read its memory */
     atomic_store(&ch->rx->cma_ok, cma_probe(ch) ? 1u : 0u);
     ch->up = true;
-    COLL_INFO(COLL_SUB_SHM, "rank %d: shm channel to rank %d up (single copy %s)", comm->rank,
+    COLL_INFO(COLL_SUB_SHM, "rank %d: shm channel to rank %d up (single copy %s)", net->rank,
               peer, atomic_load(&ch->rx->cma_ok) ? "on" : "off: process_vm_readv refused");
     *chan_p = &ch->chan;
     return COLL_SUCCESS;
@@ -657,8 +661,8 @@ static bool check_slot(struct shm_chan *ch, const struct shm_slot_hdr *h,
 
     /* the slot is the peer's to write: copied out once by the caller, so what is checked
      * here is what is used */
-    if (coll__agree_xfer(ch->ctx->comm, ch->peer, x, h->seq, h->tag, h->len, &h->sig, why,
-                         sizeof(why)) != COLL_SUCCESS) {
+    if (ch->ctx->net->ops->agree_xfer(ch->ctx->net->comm, ch->peer, x, h->seq, h->tag, h->len,
+                                      &h->sig, why, sizeof(why)) != COLL_SUCCESS) {
         chan_fail(ch, COLL_REMOTE_ERROR, "%s", why);
         return false;
     }
@@ -728,7 +732,7 @@ static bool pull_recvs(struct shm_chan *ch)
         } else if (x->len) {
             struct iovec l = {x->buf, x->len};
             struct iovec rv = {(void *)(uintptr_t)h.addr, x->len};
-            ssize_t n = process_vm_readv(ch->ctx->comm->peers[ch->peer].pid, &l, 1, &rv, 1, 0);
+            ssize_t n = process_vm_readv(ch->ctx->net->peers[ch->peer].pid, &l, 1, &rv, 1, 0);
             if (n != (ssize_t)x->len) {
                 int err = n < 0 ? errno : 0;
                 if (atomic_load(&ch->tx->owner_closed))
@@ -736,7 +740,7 @@ static bool pull_recvs(struct shm_chan *ch)
                 else if (err == ESRCH || ch->dead)
                     chan_fail(ch, COLL_REMOTE_ERROR,
                               "rank %d (%s, pid %d) exited in the middle of a collective",
-                              ch->peer, peer_host(ch), (int)ch->ctx->comm->peers[ch->peer].pid);
+                              ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid);
                 else
                     chan_fail(ch, COLL_REMOTE_ERROR,
                               "shm: reading %zu bytes from rank %d (%s) failed: %s", x->len,
@@ -777,7 +781,7 @@ static bool check_peer(struct shm_chan *ch)
         if (!data) {
             chan_fail(ch, COLL_REMOTE_ERROR,
                       "rank %d (%s, pid %d) exited in the middle of a collective", ch->peer,
-                      peer_host(ch), (int)ch->ctx->comm->peers[ch->peer].pid);
+                      peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid);
             return true;
         }
     }
@@ -816,7 +820,7 @@ static bool shm_progress(void *arg)
 
 static coll_status_t post_check(struct shm_chan *ch, struct coll_xfer *x)
 {
-    coll_status_t st = (coll_status_t)atomic_load(&ch->ctx->comm->failed);
+    coll_status_t st = (coll_status_t)atomic_load(ch->ctx->net->failed);
 
     if (st != COLL_SUCCESS || ch->ctx->shut) {
         atomic_store(&x->status, st != COLL_SUCCESS ? st : COLL_REMOTE_ERROR);
@@ -835,7 +839,7 @@ static coll_status_t shm_post_send(struct coll_chan *c, struct coll_xfer *x)
         return st;
     xq_push(&ch->sq_head, &ch->sq_tail, x);
     chan_progress(ch);
-    return (coll_status_t)atomic_load(&ch->ctx->comm->failed);
+    return (coll_status_t)atomic_load(ch->ctx->net->failed);
 }
 
 static coll_status_t shm_post_recv(struct coll_chan *c, struct coll_xfer *x)
@@ -847,7 +851,7 @@ static coll_status_t shm_post_recv(struct coll_chan *c, struct coll_xfer *x)
         return st;
     xq_push(&ch->rq_head, &ch->rq_tail, x);
     chan_progress(ch);
-    return (coll_status_t)atomic_load(&ch->ctx->comm->failed);
+    return (coll_status_t)atomic_load(ch->ctx->net->failed);
 }
 
 /* ---- 6 sleeping ---------------------------------------------------------------------- */
@@ -901,7 +905,7 @@ static void shm_disarm(void *arg)
 
 /* ---- 7 vtable ------------------------------------------------------------------------ */
 
-static coll_status_t shm_init(struct coll_comm *comm, void **ctx_p)
+static coll_status_t shm_init(struct coll_net *net, void **ctx_p)
 {
     struct shm_ctx *ctx = calloc(1, sizeof(*ctx));
     struct epoll_event ev = {.events = EPOLLIN};
@@ -912,24 +916,24 @@ static coll_status_t shm_init(struct coll_comm *comm, void **ctx_p)
 
     *ctx_p = NULL;
     if (!ctx)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the shm transport");
-    ctx->comm = comm;
-    ctx->nranks = comm->nranks;
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for the shm transport");
+    ctx->net = net;
+    ctx->nranks = net->nranks;
     ctx->bell_fd = ctx->send_fd = ctx->spare_fd = ctx->flat_fd = -1;
-    ctx->chans = calloc((size_t)comm->nranks, sizeof(*ctx->chans));
-    ctx->peer_fd = malloc((size_t)comm->nranks * sizeof(*ctx->peer_fd));
+    ctx->chans = calloc((size_t)net->nranks, sizeof(*ctx->chans));
+    ctx->peer_fd = malloc((size_t)net->nranks * sizeof(*ctx->peer_fd));
     if (!ctx->chans || !ctx->peer_fd) {
-        st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the shm transport");
+        st = coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for the shm transport");
         goto fail;
     }
-    for (int i = 0; i < comm->nranks; i++)
+    for (int i = 0; i < net->nranks; i++)
         ctx->peer_fd[i] = -1;
-    if (comm->nranks > 1) {
+    if (net->nranks > 1) {
         /* one ring now: if shared memory cannot be had, say so before the bootstrap, while
          * the other ranks can still be told (through tp_mask) to use TCP with us */
         ctx->spare_fd = ring_fd_new();
         if (ctx->spare_fd < 0) {
-            st = coll__sys_error(comm, errno, "shm: cannot reserve %zu bytes of shared memory",
+            st = coll__sys_error(net->comm, errno, "shm: cannot reserve %zu bytes of shared memory",
                                  SHM_RING_BYTES);
             goto fail;
         }
@@ -940,24 +944,24 @@ static coll_status_t shm_init(struct coll_comm *comm, void **ctx_p)
     ctx->bell_fd = coll__sys.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     ctx->send_fd = coll__sys.socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (ctx->bell_fd < 0 || ctx->send_fd < 0) {
-        st = coll__sys_error(comm, errno, "shm: doorbell socket");
+        st = coll__sys_error(net->comm, errno, "shm: doorbell socket");
         goto fail;
     }
     if (coll__sys.setsockopt(ctx->bell_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0 ||
         coll__sys.setsockopt(ctx->send_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
-        st = coll__sys_error(comm, errno, "shm: SO_PASSCRED");
+        st = coll__sys_error(net->comm, errno, "shm: SO_PASSCRED");
         goto fail;
     }
-    salen = bell_addr(&sa, comm->comm_id, comm->rank);
+    salen = bell_addr(&sa, net->comm_id, net->rank);
     if (coll__sys.bind(ctx->bell_fd, (struct sockaddr *)&sa, salen) < 0) {
-        st = coll__sys_error(comm, errno, "shm: binding the doorbell @%s", sa.sun_path + 1);
+        st = coll__sys_error(net->comm, errno, "shm: binding the doorbell @%s", sa.sun_path + 1);
         goto fail;
     }
     ctx->bell_pe.cb = bell_cb;
     ctx->bell_pe.arg = ctx;
     ev.data.ptr = &ctx->bell_pe;
-    if (coll__sys.epoll_ctl(comm->epfd, EPOLL_CTL_ADD, ctx->bell_fd, &ev) < 0) {
-        st = coll__sys_error(comm, errno, "shm: epoll_ctl(doorbell)");
+    if (coll__sys.epoll_ctl(net->epfd, EPOLL_CTL_ADD, ctx->bell_fd, &ev) < 0) {
+        st = coll__sys_error(net->comm, errno, "shm: epoll_ctl(doorbell)");
         goto fail;
     }
     *ctx_p = ctx;
@@ -979,31 +983,34 @@ fail:
 static void shm_shutdown(void *arg)
 {
     struct shm_ctx *ctx = arg;
+    char why[sizeof(ctx->origin)];
     coll_status_t st;
 
     if (!ctx || ctx->shut)
         return;
-    st = (coll_status_t)atomic_load(&ctx->comm->failed);
+    st = (coll_status_t)atomic_load(ctx->net->failed);
     if (st == COLL_SUCCESS)
         st = COLL_REMOTE_ERROR;
     ctx->shut = true;
     /* a rank that tries to start a channel with us now is refused at once */
     if (ctx->bell_fd >= 0) {
-        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->bell_fd, NULL);
+        coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->bell_fd, NULL);
         coll__sys.close(ctx->bell_fd);
         ctx->bell_fd = -1;
     }
-    pthread_mutex_lock(&ctx->comm->errlock);
+    /* pass on the cause, not a chain of who told whom */
+    if (ctx->origin[0])
+        memcpy(why, ctx->origin, sizeof(why));
+    else
+        ctx->net->ops->error_text(ctx->net->comm, why, sizeof(why));
     for (int p = 0; p < ctx->nranks; p++) {
         if (ctx->chans[p]) {
             char *dst = ctx->chans[p]->rx->closed_reason;
-            const char *src = ctx->origin[0] ? ctx->origin : ctx->comm->errmsg;
-            size_t n = strnlen(src, sizeof(ctx->chans[p]->rx->closed_reason) - 1);
-            memcpy(dst, src, n);
+            size_t n = strnlen(why, sizeof(ctx->chans[p]->rx->closed_reason) - 1);
+            memcpy(dst, why, n);
             dst[n] = '\0';
         }
     }
-    pthread_mutex_unlock(&ctx->comm->errlock);
     if (ctx->flat.shutdown)
         ctx->flat.shutdown(ctx->flat.arg);
     for (int p = 0; p < ctx->nranks; p++) {
@@ -1039,7 +1046,7 @@ static void shm_fini(void *arg)
             wake_peer(ch);
         chan_fail_all(ch, COLL_INVALID_USAGE);
         if (ch->pidfd >= 0) {
-            coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ch->pidfd, NULL);
+            coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ch->pidfd, NULL);
             close(ch->pidfd);
         }
         if (ch->tx)
@@ -1049,7 +1056,7 @@ static void shm_fini(void *arg)
         free(ch);
     }
     if (ctx->bell_fd >= 0) {
-        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->bell_fd, NULL);
+        coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->bell_fd, NULL);
         coll__sys.close(ctx->bell_fd);
     }
     if (ctx->send_fd >= 0)

@@ -232,7 +232,7 @@ struct tcp_link {
 };
 
 struct tcp_ctx {
-    struct coll_comm *comm;
+    struct coll_net *net;
     int listen_fd, timer_fd;
     struct coll_pollent listen_pe, timer_pe;
     char where[64];          /* our listen address */
@@ -248,7 +248,8 @@ struct tcp_ctx {
     bool shut;
     char cc[TCP_CC_NAME_MAX]; /* COLL_TCP_CONGESTION: "" = auto, "system", or a name */
     bool cc_warned;
-    /* the first failure a peer's abort frame told us of, passed on in ours (comm->errlock) */
+    /* the first failure a peer's abort frame told us of, passed on in ours; written and read
+     * with the engine lock held, as every entry point's state */
     char origin[TCP_ABORT_TEXT_MAX + 1];
 };
 
@@ -256,14 +257,15 @@ struct tcp_ctx {
 
 static void sock_cb(struct coll_pollent *pe, uint32_t events);
 
-static bool tcp_probe(struct coll_comm *comm, int peer)
+/* Did peer publish a socket address? */
+static bool reaches(const struct coll_net *net, int peer)
 {
     const struct coll_peer_info *p;
     sa_family_t family;
 
-    if (!comm->peers || peer < 0 || peer >= comm->nranks)
+    if (!net->peers || peer < 0 || peer >= net->nranks)
         return false;
-    p = &comm->peers[peer];
+    p = &net->peers[peer];
     if (p->addr_len < sizeof(family) || p->addr_len > COLL_ADDR_MAX)
         return false;
     memcpy(&family, p->addr, sizeof(family));
@@ -271,14 +273,20 @@ static bool tcp_probe(struct coll_comm *comm, int peer)
            (family == AF_INET6 && p->addr_len >= sizeof(struct sockaddr_in6));
 }
 
+static bool tcp_probe(void *arg, int peer)
+{
+    const struct tcp_ctx *ctx = arg;
+    return ctx && reaches(ctx->net, peer);
+}
+
 static const char *peer_host(const struct tcp_ctx *ctx, int peer)
 {
-    return coll__peer_hostname(ctx->comm, peer);
+    return coll__peer_hostname(ctx->net, peer);
 }
 
 static coll_status_t failed_status(const struct tcp_ctx *ctx)
 {
-    return coll__comm_failed_status(ctx->comm);
+    return coll__comm_failed_status(ctx->net);
 }
 
 /* Register s in epfd with exactly these events (RDHUP is always wanted). */
@@ -288,7 +296,7 @@ static int sock_watch(struct tcp_sock *s, uint32_t events)
 
     if (s->registered && s->events == ev.events)
         return 0;
-    if (coll__sys.epoll_ctl(s->ctx->comm->epfd, s->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
+    if (coll__sys.epoll_ctl(s->ctx->net->epfd, s->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
                             s->fd, &ev) < 0)
         return errno;
     s->registered = true;
@@ -299,7 +307,7 @@ static int sock_watch(struct tcp_sock *s, uint32_t events)
 static void sock_unwatch(struct tcp_sock *s)
 {
     if (s->registered && s->fd >= 0)
-        coll__sys.epoll_ctl(s->ctx->comm->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+        coll__sys.epoll_ctl(s->ctx->net->epfd, EPOLL_CTL_DEL, s->fd, NULL);
     s->registered = false;
     s->events = 0;
 }
@@ -328,8 +336,8 @@ static void set_sockopts(struct tcp_ctx *ctx, int fd)
     int one = 1;
 
     coll__sys.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (ctx->comm->cfg.sockbuf_bytes > 0) {
-        int n = (int)COLL_MIN(ctx->comm->cfg.sockbuf_bytes, (int64_t)INT_MAX / 2);
+    if (ctx->net->cfg->sockbuf_bytes > 0) {
+        int n = (int)COLL_MIN(ctx->net->cfg->sockbuf_bytes, (int64_t)INT_MAX / 2);
         /* best effort: the kernel clamps to net.core.[rw]mem_max anyway */
         coll__sys.setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n, sizeof(n));
         coll__sys.setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, sizeof(n));
@@ -388,22 +396,22 @@ static void sock_set_congestion(struct tcp_sock *s)
     COLL_WARN(COLL_SUB_NET,
               "rank %d: TCP congestion control '%s' refused (%s); the links keep the system's "
               "(COLL_TCP_CONGESTION)",
-              ctx->comm->rank, want, strerror_r(errno, ebuf, sizeof(ebuf)));
+              ctx->net->rank, want, strerror_r(errno, ebuf, sizeof(ebuf)));
 }
 
 /* COLL_NSOCKS as this rank's links use it (a comm built by hand may leave it 0). */
 static int cfg_nsocks(const struct tcp_ctx *ctx)
 {
-    int64_t k = ctx->comm->cfg.nsocks;
+    int64_t k = ctx->net->cfg->nsocks;
     return k < 1 ? 1 : k > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)k;
 }
 
 static struct tcp_link **ctx_links(struct tcp_ctx *ctx)
 {
     if (!ctx->links) {
-        ctx->links = calloc((size_t)ctx->comm->nranks, sizeof(*ctx->links));
+        ctx->links = calloc((size_t)ctx->net->nranks, sizeof(*ctx->links));
         if (ctx->links)
-            ctx->nranks = ctx->comm->nranks;
+            ctx->nranks = ctx->net->nranks;
     }
     return ctx->links;
 }
@@ -414,7 +422,7 @@ static struct tcp_link *link_new(struct tcp_ctx *ctx, int peer, int nsocks)
 
     if (!l)
         return NULL;
-    l->chan = (struct coll_chan){.tp = &coll__tcp_transport, .comm = ctx->comm, .peer = peer};
+    l->chan = (struct coll_chan){.tp = &coll__tcp_transport, .net = ctx->net, .peer = peer};
     l->ctx = ctx;
     l->nsocks = nsocks;
     return l;
@@ -449,7 +457,7 @@ static coll_status_t conn_fail(struct tcp_sock *s, coll_status_t st, const char 
     va_list ap;
 
     va_start(ap, fmt);
-    st = coll__transport_failv(s->ctx->comm, st, fmt, ap);
+    st = coll__transport_failv(s->ctx->net, st, fmt, ap);
     va_end(ap);
     if (!s->link->dead)
         link_kill(s->link, st);
@@ -644,13 +652,13 @@ static coll_status_t sock_send(struct tcp_sock *s)
 static coll_status_t check_header(struct tcp_sock *s, const struct tcp_piece *pc,
                                   const uint8_t *raw)
 {
-    struct coll_comm *comm = s->ctx->comm;
+    struct coll_net *net = s->ctx->net;
     const struct coll_xfer *x = pc->x;
     int peer = s->link->chan.peer;
     struct tcp_hdr h;
 
     hdr_decode(raw, &h);
-    if (h.magic != TCP_FRAME_MAGIC || h.type != TCP_TYPE_DATA || h.comm_id != comm->comm_id ||
+    if (h.magic != TCP_FRAME_MAGIC || h.type != TCP_TYPE_DATA || h.comm_id != net->comm_id ||
         h.src_rank != peer)
         return conn_fail(s, COLL_REMOTE_ERROR,
                          "rank %d (%s) sent a malformed frame header (magic %#x, type %u, "
@@ -659,8 +667,8 @@ static coll_status_t check_header(struct tcp_sock *s, const struct tcp_piece *pc
                          (unsigned long long)h.comm_id, h.src_rank);
     {
         char why[640];
-        if (coll__agree_xfer(comm, peer, x, h.seq, h.tag, h.len, &h.sig, why, sizeof(why)) !=
-            COLL_SUCCESS)
+        if (net->ops->agree_xfer(net->comm, peer, x, h.seq, h.tag, h.len, &h.sig, why,
+                                 sizeof(why)) != COLL_SUCCESS)
             return conn_fail(s, COLL_REMOTE_ERROR, "%s", why);
     }
     if (h.piece != pc->index)
@@ -722,7 +730,7 @@ static bool inbox_stalled(const struct tcp_sock *s)
         return false;
     hdr_decode(s->inbox + s->in_pos, &h);
     return h.magic == TCP_FRAME_MAGIC && h.type == TCP_TYPE_STALLED && h.len == 0 &&
-           h.comm_id == s->ctx->comm->comm_id && h.src_rank == s->link->chan.peer;
+           h.comm_id == s->ctx->net->comm_id && h.src_rank == s->link->chan.peer;
 }
 
 static coll_status_t take_stalled(struct tcp_sock *s)
@@ -735,7 +743,7 @@ static coll_status_t take_stalled(struct tcp_sock *s)
     s->in_pos += TCP_HDR_BYTES;
     if (s->in_pos == s->in_end)
         s->in_pos = s->in_end = 0;
-    if (coll__agree_probe(s->ctx->comm, peer, h.seq, &h.sig, why, sizeof(why)))
+    if (s->ctx->net->ops->agree_probe(s->ctx->net->comm, peer, h.seq, &h.sig, why, sizeof(why)))
         return conn_fail(s, COLL_REMOTE_ERROR, "%s", why);
     return COLL_SUCCESS;
 }
@@ -749,8 +757,8 @@ static void tcp_stalled(struct coll_chan *ch, uint64_t cseq, const struct coll_s
     uint8_t frame[TCP_HDR_BYTES];
     struct tcp_hdr h = {.magic = TCP_FRAME_MAGIC,
                         .type = TCP_TYPE_STALLED,
-                        .src_rank = ctx->comm->rank,
-                        .comm_id = ctx->comm->comm_id,
+                        .src_rank = ctx->net->rank,
+                        .comm_id = ctx->net->comm_id,
                         .seq = cseq};
 
     if (l->dead || !sig)
@@ -865,7 +873,7 @@ static void sock_peer_left(struct tcp_sock *s, uint32_t events)
         return;
     }
     COLL_INFO(COLL_SUB_NET, "rank %d: rank %d (%s) closed a connection; fine unless used",
-              s->ctx->comm->rank, s->link->chan.peer, peer_host(s->ctx, s->link->chan.peer));
+              s->ctx->net->rank, s->link->chan.peer, peer_host(s->ctx, s->link->chan.peer));
     /* a hung-up socket is readable forever: leave epoll, keep the fd to drain later */
     sock_unwatch(s);
     s->eof_err = err;
@@ -942,7 +950,7 @@ static size_t inbox_abort_bytes(const struct tcp_sock *s)
         return 0;
     hdr_decode(s->inbox + s->in_pos, &h);
     if (h.magic != TCP_FRAME_MAGIC || h.type != TCP_TYPE_ABORT ||
-        h.comm_id != s->ctx->comm->comm_id || h.src_rank != s->link->chan.peer ||
+        h.comm_id != s->ctx->net->comm_id || h.src_rank != s->link->chan.peer ||
         h.len > TCP_ABORT_TEXT_MAX)
         return 0;
     return TCP_HDR_BYTES + (size_t)h.len;
@@ -963,10 +971,8 @@ static coll_status_t take_abort(struct tcp_sock *s)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
             *c = '?';
     s->in_pos += TCP_HDR_BYTES + n;
-    pthread_mutex_lock(&ctx->comm->errlock);
     if (!ctx->origin[0])
         memcpy(ctx->origin, why, sizeof(why));
-    pthread_mutex_unlock(&ctx->comm->errlock);
     return conn_fail(s, COLL_REMOTE_ERROR, "rank %d (%s) failed or was aborted%s%s", peer,
                      peer_host(ctx, peer), why[0] ? ", first failure: " : "", why);
 }
@@ -981,8 +987,8 @@ static void link_send_abort(struct tcp_link *l, const char *why)
     size_t n = strnlen(why, TCP_ABORT_TEXT_MAX);
     struct tcp_hdr h = {.magic = TCP_FRAME_MAGIC,
                         .type = TCP_TYPE_ABORT,
-                        .src_rank = ctx->comm->rank,
-                        .comm_id = ctx->comm->comm_id,
+                        .src_rank = ctx->net->rank,
+                        .comm_id = ctx->net->comm_id,
                         .len = n};
 
     hdr_encode(frame, &h);
@@ -1017,7 +1023,7 @@ static coll_status_t connector_fail(struct tcp_sock *s, int err, const char *wha
     int peer = s->link->chan.peer;
     char addr[64], ebuf[128];
 
-    coll__sockaddr_str(ctx->comm->peers[peer].addr, ctx->comm->peers[peer].addr_len, addr,
+    coll__sockaddr_str(ctx->net->peers[peer].addr, ctx->net->peers[peer].addr_len, addr,
                        sizeof(addr));
     return conn_fail(s, COLL_REMOTE_ERROR, "%s rank %d (%s, '%s') failed: %s", what, peer,
                      peer_host(ctx, peer), addr,
@@ -1041,7 +1047,7 @@ static void connector_lost(struct tcp_sock *s, int err)
     COLL_INFO(COLL_SUB_NET,
               "rank %d: rank %d (%s) closed socket %d before taking its handshake (try %d of "
               "%d); dialling again",
-              s->ctx->comm->rank, peer, peer_host(s->ctx, peer), s->idx, s->tries,
+              s->ctx->net->rank, peer, peer_host(s->ctx, peer), s->idx, s->tries,
               TCP_CONNECT_TRIES);
     sock_close_fd(s);
     s->hs_off = 0;
@@ -1062,7 +1068,7 @@ static bool conn_gone(ssize_t n)
 static void connector_event(struct tcp_sock *s, uint32_t events)
 {
     struct tcp_ctx *ctx = s->ctx;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     int peer = s->link->chan.peer;
     ssize_t n;
 
@@ -1097,12 +1103,12 @@ static void connector_event(struct tcp_sock *s, uint32_t events)
         if (s->hs_off < TCP_NONCE_BYTES)
             return;
         put32(s->hs, TCP_HS_MAGIC);
-        put64(s->hs + 4, comm->comm_id);
-        put32(s->hs + 12, (uint32_t)comm->rank);
+        put64(s->hs + 4, net->comm_id);
+        put32(s->hs + 12, (uint32_t)net->rank);
         put32(s->hs + 16, (uint32_t)peer);
         put16(s->hs + 20, (uint16_t)s->idx);
         put16(s->hs + 22, (uint16_t)s->link->nsocks);
-        hs_mac(comm->secret, s->nonce, comm->comm_id, comm->rank, peer, (uint16_t)s->idx,
+        hs_mac(net->secret, s->nonce, net->comm_id, net->rank, peer, (uint16_t)s->idx,
                (uint16_t)s->link->nsocks, s->hs + 24);
         s->hs_off = 0;
         s->state = TCP_HS_ANSWER;
@@ -1151,7 +1157,7 @@ static void connector_event(struct tcp_sock *s, uint32_t events)
                       peer, peer_host(ctx, peer));
             return;
         }
-        COLL_TRACE(COLL_SUB_NET, "rank %d: connected socket %d of %d to rank %d (%s)", comm->rank,
+        COLL_TRACE(COLL_SUB_NET, "rank %d: connected socket %d of %d to rank %d (%s)", net->rank,
                    s->idx, s->link->nsocks, peer, peer_host(ctx, peer));
         sock_set_up(s);
     }
@@ -1161,19 +1167,19 @@ static void connector_event(struct tcp_sock *s, uint32_t events)
 static coll_status_t connector_start(struct tcp_ctx *ctx, struct tcp_link *l, int idx,
                                      struct tcp_sock **s_p)
 {
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     int peer = l->chan.peer;
-    const struct coll_peer_info *pi = &comm->peers[peer];
+    const struct coll_peer_info *pi = &net->peers[peer];
     struct tcp_sock *s;
     coll_status_t st;
 
-    if (!tcp_probe(comm, peer))
-        return coll__error(comm, COLL_REMOTE_ERROR,
+    if (!reaches(net, peer))
+        return coll__error(net->comm, COLL_REMOTE_ERROR,
                            "rank %d (%s) published no TCP address (%u bytes)", peer, pi->hostname,
                            (unsigned)pi->addr_len);
     s = calloc(1, sizeof(*s));
     if (!s)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a connection");
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for a connection");
     s->ctx = ctx;
     s->link = l;
     s->idx = idx;
@@ -1192,9 +1198,9 @@ static coll_status_t connector_start(struct tcp_ctx *ctx, struct tcp_link *l, in
 static coll_status_t connector_dial(struct tcp_sock *s)
 {
     struct tcp_ctx *ctx = s->ctx;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     int peer = s->link->chan.peer;
-    const struct coll_peer_info *pi = &comm->peers[peer];
+    const struct coll_peer_info *pi = &net->peers[peer];
     struct sockaddr_storage ss;
     int fd;
 
@@ -1202,7 +1208,7 @@ static coll_status_t connector_dial(struct tcp_sock *s)
     memcpy(&ss, pi->addr, COLL_MIN(pi->addr_len, sizeof(ss)));
     fd = coll__sys.socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return coll__sys_error(comm, errno, "cannot create a socket to rank %d", peer);
+        return coll__sys_error(net->comm, errno, "cannot create a socket to rank %d", peer);
     s->fd = fd;
     s->tries++;
     set_sockopts(ctx, fd);
@@ -1213,7 +1219,7 @@ static coll_status_t connector_dial(struct tcp_sock *s)
     } else {
         char addr[64], ebuf[128];
         coll__sockaddr_str(pi->addr, pi->addr_len, addr, sizeof(addr));
-        coll__error(comm, COLL_REMOTE_ERROR, "connect to rank %d (%s, '%s') failed: %s", peer,
+        coll__error(net->comm, COLL_REMOTE_ERROR, "connect to rank %d (%s, '%s') failed: %s", peer,
                     pi->hostname, addr, strerror_r(errno, ebuf, sizeof(ebuf)));
         coll__sys.close(fd);
         s->fd = -1;
@@ -1244,9 +1250,9 @@ static void note_rejected(struct tcp_ctx *ctx, const char *where, const char *wh
         COLL_WARN(COLL_SUB_NET,
                   "rank %d: dropped a connection from %s on the data listener %s: %s (further "
                   "ones are counted, not logged)",
-                  ctx->comm->rank, where, ctx->where, why);
+                  ctx->net->rank, where, ctx->where, why);
     else
-        COLL_INFO(COLL_SUB_NET, "rank %d: dropped a connection from %s: %s", ctx->comm->rank, where,
+        COLL_INFO(COLL_SUB_NET, "rank %d: dropped a connection from %s: %s", ctx->net->rank, where,
                   why);
 }
 
@@ -1281,7 +1287,7 @@ static void acceptor_reject(struct tcp_sock *s, const char *fmt, ...)
 static void acceptor_check(struct tcp_sock *s)
 {
     struct tcp_ctx *ctx = s->ctx;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     uint64_t comm_id = get64(s->hs + 4);
     int32_t from = (int32_t)get32(s->hs + 12), to = (int32_t)get32(s->hs + 16);
     uint16_t idx = get16(s->hs + 20), nsocks = get16(s->hs + 22);
@@ -1292,27 +1298,27 @@ static void acceptor_check(struct tcp_sock *s)
         acceptor_reject(s, "not a coll handshake");
         return;
     }
-    if (!comm->peers) {
+    if (!net->peers) {
         acceptor_reject(s, "handshake before this rank finished the bootstrap");
         return;
     }
-    hs_mac(comm->secret, s->nonce, comm_id, from, to, idx, nsocks, mac);
+    hs_mac(net->secret, s->nonce, comm_id, from, to, idx, nsocks, mac);
     if (!coll__mac_equal(mac, s->hs + 24, COLL_MAC_BYTES)) {
         acceptor_reject(s, "wrong MAC (another communicator's secret, or a stranger)");
         return;
     }
-    if (comm_id != comm->comm_id) {
+    if (comm_id != net->comm_id) {
         acceptor_reject(s, "handshake for communicator %016llx", (unsigned long long)comm_id);
         return;
     }
-    if (to != comm->rank) {
+    if (to != net->rank) {
         acceptor_reject(s, "handshake addressed to rank %d", to);
         return;
     }
     /* the lower rank of a pair connects: anything else is out of protocol */
-    if (from < 0 || from >= comm->rank) {
+    if (from < 0 || from >= net->rank) {
         acceptor_reject(s, "handshake from rank %d, which does not connect to rank %d", from,
-                        comm->rank);
+                        net->rank);
         return;
     }
     if (nsocks < 1 || nsocks > TCP_MAX_SOCKS || idx >= nsocks) {
@@ -1353,14 +1359,14 @@ static void acceptor_check(struct tcp_sock *s)
         links[from] = l;
         if (nsocks != cfg_nsocks(ctx))
             COLL_INFO(COLL_SUB_NET, "rank %d: rank %d links with %u sockets (COLL_NSOCKS=%d here)",
-                      comm->rank, from, nsocks, cfg_nsocks(ctx));
+                      net->rank, from, nsocks, cfg_nsocks(ctx));
     }
     pending_unlink(ctx, s);
     s->link = l;
     s->idx = idx;
     l->socks[idx] = s;
     COLL_TRACE(COLL_SUB_NET, "rank %d: accepted socket %u of %u from rank %d (%s) at %s",
-               comm->rank, idx, nsocks, from, peer_host(ctx, from), s->where);
+               net->rank, idx, nsocks, from, peer_host(ctx, from), s->where);
     /* frames may follow the answer at once; they wait until a receive is posted */
     sock_set_up(s);
 }
@@ -1516,7 +1522,7 @@ static bool pending_evict_oldest(struct tcp_ctx *ctx, const char *why)
 static void listen_cb(struct coll_pollent *pe, uint32_t events)
 {
     struct tcp_ctx *ctx = pe->arg;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
 
     (void)events;
     /* level-triggered: a backlog longer than a batch calls again, after the events that
@@ -1545,14 +1551,14 @@ static void listen_cb(struct coll_pollent *pe, uint32_t events)
                                            "connection")))
                 continue;
             /* out of fds or memory: the listener would fire forever, and a peer waits */
-            coll__sys_error(comm, errno, "cannot accept connections on %s", ctx->where);
-            coll__comm_fail(comm, COLL_SYSTEM_ERROR);
+            coll__sys_error(net->comm, errno, "cannot accept connections on %s", ctx->where);
+            coll__net_fail(net, COLL_SYSTEM_ERROR);
             return;
         }
         coll__sockaddr_str(&ss, sl, where, sizeof(where));
         /* room for every socket peers may open (their COLL_NSOCKS rules their links); at
          * the cap the oldest goes, never the newcomer, which may be a rank */
-        if (ctx->npending >= TCP_MAX_STRANGERS + comm->nranks * TCP_MAX_SOCKS)
+        if (ctx->npending >= TCP_MAX_STRANGERS + net->nranks * TCP_MAX_SOCKS)
             pending_evict_oldest(ctx, "the oldest of too many handshakes in progress");
         s = calloc(1, sizeof(*s));
         if (!s || coll__random(s->nonce, sizeof(s->nonce)) != COLL_SUCCESS) {
@@ -1598,7 +1604,7 @@ static void listen_cb(struct coll_pollent *pe, uint32_t events)
 
 /* ---- 10 entry points ----------------------------------------------------------------- */
 
-static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
+static coll_status_t tcp_init(struct coll_net *net, void **ctx_p)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -1610,20 +1616,20 @@ static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
 
     ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the tcp transport");
-    ctx->comm = comm;
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for the tcp transport");
+    ctx->net = net;
     ctx->listen_fd = ctx->timer_fd = -1;
     ctx->listen_pe = (struct coll_pollent){.cb = listen_cb, .arg = ctx};
     ctx->timer_pe = (struct coll_pollent){.cb = timer_cb, .arg = ctx};
     hs_ms = TCP_HS_TIMEOUT_MS;
-    if (comm->cfg.timeout_ms > 0 && comm->cfg.timeout_ms < hs_ms)
-        hs_ms = comm->cfg.timeout_ms;
+    if (net->cfg->timeout_ms > 0 && net->cfg->timeout_ms < hs_ms)
+        hs_ms = net->cfg->timeout_ms;
     ctx->hs_timeout_ns = (uint64_t)hs_ms * 1000000ull;
     {
         const char *cc = getenv("COLL_TCP_CONGESTION");
         if (cc && strcmp(cc, "auto") != 0) {
             if (strlen(cc) >= sizeof(ctx->cc)) {
-                st = coll__error(comm, COLL_INVALID_ARGUMENT,
+                st = coll__error(net->comm, COLL_INVALID_ARGUMENT,
                                  "COLL_TCP_CONGESTION '%.64s' is too long for a congestion "
                                  "control name (auto, system, or a name such as reno or cubic)",
                                  cc);
@@ -1634,11 +1640,12 @@ static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
     }
 
     COLL_CHECK_GOTO(
-        coll__socket_pick_addr(comm, comm->cfg.socket_ifname, &ss, &sl, ifname, sizeof(ifname)), st,
-        out_fini);
+        coll__socket_pick_addr(net->comm, net->cfg->socket_ifname, &ss, &sl, ifname,
+                               sizeof(ifname)),
+        st, out_fini);
     ctx->listen_fd = coll__sys.socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (ctx->listen_fd < 0) {
-        st = coll__sys_error(comm, errno, "cannot create the data listener socket");
+        st = coll__sys_error(net->comm, errno, "cannot create the data listener socket");
         goto out_fini;
     }
     /* accepted sockets inherit the buffer sizes, which must be set before the handshake
@@ -1652,44 +1659,45 @@ static coll_status_t tcp_init(struct coll_comm *comm, void **ctx_p)
     }
     coll__sockaddr_str(&ss, sl, ctx->where, sizeof(ctx->where));
     if (coll__sys.bind(ctx->listen_fd, (struct sockaddr *)&ss, sl) < 0) {
-        st = coll__sys_error(comm, errno, "cannot bind the data listener to %s (%s)", ctx->where,
-                             ifname);
+        st = coll__sys_error(net->comm, errno, "cannot bind the data listener to %s (%s)",
+                             ctx->where, ifname);
         goto out_fini;
     }
     if (coll__sys.listen(ctx->listen_fd, SOMAXCONN) < 0) {
-        st = coll__sys_error(comm, errno, "cannot listen on %s", ctx->where);
+        st = coll__sys_error(net->comm, errno, "cannot listen on %s", ctx->where);
         goto out_fini;
     }
     sl = sizeof(ss);
     if (coll__sys.getsockname(ctx->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
-        st = coll__sys_error(comm, errno, "getsockname of the data listener");
+        st = coll__sys_error(net->comm, errno, "getsockname of the data listener");
         goto out_fini;
     }
     if (sl > COLL_ADDR_MAX) {
-        st = coll__error(comm, COLL_INTERNAL_ERROR, "listen address of %u bytes", (unsigned)sl);
+        st = coll__error(net->comm, COLL_INTERNAL_ERROR, "listen address of %u bytes",
+                         (unsigned)sl);
         goto out_fini;
     }
     coll__sockaddr_str(&ss, sl, ctx->where, sizeof(ctx->where));
     ctx->timer_fd = coll__sys.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (ctx->timer_fd < 0) {
-        st = coll__sys_error(comm, errno, "timerfd_create");
+        st = coll__sys_error(net->comm, errno, "timerfd_create");
         goto out_fini;
     }
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &ctx->listen_pe};
-    if (coll__sys.epoll_ctl(comm->epfd, EPOLL_CTL_ADD, ctx->listen_fd, &ev) < 0) {
-        st = coll__sys_error(comm, errno, "epoll_ctl for the data listener");
+    if (coll__sys.epoll_ctl(net->epfd, EPOLL_CTL_ADD, ctx->listen_fd, &ev) < 0) {
+        st = coll__sys_error(net->comm, errno, "epoll_ctl for the data listener");
         goto out_fini;
     }
     ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &ctx->timer_pe};
-    if (coll__sys.epoll_ctl(comm->epfd, EPOLL_CTL_ADD, ctx->timer_fd, &ev) < 0) {
-        st = coll__sys_error(comm, errno, "epoll_ctl for the handshake timer");
-        coll__sys.epoll_ctl(comm->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
+    if (coll__sys.epoll_ctl(net->epfd, EPOLL_CTL_ADD, ctx->timer_fd, &ev) < 0) {
+        st = coll__sys_error(net->comm, errno, "epoll_ctl for the handshake timer");
+        coll__sys.epoll_ctl(net->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
         goto out_fini;
     }
-    memset(comm->self.addr, 0, sizeof(comm->self.addr));
-    memcpy(comm->self.addr, &ss, sl);
-    comm->self.addr_len = (uint16_t)sl;
-    COLL_INFO(COLL_SUB_NET, "rank %d: tcp listening on %s (%s)", comm->rank, ctx->where, ifname);
+    memset(net->self->addr, 0, sizeof(net->self->addr));
+    memcpy(net->self->addr, &ss, sl);
+    net->self->addr_len = (uint16_t)sl;
+    COLL_INFO(COLL_SUB_NET, "rank %d: tcp listening on %s (%s)", net->rank, ctx->where, ifname);
     *ctx_p = ctx;
     return COLL_SUCCESS;
 
@@ -1706,24 +1714,25 @@ out_fini:
 static coll_status_t tcp_connect(void *arg, int peer, struct coll_chan **chan_p)
 {
     struct tcp_ctx *ctx = arg;
-    struct coll_comm *comm = ctx->comm;
+    struct coll_net *net = ctx->net;
     struct tcp_link **links, *l;
     coll_status_t st;
 
-    if (ctx->shut || atomic_load(&comm->failed) != COLL_SUCCESS)
+    if (ctx->shut || atomic_load(net->failed) != COLL_SUCCESS)
         return failed_status(ctx);
-    if (peer < 0 || peer >= comm->nranks || peer == comm->rank || !comm->peers)
-        return coll__error(comm, COLL_INTERNAL_ERROR, "tcp: no channel from rank %d to rank %d",
-                           comm->rank, peer);
+    if (peer < 0 || peer >= net->nranks || peer == net->rank || !net->peers)
+        return coll__error(net->comm, COLL_INTERNAL_ERROR,
+                           "tcp: no channel from rank %d to rank %d", net->rank, peer);
     links = ctx_links(ctx);
     if (!links)
-        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %d channels", comm->nranks);
+        return coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for %d channels",
+                           net->nranks);
     l = links[peer];
-    if (!l && comm->rank < peer) {
+    if (!l && net->rank < peer) {
         int k = cfg_nsocks(ctx);
 
         if (!(l = link_new(ctx, peer, k))) {
-            st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for a link to rank %d",
+            st = coll__error(net->comm, COLL_SYSTEM_ERROR, "out of memory for a link to rank %d",
                              peer);
             goto out_fail;
         }
@@ -1756,7 +1765,7 @@ static coll_status_t tcp_connect(void *arg, int peer, struct coll_chan **chan_p)
     return COLL_SUCCESS;
 
 out_fail:
-    coll__comm_fail(comm, st);
+    coll__net_fail(net, st);
     return st;
 }
 
@@ -1766,7 +1775,7 @@ static coll_status_t link_usable(struct tcp_link *l, struct coll_xfer *x, bool s
 {
     coll_status_t st = COLL_SUCCESS;
 
-    if (l->ctx->shut || l->dead || atomic_load(&l->ctx->comm->failed))
+    if (l->ctx->shut || l->dead || atomic_load(l->ctx->net->failed))
         st = failed_status(l->ctx);
     for (int i = 0; send && st == COLL_SUCCESS && i < l->nsocks; i++)
         if (l->socks[i]->state == TCP_EOF)
@@ -1781,7 +1790,7 @@ static coll_status_t link_usable(struct tcp_link *l, struct coll_xfer *x, bool s
 static coll_status_t link_queue(struct tcp_link *l, struct coll_xfer *x, bool send,
                                 struct tcp_sock **socks, uint32_t *n_p)
 {
-    struct coll_comm *comm = l->ctx->comm;
+    struct coll_net *net = l->ctx->net;
     uint32_t p = npieces(x->len, l->nsocks);
     uint64_t m = send ? l->nsent : l->nrecv;
     coll_status_t st;
@@ -1789,9 +1798,10 @@ static coll_status_t link_queue(struct tcp_link *l, struct coll_xfer *x, bool se
     for (uint32_t i = 0; i < p; i++) {
         socks[i] = l->socks[(m + i) % (uint64_t)l->nsocks];
         if (!fifo_reserve(send ? &socks[i]->sq : &socks[i]->rq)) {
-            st = coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the %s queue of rank %d",
+            st = coll__error(net->comm, COLL_SYSTEM_ERROR,
+                             "out of memory for the %s queue of rank %d",
                              send ? "send" : "receive", l->chan.peer);
-            coll__comm_fail(comm, st);
+            coll__net_fail(net, st);
             atomic_store(&x->status, st);
             return st;
         }
@@ -1812,8 +1822,8 @@ static coll_status_t link_queue(struct tcp_link *l, struct coll_xfer *x, bool se
                 .type = TCP_TYPE_DATA,
                 .piece = (uint16_t)i,
                 .tag = x->tag,
-                .src_rank = comm->rank,
-                .comm_id = comm->comm_id,
+                .src_rank = net->rank,
+                .comm_id = net->comm_id,
                 .seq = x->seq,
                 .len = x->len,
             };
@@ -1879,15 +1889,10 @@ static void tcp_shutdown(void *arg)
     st = failed_status(ctx);
     ctx->shut = true;
     /* pass on the cause, not a chain of who told whom */
-    pthread_mutex_lock(&ctx->comm->errlock);
-    {
-        const char *src = ctx->origin[0] ? ctx->origin : ctx->comm->errmsg;
-        size_t n = strnlen(src, sizeof(why) - 1);
-
-        memcpy(why, src, n);
-        why[n] = '\0';
-    }
-    pthread_mutex_unlock(&ctx->comm->errlock);
+    if (ctx->origin[0])
+        memcpy(why, ctx->origin, sizeof(why));
+    else
+        ctx->net->ops->error_text(ctx->net->comm, why, sizeof(why));
     for (int i = 0; ctx->links && i < ctx->nranks; i++)
         if (ctx->links[i] && !ctx->links[i]->dead) {
             link_send_abort(ctx->links[i], why);
@@ -1897,13 +1902,13 @@ static void tcp_shutdown(void *arg)
     for (struct tcp_sock *s = ctx->pend_head; s; s = s->next)
         sock_close_fd(s);
     if (ctx->listen_fd >= 0) {
-        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
+        coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
         coll__sys.close(ctx->listen_fd);
         ctx->listen_fd = -1;
     }
     /* an armed timer nobody reads would wake the engine forever */
     if (ctx->timer_fd >= 0) {
-        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->timer_fd, NULL);
+        coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->timer_fd, NULL);
         coll__sys.close(ctx->timer_fd);
         ctx->timer_fd = -1;
     }
@@ -1964,11 +1969,11 @@ static void tcp_fini(void *arg)
         free(s);
     }
     if (ctx->listen_fd >= 0) {
-        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
+        coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->listen_fd, NULL);
         coll__sys.close(ctx->listen_fd);
     }
     if (ctx->timer_fd >= 0) {
-        coll__sys.epoll_ctl(ctx->comm->epfd, EPOLL_CTL_DEL, ctx->timer_fd, NULL);
+        coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ctx->timer_fd, NULL);
         coll__sys.close(ctx->timer_fd);
     }
     free(ctx->links);

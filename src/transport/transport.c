@@ -18,7 +18,7 @@ const struct coll_transport *const coll__transports[] = {
     NULL,
 };
 _Static_assert(COLL_ARRAY_SIZE(coll__transports) <= COLL_MAX_TRANSPORTS + 1,
-               "comm->tp_ctx[] and the peer info's tp_mask hold COLL_MAX_TRANSPORTS");
+               "a comm's tp_ctx[] and the peer info's tp_mask hold COLL_MAX_TRANSPORTS");
 
 const struct coll_transport *coll__transport_find(const char *name)
 {
@@ -36,40 +36,40 @@ int coll__transport_index(const struct coll_transport *tp)
     return -1;
 }
 
-const char *coll__peer_hostname(const struct coll_comm *comm, int peer)
+const char *coll__peer_hostname(const struct coll_net *net, int peer)
 {
-    if (comm->peers && peer >= 0 && peer < comm->nranks)
-        return comm->peers[peer].hostname;
+    if (net->peers && peer >= 0 && peer < net->nranks)
+        return net->peers[peer].hostname;
     return "?";
 }
 
-coll_status_t coll__comm_failed_status(const struct coll_comm *comm)
+coll_status_t coll__comm_failed_status(const struct coll_net *net)
 {
-    int st = atomic_load(&comm->failed);
+    int st = atomic_load(net->failed);
     return st != COLL_SUCCESS ? (coll_status_t)st : COLL_REMOTE_ERROR;
 }
 
-coll_status_t coll__transport_failv(struct coll_comm *comm, coll_status_t st, const char *fmt,
+coll_status_t coll__transport_failv(struct coll_net *net, coll_status_t st, const char *fmt,
                                     va_list ap)
 {
     char msg[512];
 
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS)
-        coll__error(comm, st, "%s", msg);
+    if (atomic_load(net->failed) == COLL_SUCCESS)
+        coll__error(net->comm, st, "%s", msg);
     else
-        st = (coll_status_t)atomic_load(&comm->failed);
+        st = (coll_status_t)atomic_load(net->failed);
     /* the comm is failed before any transfer completes with the error */
-    coll__comm_fail(comm, st);
+    coll__net_fail(net, st);
     return st;
 }
 
-coll_status_t coll__transport_fail(struct coll_comm *comm, coll_status_t st, const char *fmt, ...)
+coll_status_t coll__transport_fail(struct coll_net *net, coll_status_t st, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    st = coll__transport_failv(comm, st, fmt, ap);
+    st = coll__transport_failv(net, st, fmt, ap);
     va_end(ap);
     return st;
 }

@@ -81,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.epfd = epoll_create1(EPOLL_CLOEXEC);
     c.self.rank = 1;
     coll__host_identity(&c.self);
-    if (c.epfd < 0 || coll__tcp_transport.init(&c, &c.tp_ctx[SLOT]) != COLL_SUCCESS)
+    coll__comm_net_init(&c);
+    if (c.epfd < 0 || coll__tcp_transport.init(&c.net, &c.tp_ctx[SLOT]) != COLL_SUCCESS)
         abort();
     peers[0] = c.self;
     peers[0].rank = 0;
@@ -90,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.chans = chans;
     c.comm_id = comm_id;
     memcpy(c.secret, secret, COLL_SECRET_BYTES);
+    c.net.peers = peers; /* as the bootstrap would */
+    c.net.comm_id = comm_id;
 
     memset(&ss, 0, sizeof(ss));
     memcpy(&ss, c.self.addr, c.self.addr_len);
