@@ -572,6 +572,33 @@ TEST(run_ahead_np4)
     unsetenv("COLL_SHM_SLICED_BYTES");
 }
 
+/* The root of a broadcast settles it at its next call (flat_settle): it waits there for the
+ * peers' lines of the broadcast, and a wait that stalls looks up what the peers logged. The
+ * lookup must compare the peers' broadcast with the broadcast, not with the call that
+ * settles it: a peer slower than the stall check (20 ms) is late, not in disagreement. */
+static void rank_settle_late_peer(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    int32_t b = rank == 0 ? 77 : -1, s = rank + 1, t = 0;
+    float x[64];
+    (void)arg;
+
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)rank;
+    if (rank == n - 1)
+        usleep(150000);
+    RCALL(coll_broadcast(&b, &b, 1, COLL_INT32, 0, comm));
+    RCHECK(b == 77);
+    RCALL(coll_allreduce(x, x, 64, COLL_FLOAT32, COLL_SUM, comm));
+    RCHECK(x[0] == (float)(n * (n - 1) / 2));
+    RCALL(coll_allreduce(&s, &t, 1, COLL_INT32, COLL_SUM, comm));
+    RCHECK(t == n * (n + 1) / 2);
+}
+
+TEST(broadcast_root_settles_with_a_late_peer_np3)
+{
+    ASSERT_EQ(run_ranks(3, rank_settle_late_peer, NULL, -1), 3);
+}
+
 static void rank_mixed(coll_comm_t *comm, int rank, int n, void *arg)
 {
     const size_t big = 100000;

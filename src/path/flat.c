@@ -167,7 +167,9 @@ struct coll_flat {
     struct coll_sig sig;        /* ... and its signature (the whole call, not a piece) */
     uint32_t unchecked;         /* a broadcast this rank was the root of, whose peers' lines
                                  * it has not compared yet (0: none): see flat_settle */
-    uint64_t unchecked_cseq;
+    uint64_t unchecked_cseq;    /* ... its collective number and signature, which the waits
+                                 * of that comparison name and check against the peers' logs */
+    struct coll_sig unchecked_sig;
     uint32_t flags;             /* the segment header's FLAT_HDR_* */
     int *pidfd;                 /* [n], -1 where none */
     struct flat_line *snap;     /* [n] lines copied out of the segment */
@@ -887,12 +889,17 @@ static coll_status_t flat_settle(struct flat_rank *me, struct coll_flat *f)
 {
     const uint32_t c = f->unchecked;
     const uint64_t cseq = f->cseq;
+    const struct coll_sig sig = f->sig;
     coll_status_t st;
 
+    /* the waits below are the broadcast's: a stalled one compares the peers' logs of the
+     * broadcast with the broadcast, not with the call that settles it */
     f->unchecked = 0;
     f->cseq = f->unchecked_cseq;
+    f->sig = f->unchecked_sig;
     st = read_all(f, c, &me->line[c & 1]);
     f->cseq = cseq;
+    f->sig = sig;
     if (st == COLL_SUCCESS)
         publish(me, &me->done, c);
     return st;
@@ -1005,6 +1012,7 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     if (coll == COLL_COLL_BROADCAST && f->rank == root && f->n > 1) {
         f->unchecked = c;
         f->unchecked_cseq = f->cseq;
+        f->unchecked_sig = f->sig;
         return COLL_SUCCESS;
     }
     publish(me, &me->done, c);
