@@ -12,6 +12,7 @@
 #include "../cuda/stream.h"
 #include "../path/path.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,7 @@ static struct coll_op *op_alloc(int n)
     size_t size = sizeof(struct coll_op) + (size_t)n * sizeof(((struct coll_op *)0)->part_mem[0]);
     struct coll_op *op = spare_op;
 
+    assert(n >= 1);
     if (n == 1 && op) {
         spare_op = NULL;
         memset(op, 0, size);

@@ -16,6 +16,7 @@
 #include "exec.h"
 #include "topo.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -48,6 +49,8 @@ void coll__engine_wake(struct coll_comm *comm)
 static void op_list_remove_head(struct coll_comm *comm)
 {
     struct coll_op *op = comm->ops_head;
+
+    assert(op && (op->next || comm->ops_tail == op));
     comm->ops_head = op->next;
     if (!comm->ops_head)
         comm->ops_tail = NULL;
@@ -74,6 +77,8 @@ static void run_head(struct coll_comm *comm, struct coll_op *op)
     coll_status_t st = COLL_SUCCESS;
     int expected = COLL_IN_PROGRESS;
 
+    /* only the driver runs ops, and only the head: ops complete in issue order */
+    assert(op == comm->ops_head && op->runs && comm->driving && !comm->poll_only);
     pthread_mutex_unlock(&comm->lock);
     for (int k = 0; k < op->nparts && st == COLL_SUCCESS; k++)
         st = op->parts[k].run(comm, &op->parts[k].call);
@@ -300,6 +305,7 @@ void coll__engine_fini(struct coll_comm *comm)
 
 void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
 {
+    assert(op->nparts > 0 && !op->next);
     pthread_mutex_lock(&comm->lock);
     op->seq = atomic_fetch_add(&comm->next_seq, 1);
     /* Every rank issues the same collectives in the same order, so their number is checked
@@ -401,6 +407,7 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op, bool
             pthread_cond_broadcast(&comm->cond);
     }
     comm->waiters--;
+    assert(comm->waiters >= 0);
     reap_head(comm);
     if (unlink)
         op_unlink(comm, op);
@@ -460,6 +467,7 @@ uint64_t coll__engine_take_seq(struct coll_comm *comm, const struct coll_sig *co
 
     /* only the thread that issues on comm changes these (one at a time, coll.h), and the
      * queue is empty: a plain load and store, no read-modify-write */
+    assert(!comm->ops_head || atomic_load(&comm->failed) != COLL_SUCCESS);
     *cseq_p = UINT64_MAX;
     if (coll_sig) {
         *cseq_p = atomic_load_explicit(&comm->next_coll_seq, memory_order_relaxed);
