@@ -15,8 +15,10 @@
  * peer, so the k-th send from a to b meets the k-th receive from a in b (one mailbox per
  * ordered pair, whose FIFO matching SimGrid keeps; every message carries its number and the
  * receiver checks it). All posted sends and receives progress at once (asynchronous puts
- * and gets; at most RECV_WINDOW a link and direction, one within a host); local steps run
- * one at a time on the rank's core. Within a host, every rank has its own memory port
+ * and gets); on the platforms collsim builds a pair's messages go one at a time, each
+ * one's latency run by the receiver after its data (o->streams), elsewhere at most
+ * RECV_WINDOW a link and direction, one within a host; local steps run one at a time on
+ * the rank's core. Within a host, every rank has its own memory port
  * (write_platform) whose bandwidth the messages it receives share (the receiver copies);
  * shared memory's latency runs after a message's data is in, while the next one is copied. Each step costs the rank the
  * executor's per-step time, each message the sender's per-message time (alpha less its
@@ -823,6 +825,10 @@ static void rank_main(int argc, char **argv)
         }
     }
     R->finish = simgrid_get_clock();
+    /* the sending halves of the last latency waits, done with their gets but not waited
+     * for (a wait returns one of the two) */
+    if (!S.failed && nact)
+        sg_comm_wait_all(act, nact);
     /* a failed run leaves messages posted: SimGrid reports the actors blocked at its end */
 out:
     for (size_t b = 0; b < slots.nblocks; b++)
