@@ -340,6 +340,21 @@ int calibrate(struct bench *b)
             probe_link = l;
         }
     }
+    /* the flat path's row: its own calls, on every rank (kept where it takes none) */
+    if (b->nranks >= 2) {
+        unsigned fit = 0;
+        watchdog_arm(&b->wd, "the flat path of --calibrate");
+        st = coll__ix_calibrate_flat(b->comm, &p, &fit);
+        if (st != COLL_SUCCESS)
+            return lib_error(b, "the flat path (--calibrate)", st);
+        if (b->rank == 0)
+            printf("# flat path: flat.alpha %.3g s%s, flat.beta %.3g s/B%s, flat.sliced %.3g "
+                   "s/B%s, flat.yield %.3g s%s\n",
+                   p.flat.alpha, fit & COLL_IX_FLAT_FIT_ALPHA ? "" : " (kept)", p.flat.beta,
+                   fit & COLL_IX_FLAT_FIT_BETA ? "" : " (kept)", p.flat.sliced,
+                   fit & COLL_IX_FLAT_FIT_SLICED ? "" : " (kept)", p.flat.yield,
+                   fit & COLL_IX_FLAT_FIT_YIELD ? "" : " (kept)");
+    }
     for (int l = 0; b->rank == 0 && l < COLL_NUM_LINKS; l++) {
         size_t last = COLL_ARRAY_SIZE(sizes) - 1;
         enum coll_link link = (enum coll_link)l;

@@ -274,6 +274,18 @@ bool coll__ix_calib_path(const char *named, char *buf, size_t n)
     return false;
 }
 
+_Static_assert((int)COLL_IX_FLAT_FIT_ALPHA == (int)COLL_FLAT_FIT_ALPHA &&
+                   (int)COLL_IX_FLAT_FIT_YIELD == (int)COLL_FLAT_FIT_YIELD &&
+                   (int)COLL_IX_FLAT_FIT_BETA == (int)COLL_FLAT_FIT_BETA &&
+                   (int)COLL_IX_FLAT_FIT_SLICED == (int)COLL_FLAT_FIT_SLICED,
+               "introspect.h says what path.h fits");
+
+coll_status_t coll__ix_calibrate_flat(coll_comm_t *comm, struct coll_cost_params *p,
+                                      unsigned *fitted_p)
+{
+    return coll__flat_calibrate(comm, p, fitted_p);
+}
+
 void coll__ix_reduce(void *dst, const void *a, const void *b, size_t count, coll_dtype_t dt,
                      coll_op_t op)
 {

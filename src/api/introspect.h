@@ -149,6 +149,18 @@ COLL_INTERNAL void coll__ix_topo_print(FILE *f);
  * place (or it does not fit n). */
 COLL_INTERNAL bool coll__ix_calib_path(const char *named, char *buf, size_t n);
 
+/* The flat path's row of the cost model measured on comm (src/path/path.h,
+ * coll__flat_calibrate): every rank calls it; *fitted_p gets COLL_IX_FLAT_FIT_* bits of the
+ * parameters it measured (the others keep their values in *p). */
+enum {
+    COLL_IX_FLAT_FIT_ALPHA = 1,
+    COLL_IX_FLAT_FIT_YIELD = 2,
+    COLL_IX_FLAT_FIT_BETA = 4,
+    COLL_IX_FLAT_FIT_SLICED = 8,
+};
+COLL_INTERNAL coll_status_t coll__ix_calibrate_flat(coll_comm_t *comm, struct coll_cost_params *p,
+                                                    unsigned *fitted_p);
+
 /* The host reduction every path uses: dst = a op b, count elements of dt. */
 COLL_INTERNAL void coll__ix_reduce(void *dst, const void *a, const void *b, size_t count,
                                    coll_dtype_t dt, coll_op_t op);

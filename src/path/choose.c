@@ -131,10 +131,13 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
         /* asked without a call to run (collbench --explain, collviz), the flat path answers
          * from this rank's view rather than setting its segment up, which every rank does
          * together */
-        if (full && p == &coll__path_flat)
+        if (full && p == &coll__path_flat) {
             yes = c->coll != COLL_COLL_SENDRECV &&
                   coll__flat_takes(comm, c->coll, c->count * coll__dtype_size(c->dtype));
-        else
+            if (yes)
+                snprintf(why, sizeof(why), "one host, shared memory%s",
+                         (comm->flat_forced & (1u << c->coll)) ? ", forced by COLL_ALGO" : "");
+        } else
             yes = p->takes(comm, c, full ? why : NULL, sizeof(why));
         if (!yes) {
             if (full && why[0])
