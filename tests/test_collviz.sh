@@ -93,6 +93,8 @@ root out of range|broadcast -n 4 --root 4
 unknown dtype|allreduce --dtype quaternion
 unknown option|allreduce --frobnicate 1
 compare with one algorithm|allreduce --compare ring
+unknown link|allreduce --link nvlink
+cores not a number|allreduce --cores two
 not a coll trace|--trace $TMP/not_a_trace
 trace with a bad schedule|--trace $TMP/bad_peer.trace
 missing trace|--trace $TMP/nonexistent
@@ -245,6 +247,41 @@ else
     else
         not_ok "--compare finds a crossover" "$(cat "$TMP/cmp")"
     fi
+fi
+
+# ---- the flat path and the selector, priced by the library's own functions --------------------
+if grep -q 'cost model not built' "$TMP/err" "$TMP/prices"; then
+    skip "the flat path's row and the selector's pick" "cost model not built"
+else
+    # a drawing names what the selector would pick for its call, and the flat path's price
+    $GUARD "$COLLVIZ" allreduce --algo ring -n 2 --bytes 8 --no-data >"$TMP/pick" 2>&1
+    check "a drawing names the selector's pick and the flat path's price" \
+        eval 'grep -Eq "the selector.s pick for this call: [a-z]+, [0-9.]+ .s" "$TMP/pick" &&
+              grep -Eq "the flat path \(one host over shared memory.*\): [0-9.]+ .s" "$TMP/pick"'
+    # the flat path at every size it runs (2 ranks: in pieces above 4 KiB), cheaper than any
+    # schedule over shm at 8 bytes
+    $GUARD "$COLLVIZ" allreduce -n 2 --link shm --compare flat,best --bytes 8:64M \
+        >"$TMP/flat" 2>"$TMP/err"
+    flat_ok() {
+        grep -q '(shm link, default parameters)' "$TMP/flat" &&
+            grep -E '^ +8 B ' "$TMP/flat" | grep -q 'flat$' &&
+            ! awk '$1 ~ /^[0-9]/ && $3 == "-"' "$TMP/flat" | grep -q . &&
+            grep -Eq '^ +64 MiB +[0-9.]+ ms' "$TMP/flat"
+    }
+    check "--compare flat,best: the flat path priced at every size it runs" flat_ok
+    # all-gather runs on the flat path up to COLL_SHM_FLAT_BYTES (4 KiB) only; all-to-all never
+    $GUARD "$COLLVIZ" allgather -n 4 --link shm --compare flat,ring --bytes 1K:16K >"$TMP/ag" 2>&1
+    check "--compare: the flat path is '-' where it does not run (all-gather above 4 KiB)" \
+        eval 'grep -Eq "^ +4 KiB +[0-9.]+ .s" "$TMP/ag" && grep -Eq "^ +8 KiB +- " "$TMP/ag"'
+    $GUARD "$COLLVIZ" alltoall -n 4 --compare flat,pairwise --bytes 64:1K >"$TMP/a2a" 2>&1
+    check "--compare: no flat price for all-to-all" \
+        eval '[ "$(grep -cE "^ +[0-9]+ (B|KiB) +- " "$TMP/a2a")" = 5 ]'
+    # ranks beyond the cores pay for their waits: 8 ranks on 2 cores cost more than on 8
+    t_all=$("$COLLVIZ" allreduce -n 8 --link shm --compare flat,ring --bytes 8 | awk '$2 == "B" {print $3}')
+    t_two=$("$COLLVIZ" allreduce -n 8 --link shm --cores 2 --compare flat,ring --bytes 8 |
+        awk '$2 == "B" {print $3}')
+    check "--cores 2: the flat path's 8-rank price includes the waits beyond the cores" \
+        eval 'awk -v a="$t_all" -v b="$t_two" "BEGIN { exit !(a > 0 && b > 2 * a) }"'
 fi
 
 tap_done

@@ -80,6 +80,7 @@ struct opts {
     int ntraces;
     long op_seq; /* --op: which op of a COLL_TRACE trace */
     int link;    /* --link: the link class every pair is priced on (enum coll_link) */
+    int cores;   /* --cores: the host's cores, 0: one per rank (struct coll_cost_params) */
     bool op_given;
 };
 
@@ -111,6 +112,7 @@ static void usage(FILE *f)
                "  --cost FILE      cost model calibration file (collbench --calibrate)\n"
                "  --link NAME      price every pair on this link: tcp (default), shm, ib, cuda\n"
                "                   (the flat path's estimate is for one host over shm)\n"
+               "  --cores N        the ranks share N cores (default 0: one core per rank)\n"
                "  --no-cost        leave out prices   --no-data  leave out the data table\n"
                "  --save-trace F   write the schedules as a coll trace\n"
                "  --trace F        draw the schedules of a coll trace instead of building\n"
@@ -1392,6 +1394,7 @@ static int load_params(const struct opts *o, struct coll_cost_params *cp)
         fprintf(stderr, "collviz: %s\n", last_error());
         return EXIT_USAGE;
     }
+    cp->cores = o->cores;
     return 0;
 }
 
@@ -1514,10 +1517,13 @@ static int run_compare(const struct opts *o)
             return 1;
         }
     }
-    printf("%s on %d ranks, %s, predicted by the cost model (%s link%s)\n",
+    printf("%s on %d ranks, %s, predicted by the cost model (%s link%s",
            coll__coll_name(o->coll), o->n, coll__dtype_name(o->dtype),
            o->link == COLL_LINK_TCP ? "TCP" : coll__link_name((enum coll_link)o->link),
            o->cost_file ? ", calibrated" : ", default parameters");
+    if (o->cores)
+        printf(", %d cores", o->cores);
+    printf(")\n");
     params_text(&cp, (enum coll_link)o->link, o->dtype, o->cost_file != NULL, tmp, sizeof(tmp));
     printf("  %s\n", tmp);
     printf("%12s %14s %14s  faster\n", "bytes", names[0], names[1]);
@@ -2396,6 +2402,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->plot = val;
         } else if (!strcmp(arg, "--cost")) {
             o->cost_file = val;
+        } else if (!strcmp(arg, "--cores")) {
+            if (!parse_int(val, 0, 4096, &x))
+                return usage_error("--cores '%s' is not a count of cores (0-4096)", val ? val : "");
+            o->cores = (int)x;
         } else if (!strcmp(arg, "--link")) {
             static const char *const links[] = {"tcp", "shm", "ib", "cuda"};
             o->link = -1;
