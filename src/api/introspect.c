@@ -103,11 +103,13 @@ coll_status_t coll__ix_choose(coll_comm_t *comm, const struct coll_ix_call *c,
             return st;
         out->path = ch.path->name;
         path_reason(ch.why, ch.path, out->why, sizeof(out->why));
-        if (ch.algo) {
+        /* asked in full, the chooser also names what the general path would run where a
+         * path that runs calls by itself takes this one: that path is what runs it */
+        if (ch.path->run || !ch.algo) {
+            out->algo = ch.path->name;
+        } else {
             out->algo = ch.algo->name;
             out->chunk_bytes = ch.chunk_count * coll__dtype_size(c->dtype);
-        } else {
-            out->algo = ch.path->name; /* a path that runs calls by itself */
         }
         return COLL_SUCCESS;
     }
