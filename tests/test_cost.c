@@ -948,6 +948,8 @@ TEST(flat_row_prices_by_its_formula)
     ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 2 * M, 4),
                2 * 2 * (4 * a + 2 * y) + s * 2 * M * 3 * 2);
     ASSERT_DEQ(flat_t(&p, COLL_COLL_ALLREDUCE, 8, 2), 2 * a + b * 8 * 3);
+    /* a reduce's root folds alone: its bytes do not share the cores */
+    ASSERT_DEQ(flat_t(&p, COLL_COLL_REDUCE, 8192, 8), 8 * a + 6 * y + b * 8192 * 9);
     /* the memory term: 2 ranks' 4 MiB buffers and 1 MiB slots are 20 MiB; with 10 MiB of
      * cache half the bytes come from memory, at mem = 3 twice the per-byte cost */
     p.cores = 0;

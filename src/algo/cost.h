@@ -220,6 +220,7 @@ struct coll_cost_flat_sizes {
  * when n > c else 1:
  *   a call of at most small_bytes:
  *     flat.alpha n + flat.yield over + flat.beta bytes touch share M
+ *     (a reduce: share 1, only its root reads and folds)
  *     touch: all-reduce, all-gather, reduce n + 1 (one input in, n read), broadcast 2,
  *     barrier 0; a reduce of up to 64 KiB that fits a piece goes whole to the root, priced
  *     the same (src/path/flat.c, FLAT_REDUCE_WHOLE_BYTES);
