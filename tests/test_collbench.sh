@@ -448,6 +448,12 @@ calib_ok() {
         grep -qE '^copy [0-9.e+-]+$' "$TMP/cal/sub/calib.txt"
 }
 check "--calibrate --np 2 writes COLL_CALIB_FILE (directories made)" calib_ok
+# two ranks of one host: the flat path's row is measured (alpha, or yield on one core), not kept
+check "--calibrate --np 2 measures the flat path's row" \
+    eval 'grep -qE "^# flat path: flat\.alpha [0-9.e+-]+ s(, | \(kept\), ).*flat\.beta [0-9.e+-]+ s/B, flat\.sliced [0-9.e+-]+ s/B, " "$TMP/out" &&
+          grep -E "^# flat path: " "$TMP/out" | grep -vq "flat.alpha [0-9.e+-]* s (kept).*flat.yield [0-9.e+-]* s (kept)" &&
+          grep -qE "^flat\.sliced [0-9.e+-]+$" "$TMP/cal/sub/calib.txt"'
+
 check "the first --calibrate does not warn about the file it is about to create" \
     eval '! grep -q "cannot open" "$TMP/err"'
 COLL_CALIB_FILE=$TMP/cal/sub/calib.txt bench allreduce --explain --np 4 -b 8 -e 8
