@@ -982,6 +982,10 @@ TEST(flat_row_refuses_what_the_path_does_not_run)
               COLL_INVALID_ARGUMENT);
     ASSERT_DEQ(t, 7); /* outputs only on success */
     ASSERT_OK(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, 8192, 16, NULL, &t));
+    /* the largest size still counts its pieces (2^44 of 1 MiB), with no wrap-around */
+    p.flat.sliced = 0;
+    ASSERT_OK(coll__cost_predict_flat(&p, COLL_COLL_ALLREDUCE, SIZE_MAX, 2, NULL, &t));
+    ASSERT_DEQ(t, 17592186044416.0 * 2 * (2 * p.flat.alpha));
 }
 
 /* The defaults give back the figures they were taken from (docs/performance.md's blocking

@@ -1742,7 +1742,7 @@ coll_status_t coll__cost_predict_flat(const struct coll_cost_params *p, enum col
          * share it was 25-136) */
         t = wait + fc->beta * (double)bytes * touch * (coll == COLL_COLL_REDUCE ? 1 : share) * mem;
     } else {
-        double k = (double)((bytes + piece - 1) / piece);
+        double k = (double)(bytes / piece + (bytes % piece != 0));
         double waits = coll == COLL_COLL_BROADCAST ? 1 : 2;
         double passes = coll == COLL_COLL_ALLREDUCE ? 3
                         : coll == COLL_COLL_BROADCAST ? 2
