@@ -178,37 +178,99 @@ plot %s, 1 with lines lt 0 notitle
 
 
 def selector(d):
+    """The pick against the fastest simulated algorithm per (n, size). Rows over collsim's
+    --max-messages carry "skipped" and no time: a point whose pick was not simulated is not
+    judged; the fastest is over the algorithms that were."""
     out = []
     table = []
-    within = total = 0
+    per_n = {}
+    unjudged = []
+    budgets = {}
     for path in sorted(glob.glob(os.path.join(d, "scale-selector-all-*.json")),
                        key=lambda p: load(p)["nranks"]):
-        n = load(path)["nranks"]
+        doc = load(path)
+        n = doc["nranks"]
+        budgets[n] = doc.get("max_messages", 0)
         auto = {r["size"]: r for r in rows_of(path.replace("-all-", "-auto-"))}
-        best = {}
-        for r in load(path)["rows"]:
+        best, skipped, seen = {}, {}, {}
+        for r in doc["rows"]:
+            seen.setdefault(r["size"], set()).add(r["algo"])
+            if "skipped" in r:
+                skipped.setdefault(r["size"], []).append(r["algo"])
+                continue
             if r["size"] not in best or r["time_us"] < best[r["size"]]["time_us"]:
                 best[r["size"]] = r
-        for size in sorted(best):
-            if size not in auto:
+        for size in sorted(seen):
+            a = auto.get(size)
+            if a is None or size not in best:
+                if a is not None or size in best:
+                    unjudged.append((n, size, "the pick's run was not reached"
+                                     if a is None else "no algorithm simulated"))
                 continue
-            a, b = auto[size], best[size]
+            if "skipped" in a:
+                unjudged.append((n, size, "the pick (%s) is over the message budget" %
+                                 a["algo"]))
+                continue
+            b = best[size]
             ratio = a["time_us"] / b["time_us"]
-            total += 1
-            within += ratio <= 1.10
-            table.append("| %d | %s | %s %s | %.1f | %s %s | %.1f | %.2f |" % (
-                n, human(size), a["algo"], human(a["chunk_bytes"]), a["time_us"], b["algo"],
-                human(b["chunk_bytes"]), b["time_us"], ratio))
-    if not total:
+            t = per_n.setdefault(n, [0, 0])
+            t[0] += ratio <= 1.10
+            t[1] += 1
+            coarse = lambda r: "*" if r.get("coarsened_from") else ""
+            note = ", ".join(skipped.get(size, []))
+            table.append("| %d | %s | %s %s%s | %.1f | %s %s%s | %.1f | %.2f | %s |" % (
+                n, human(size), a["algo"], human(a["chunk_bytes"]), coarse(a), a["time_us"],
+                b["algo"], human(b["chunk_bytes"]), coarse(b), b["time_us"], ratio,
+                note))
+    if not per_n:
         return out
+    within = sum(t[0] for t in per_n.values())
+    total = sum(t[1] for t in per_n.values())
     out.append("### The selector's pick against the fastest simulated algorithm (8 ranks per "
                "host, 100 Gbit/s fat tree)\n")
     out.append("Within 10%% of the fastest at %d of %d points (%.0f%%).\n" %
                (within, total, 100.0 * within / total))
-    out.append("| n | size | pick (chunk) | its time (us) | fastest (chunk 128 KiB unless "
-               "shown) | its time (us) | pick / fastest |")
-    out.append("|---:|---:|---|---:|---|---:|---:|")
+    out.append("| n | message budget | points within 10% | share |")
+    out.append("|---:|---:|---:|---:|")
+    for n in sorted(per_n):
+        out.append("| %d | %s | %d of %d | %.0f%% |" % (
+            n, "{:,}".format(budgets[n]) if budgets[n] else "none", per_n[n][0], per_n[n][1],
+            100.0 * per_n[n][0] / per_n[n][1]))
+    out.append("")
+    out.append("| n | size | pick (chunk) | its time (us) | fastest (chunk) | its time (us) | "
+               "pick / fastest | not simulated (over the budget) |")
+    out.append("|---:|---:|---|---:|---|---:|---:|---|")
     out.extend(table)
+    out.append("\n\\* coarsened: the chunk was raised to the size's floor, 2 x n x size / "
+               "budget (collsim --max-messages).")
+    if unjudged:
+        out.append("\nNot judged: " + "; ".join("%d ranks %s (%s)" % (n, human(s), why)
+                                                  for n, s, why in unjudged) + ".")
+    return out
+
+
+def chunks(d):
+    """Ring all-reduce in 32 and 128 KiB chunks under both intra-host models."""
+    out = []
+    t = {}
+    for path in glob.glob(os.path.join(d, "scale-chunks-*.json")):
+        _, _, model, chunk = os.path.basename(path)[:-5].split("-")
+        for r in rows_of(path):
+            t[(model, chunk, r["size"])] = r
+    if not t:
+        return out
+    out.append("### Ring all-reduce, 64 ranks (8 per host), 100 Gbit/s fat tree: 32 KiB chunks "
+               "against 128 KiB (time us; the cost model's in brackets)\n")
+    out.append("| size | intra-host model | 32 KiB | 128 KiB | 32 KiB / 128 KiB |")
+    out.append("|---:|---|---:|---:|---:|")
+    for size in sorted({k[2] for k in t}):
+        for model, name in (("loopback", "loopback, SimGrid's sharing (before)"),
+                            ("ports", "memory ports, streams")):
+            a, b = t.get((model, "32K", size)), t.get((model, "128K", size))
+            if a and b:
+                out.append("| %s | %s | %.1f (%.1f) | %.1f (%.1f) | %.2f |" % (
+                    human(size), name, a["time_us"], a["model_us"], b["time_us"],
+                    b["model_us"], a["time_us"] / b["time_us"]))
     return out
 
 
@@ -220,9 +282,10 @@ def hier(d):
         for r in doc["rows"]:
             by.setdefault(r["size"], {})[r["algo"]] = r
         algos = sorted({a for t in by.values() for a in t})
-        out.append("### %d ranks, %d hosts x %d, fabric %s (time us; the cost model's in "
-                   "brackets)\n" % (doc["nranks"], doc["hosts"], doc["per_host"],
-                                    doc["platform"]))
+        out.append("### %d ranks, %d hosts x %d, fabric %s, intra-host %s (time us; the cost "
+                   "model's in brackets)\n" % (doc["nranks"], doc["hosts"], doc["per_host"],
+                                               doc["platform"],
+                                               doc.get("intra_model", "loopback")))
         out.append("| size | " + " | ".join(algos) + " |")
         out.append("|---:|" + "---:|" * len(algos))
         for size in sorted(by):
@@ -240,18 +303,19 @@ def extrap(d):
         gbit = int(os.path.basename(path).split("-")[2])
         doc = load(path)
         for r in doc["rows"]:
-            rows.append((gbit, doc["nranks"], doc["hosts"], r))
+            rows.append((gbit, doc["nranks"], doc["hosts"], r,
+                         doc.get("intra_model", "loopback")))
     if not rows:
         return out
     out.append("### bench/extrapolate.sh's clusters on SimGrid: 256 MiB all-reduce, hosts of 8, "
                "1 MiB chunks\n")
     out.append("| ranks | hosts | link | selector's pick | simulated (ms) | cost model (ms) | "
-               "simulated busbw (GB/s) | NIC line rate (GB/s) |")
-    out.append("|---:|---:|---|---|---:|---:|---:|---:|")
-    for gbit, n, h, r in sorted(rows, key=lambda x: (x[0], x[1])):
-        out.append("| %d | %d | %d Gbit/s | %s | %.2f | %.2f | %.2f | %.1f |" % (
+               "simulated busbw (GB/s) | NIC line rate (GB/s) | intra-host |")
+    out.append("|---:|---:|---|---|---:|---:|---:|---:|---|")
+    for gbit, n, h, r, im in sorted(rows, key=lambda x: (x[0], x[1])):
+        out.append("| %d | %d | %d Gbit/s | %s | %.2f | %.2f | %.2f | %.1f | %s |" % (
             n, h, gbit, r["algo"], r["time_us"] / 1e3, r["model_us"] / 1e3, r["busbw_GBps"],
-            gbit / 8))
+            gbit / 8, im))
     return out
 
 
@@ -268,23 +332,34 @@ def compare(d, meas_prefix, sim_prefix, title, png, plot_title):
             if t.get("time_max_us") is not None:
                 meas[r["size_bytes"]] = (t["time_max_us"], t["time_us"])
         sim = {r["size"]: r for r in rows_of(path.replace(meas_prefix, sim_prefix))}
+        # the same run over SimGrid's loopback within a host (the model before the ports)
+        old = {r["size"]: r for r in rows_of(path.replace(meas_prefix,
+                                                           sim_prefix + "loopback-"))}
         for size in sorted(meas):
             if size in sim:
                 pts.append((shape, algo, size, meas[size][0], sim[size]["time_us"],
-                            sim[size]["model_us"], meas[size][1]))
+                            sim[size]["model_us"], meas[size][1],
+                            old[size]["time_us"] if size in old else None))
     if not pts:
         return out
     out.append(title + "\n")
     out.append("| ranks | algorithm | size | measured, slowest rank (us) | simulated (us) "
-               "| error | cost model (us) | measured, mean of ranks (us) |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|")
-    good = 0
-    for shape, algo, size, m, s, mod, mean in pts:
+               "| error | cost model (us) | measured, mean of ranks (us) | simulated, "
+               "loopback (us) | error, loopback |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    good = good_old = nold = 0
+    for shape, algo, size, m, s, mod, mean, o in pts:
         err = (s - m) / m
         good += abs(err) <= 0.25
-        out.append("| %s | %s | %s | %.1f | %.1f | %+.0f%% | %.1f | %.1f |" % (
-            shape, algo, human(size), m, s, 100 * err, mod, mean))
-    out.append("\nWithin 25%%: %d of %d points.\n" % (good, len(pts)))
+        if o is not None:
+            nold += 1
+            good_old += abs(o - m) / m <= 0.25
+        out.append("| %s | %s | %s | %.1f | %.1f | %+.0f%% | %.1f | %.1f | %s | %s |" % (
+            shape, algo, human(size), m, s, 100 * err, mod, mean,
+            "%.1f" % o if o is not None else "", "%+.0f%%" % (100 * (o - m) / m)
+            if o is not None else ""))
+    out.append("\nWithin 25%%: %d of %d points (over SimGrid's loopback: %d of %d).\n" %
+               (good, len(pts), good_old, nold))
     dat = os.path.join(d, png + ".dat")
     keys = sorted({(p[0], p[1]) for p in pts})
     with open(dat, "w") as f:
@@ -378,7 +453,7 @@ def main():
         doc = sys.argv[sys.argv.index("--doc") + 1]
         args.remove(doc)
     d = args[0] if args else "docs/results"
-    parts = (logn, crossover, selector, hier, extrap, validate, cost)
+    parts = (logn, crossover, selector, chunks, hier, extrap, validate, cost)
     if not doc:
         for part in parts:
             lines = part(d)

@@ -13,6 +13,8 @@
 #              under a message budget (--max-messages: coarser pieces for large sizes, the
 #              same floor for every algorithm of a size; beyond it not simulated), each run
 #              stopped after SCALE_SEL_TIMEOUT seconds (default none; rows done are kept)
+#   chunks     ring all-reduce in 32 KiB and 128 KiB chunks, 64 ranks, 8 and 128 MiB, with the
+#              memory ports and streams and with --intra-model loopback (before them)
 #   hier       1,024 ranks (128 hosts x 8), hier against ring and tree, 8 B .. 16 MiB, on a
 #              full and on a 4:1 oversubscribed fat tree
 #   extrap     bench/extrapolate.sh's clusters (256 MiB, hosts of 8, 100/200/400 Gbit/s), 64
@@ -30,7 +32,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build-sim}
 out=${2:-docs/results}
-parts=${SCALE_PARTS:-logn crossover selector hier extrap validate netns}
+parts=${SCALE_PARTS:-logn crossover selector chunks hier extrap validate netns}
 maxn=${SCALE_MAXN:-4096}
 sim="$build/tools/collsim/collsim"
 net=(--link 100Gbps --latency 1us --intra 20GBps --intra-latency 1us)
@@ -76,6 +78,20 @@ if has selector; then
                 --fabric fattree -c allreduce -b 8 -e 256M -f "$f" --max-messages "$m" \
                 --algo $algo --json "$out/scale-selector-$algo-$n.json" ||
                 echo "scale.sh: selector n=$n $algo stopped (rows so far kept)" >&2
+        done
+    done
+fi
+
+if has chunks; then
+    # ring all-reduce in the selector's 32 KiB chunks and in 128 KiB, 64 ranks (8 per host):
+    # the memory ports and streams (the default) against SimGrid's loopback within a host
+    # and its side-by-side sharing between hosts (--intra-model loopback)
+    for im in ports loopback; do
+        for c in 32K 128K; do
+            echo "scale.sh: chunks $im $c" >&2
+            "$sim" -q "${net[@]}" --hosts 8 --per-host 8 --fabric fattree -c allreduce -b 8M \
+                -e 128M -f 16 --algo ring --chunk $c --intra-model $im \
+                --json "$out/scale-chunks-$im-$c.json"
         done
     done
 fi
