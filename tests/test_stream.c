@@ -1,5 +1,5 @@
 /*
- * test_stream.c - the arithmetic of stream-ordered collectives (src/cuda/stream.h), without
+ * test_stream.c - the arithmetic of stream-ordered collectives (src/api/stream.h), without
  * CUDA: how a call is cut into pieces, which copies move each piece in and out of a staging
  * slot, and the order a stream gets them in.
  *
@@ -11,7 +11,7 @@
  *   - the stream order refills a slot only after the piece that used it was waited for and
  *     copied out, and each piece is waited for after its copy in.
  */
-#include "cuda/stream.h"
+#include "api/stream.h"
 
 #include "harness.h"
 

@@ -16,13 +16,12 @@ Layers, lowest first; a folder may include its own files and those of lower laye
                schedules and their cost, transports, CUDA
     core       the engine, executor, plans, bootstrap, topology, traces, agreement
     path       the ways a call runs (flat, sched) and the chooser
-    api        the public calls, comms, launchers, the quantized all-reduce
+    api        the public calls (the stream-ordered ones and their CUDA IPC path too),
+               comms, launchers, the quantized all-reduce
     compat     the NCCL library, on the public API
 
-The known exceptions are what is left of the old "core is floor and roof" shape: the
-stream-ordered API, kept with the CUDA code, still sees the communicator struct
-(core/internal.h). The list may only shrink; the test fails on a new exception as on a stale
-one.
+Known exceptions (an include that must cross the layers, with the reason) would go in
+KNOWN below; there are none. The test fails on a new exception as on a stale one.
 """
 import collections
 import os
@@ -42,13 +41,6 @@ RANK = {f: i for i, group in enumerate(LAYERS) for f in group}
 
 # (from file, to file): why the arrow is still there
 KNOWN = {
-    ('cuda/stream.c', 'core/internal.h'): 'the stream path (coll_*_stream) is an API of its '
-        'own kept with the CUDA code: it queues calls on the comm and fails it',
-    ('cuda/ipc.c', 'core/internal.h'): 'the stream path\'s all-reduce over CUDA IPC reads the '
-        'comm\'s ranks and settings',
-    ('cuda/stream.c', 'api/qallreduce.h'): 'the stream path (coll_*_stream) is an API of its '
-        'own kept with the CUDA code; it runs the quantized all-reduce',
-    ('cuda/stream.c', 'core/topo.h'): 'the staging worker is placed near the GPU',
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

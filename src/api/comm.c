@@ -12,7 +12,7 @@
 #include "launcher.h"
 #include "../core/trace.h"
 #include "../algo/cost.h"
-#include "../cuda/stream.h"
+#include "stream.h"
 #include "../path/path.h"
 #include "../reduce/quant.h"
 #include "../reduce/reduce.h"

@@ -101,7 +101,7 @@ struct coll_comm {
     bool (*on_call_stall)(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s,
                           char *why, size_t n);
 
-    /* stream-ordered collectives (src/cuda/stream.c): the CUDA device current at init (-1
+    /* stream-ordered collectives (src/api/stream.c): the CUDA device current at init (-1
      * without CUDA) and the staging state, made on first use */
     int cuda_dev;
     struct coll_stream_ctx *stream;

@@ -60,7 +60,7 @@
 
 #include "ipc.h"
 
-#include "../api/qallreduce.h"
+#include "qallreduce.h"
 #include "../core/internal.h"
 #include "../core/topo.h"
 

@@ -7,7 +7,7 @@
 #ifndef COLL_CUDA_STREAM_H
 #define COLL_CUDA_STREAM_H
 
-#include "cuda.h"
+#include "../cuda/cuda.h"
 
 /* ---- hooks --------------------------------------------------------------------------- */
 
