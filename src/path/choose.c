@@ -86,9 +86,10 @@ static coll_status_t price_both(struct coll_comm *comm, const struct coll_call *
         coll__cost_params_default(&defaults);
         p = &defaults;
     }
-    /* the flat row where the path could run at all: one host (its rules decide the rest) */
+    /* the flat row where the path could run at all, every rank on one host over shared
+     * memory (COLL_SHM_FLAT and its sizes may still turn it off: its rules decide) */
     coll__flat_sizes(comm, &sizes);
-    if (comm->nhosts == 1 && coll__cost_predict_flat(p, c->coll, c->count *
+    if (comm->flat_segment && coll__cost_predict_flat(p, c->coll, c->count *
                                                      coll__dtype_size(c->dtype),
                                                      comm->nranks, &sizes, &t) == COLL_SUCCESS)
         out->flat_seconds = t;
