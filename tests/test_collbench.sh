@@ -487,6 +487,12 @@ $GUARD "$COLLRUN" -n 3 "$COLLBENCH" allreduce -z 1 --explain -b 8 -e 8K -f 1024 
     >"$TMP/out" 2>"$TMP/err" </dev/null
 check "--explain -z 1 over shm: blocking calls on the fast path say flat" \
     eval '[ "$(explain_sel)" = "8 flat 8192 flat " ]'
+# ... priced by the cost model's flat row: the estimate column holds a number, and a larger
+# call costs more
+explain_est() { grep -E '^ +[0-9]+ .* flat ' "$TMP/out" | awk '{ print $5 }' | tr '\n' ' '; }
+check "--explain prices the flat rows (the cost model's flat row)" \
+    eval 'explain_est | grep -Eq "^[0-9]+\.[0-9] [0-9]+\.[0-9] $" &&
+          awk "BEGIN { exit !($(explain_est | cut -d" " -f1) < $(explain_est | cut -d" " -f2)) }"'
 # 3 ranks on fewer CPUs: a small reduce is left to the model's tree, a larger one is not
 $GUARD "$COLLRUN" -n 3 env COLL_HOST_CPUS=2 "$COLLBENCH" reduce -z 1 --explain -b 8 -e 8K \
     -f 1024 >"$TMP/out" 2>"$TMP/err" </dev/null

@@ -88,6 +88,7 @@ coll_status_t coll__ix_choose(coll_comm_t *comm, const struct coll_ix_call *c,
     coll_status_t st;
 
     memset(out, 0, sizeof(*out));
+    out->flat_s = NAN;
     if (c->coll == COLL_COLL_SENDRECV) {
         out->path = coll__path_sched.name;
         out->algo = "p2p";
@@ -102,6 +103,8 @@ coll_status_t coll__ix_choose(coll_comm_t *comm, const struct coll_ix_call *c,
         if (st != COLL_SUCCESS)
             return st;
         out->path = ch.path->name;
+        if (ch.flat_seconds >= 0)
+            out->flat_s = ch.flat_seconds;
         path_reason(ch.why, ch.path, out->why, sizeof(out->why));
         /* asked in full, the chooser also names what the general path would run where a
          * path that runs calls by itself takes this one: that path is what runs it */
@@ -151,6 +154,8 @@ coll_status_t coll__ix_price(coll_comm_t *comm, const struct coll_ix_call *c,
     args_of(comm, c, nranks, &a);
     a.hosts = m->hosts;
     a.nhosts = m->nhosts;
+    if (pick->path && !strcmp(pick->path, coll__path_flat.name))
+        out->est_s = pick->flat_s; /* the flat row's price: the path runs no schedule */
     if (algo && pick->chunk_bytes) {
         a.chunk_count = pick->chunk_bytes / a.elem_size ? pick->chunk_bytes / a.elem_size : 1;
         if (coll__cost_predict(m->params, &m->links, algo, &a, &out->est_s, NULL) != COLL_SUCCESS)

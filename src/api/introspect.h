@@ -54,6 +54,8 @@ struct coll_ix_pick {
                          * where a path runs calls by itself, "p2p" for send/recv */
     size_t chunk_bytes; /* the schedule's pipelining chunk; 0 without a schedule */
     char why[512];      /* the chosen path's reason ("cost model: est ...", "forced by ...") */
+    double flat_s;      /* the cost model's flat row for the call (a flat path's price); NAN
+                         * where the flat path cannot run it */
 };
 
 /* The pick for c on comm: coll__choose asked in full (with the selector alone where the
@@ -74,8 +76,8 @@ struct coll_ix_model {
 #define COLL_IX_RANKED_MAX 32
 /* What the model says of a call. */
 struct coll_ix_price {
-    double est_s; /* the pick's predicted time; NAN when it runs no schedule or cannot be
-                   * priced (one rank, the flat path, send/recv) */
+    double est_s; /* the pick's predicted time (for the flat path, its row's); NAN when it
+                   * cannot be priced (one rank, send/recv) */
     struct coll_cost_result ranked[COLL_IX_RANKED_MAX]; /* every algorithm, cheapest first */
     size_t nranked;
 };
