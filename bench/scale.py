@@ -217,7 +217,11 @@ def selector(d):
             t[0] += ratio <= 1.10
             t[1] += 1
             coarse = lambda r: "*" if r.get("coarsened_from") else ""
+            every = {a for t in seen.values() for a in t}
             note = ", ".join(skipped.get(size, []))
+            missed = sorted(every - seen[size])
+            if missed:  # the run was stopped before them (SCALE_SEL_TIMEOUT)
+                note += ("; " if note else "") + "not reached: " + ", ".join(missed)
             table.append("| %d | %s | %s %s%s | %.1f | %s %s%s | %.1f | %.2f | %s |" % (
                 n, human(size), a["algo"], human(a["chunk_bytes"]), coarse(a), a["time_us"],
                 b["algo"], human(b["chunk_bytes"]), coarse(b), b["time_us"], ratio,
@@ -238,7 +242,7 @@ def selector(d):
             100.0 * per_n[n][0] / per_n[n][1]))
     out.append("")
     out.append("| n | size | pick (chunk) | its time (us) | fastest (chunk) | its time (us) | "
-               "pick / fastest | not simulated (over the budget) |")
+               "pick / fastest | not simulated (over the budget; not reached) |")
     out.append("|---:|---:|---|---:|---|---:|---:|---|")
     out.extend(table)
     out.append("\n\\* coarsened: the chunk was raised to the size's floor, 2 x n x size / "
