@@ -200,12 +200,12 @@ def selector(d):
                 continue
             if r["size"] not in best or r["time_us"] < best[r["size"]]["time_us"]:
                 best[r["size"]] = r
-        for size in sorted(seen):
+        for size in sorted(set(seen) | set(auto)):
             a = auto.get(size)
             if a is None or size not in best:
-                if a is not None or size in best:
-                    unjudged.append((n, size, "the pick's run was not reached"
-                                     if a is None else "no algorithm simulated"))
+                unjudged.append((n, size, "the pick's run was not reached" if a is None
+                                 else "the algorithms' run was not reached" if size not in seen
+                                 else "no algorithm simulated"))
                 continue
             if "skipped" in a:
                 unjudged.append((n, size, "the pick (%s) is over the message budget" %
