@@ -127,10 +127,11 @@ pipe() {
         time_of chain
 }
 tp=$(pipe --intra-model ports) tl=$(pipe --intra-model loopback)
-if [ -n "$tp" ] && [ -n "$tl" ] && within "$tp" 1085 3 && awk -v p="$tp" -v l="$tl" 'BEGIN { exit !(p < 0.6 * l) }'; then
+if [ -n "$tp" ] && [ -n "$tl" ] && within "$tp" 1085 3 &&
+    awk -v p="$tp" -v l="$tl" 'BEGIN { exit !(p < 0.6 * l) }'; then
     ok "2-rank pipeline of 8 KiB chunks: ports overlap the latency ($tp us; loopback $tl us)"
 else
-    not_ok "2-rank pipeline: expected ~1085 us over ports and under 0.6 x loopback, got '$tp' and '$tl'"
+    not_ok "2-rank pipeline: expected ~1085 us over ports, under 0.6 x loopback: '$tp', '$tl'"
 fi
 # between hosts too a pair's messages go in turn, each one's latency (two 10 us links)
 # overlapping the next one's transfer: 128 x 8.19 + 20 us plus the root's copy; SimGrid's
@@ -172,14 +173,20 @@ PY
 then
     ok "--max-messages 1000: 64 MiB in 1 MiB chunks for every algorithm, rows say coarsened"
 else
-    not_ok "--max-messages: coarsened rows wrong" "$(tail -3 "$TMP/out"; cat "$TMP/c.json" 2>/dev/null | tail -5)"
+    not_ok "--max-messages: coarsened rows wrong" \
+        "$(tail -3 "$TMP/out"; tail -5 "$TMP/c.json" 2>/dev/null)"
 fi
 if sim --hosts 64 -b 8M -e 8M --algo ring --max-messages 1000 --json "$TMP/s.json" \
         >"$TMP/out" 2>"$TMP/err" && grep -q "ring: more than --max-messages 1000" "$TMP/out" &&
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"]; assert len(r)==1 and r[0]["skipped"]=="max-messages", r' "$TMP/s.json"; then
-    ok "a 64-rank ring (8,064 messages at least) over --max-messages 1000 is not simulated, and says so"
+    python3 - "$TMP/s.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["rows"]
+assert len(r) == 1 and r[0]["skipped"] == "max-messages", r
+PY
+then
+    ok "a 64-rank ring (8,064 messages at least) over --max-messages 1000: not simulated, said so"
 else
-    not_ok "--max-messages: an over-budget row should be skipped and said so" "$(tail -3 "$TMP/out")"
+    not_ok "--max-messages: an over-budget row should be skipped, said so" "$(tail -3 "$TMP/out")"
 fi
 
 # ---- bad input: exit 2, saying what is valid ----------------------------------------------------

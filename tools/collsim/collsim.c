@@ -18,9 +18,10 @@
  * and gets); on the platforms collsim builds a pair's messages go one at a time, each
  * one's latency run by the receiver after its data (o->streams), elsewhere at most
  * RECV_WINDOW a link and direction, one within a host; local steps run one at a time on
- * the rank's core. Within a host, every rank has its own memory port
- * (write_platform) whose bandwidth the messages it receives share (the receiver copies);
- * shared memory's latency runs after a message's data is in, while the next one is copied. Each step costs the rank the
+ * the rank's core. Within a host, every rank has its own memory port (write_platform)
+ * whose bandwidth the messages it receives share (the receiver copies); shared memory's
+ * latency runs after a message's data is in, while the next one is copied. Each step costs
+ * the rank the
  * executor's per-step time, each message the sender's per-message time (alpha less its
  * latency, plus the rendezvous charge from rdv_bytes on), each reduction gamma per output
  * byte, each copy the copy rate (a copy onto itself costs nothing).
@@ -148,10 +149,11 @@ static void usage(FILE *f)
           "  --intra BW / --intra-latency T   the intra-host (shared memory) link (default\n"
           "                       from coll's shm defaults: 8GBps, 1us)\n"
           "  --intra-model M      ports (default): one SimGrid host per rank, each with a\n"
-          "                       memory port of --intra's bandwidth and half its latency,\n"
-          "                       the host's ranks sharing its NIC; loopback: the ranks of a\n"
-          "                       host share SimGrid's loopback link, one message at a time\n"
-          "                       between two of them\n"
+          "                       memory port of --intra's bandwidth for what it takes in,\n"
+          "                       --intra-latency after each message's data, the host's\n"
+          "                       ranks sharing its NIC; loopback: the ranks of a host share\n"
+          "                       SimGrid's loopback link, one message at a time between two\n"
+          "                       of them, each one's latency before the next\n"
           "  --fabric F           switch (default: one non-blocking switch), fattree[:R]\n"
           "                       (two levels, leaves oversubscribed R:1, default 1),\n"
           "                       torus[:X,Y,Z], dragonfly[:G,C,R,N], or the raw SimGrid\n"
@@ -367,12 +369,13 @@ static int fabric_params(const struct opts *o, char *topo, size_t tlen, char *pa
 
 /* Intra-host modelling with one SimGrid host per rank (o->ports): ranks of host i are the
  * hosts of cluster "m<i>", each with its own memory port (a private link of the shm
- * bandwidth, split up/down: the way in limits, main() lifts the way out) and a loopback of
- * shm's latency (rank_main's latency wait); the cluster's router reaches the fabric's host
- * h<i>, whose NIC links its ranks share. The messages a rank receives share its port, and
- * one's latency overlaps the next one's copy, as through shared memory; SimGrid's loopback
- * link (--intra-model loopback) gives every flow its full bandwidth instead. The fabric's hosts h<i> run no rank: they hold the host's cores
- * (computations of its ranks when they outnumber them). */
+ * bandwidth, split up/down: the way in limits, main() lifts the way out) and a loopback
+ * that is its timer (TIMER_BPS); the cluster's router reaches the fabric's host h<i>, whose
+ * NIC links its ranks share. The messages a rank receives share its port, and one's
+ * latency overlaps the next one's copy (o->streams), as through shared memory; SimGrid's
+ * loopback link (--intra-model loopback) gives every flow its full bandwidth instead. The
+ * fabric's hosts h<i> run no rank: they hold the host's cores (computations of its ranks
+ * when they outnumber them). */
 static int write_platform(const struct opts *o, const char *path, int32_t *nodes_p)
 {
     char topo[32], params[256];
@@ -436,7 +439,12 @@ static int write_platform(const struct opts *o, const char *path, int32_t *nodes
 
 /* ---- the ranks -------------------------------------------------------------------------- */
 
-enum { F_POSTED = 1, F_DONE = 2, F_FREE = 4 /* a copy onto itself */, F_WIN = 8 /* window passed on */ };
+enum {
+    F_POSTED = 1,
+    F_DONE = 2,
+    F_FREE = 4, /* a copy onto itself */
+    F_WIN = 8,  /* the window passed on to the next message of the link */
+};
 
 static int32_t host_of(int32_t rank);
 
@@ -1147,7 +1155,8 @@ static int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
     /* (a platform file's links are not the model's: no figure then) */
     if (S.o.platform && !S.o.calib)
         w->model_s = NAN;
-    else if (n > 1 && coll__cost_predict(&S.p, &links, w->algo, &a, &w->model_s, NULL) != COLL_SUCCESS)
+    else if (n > 1 &&
+             coll__cost_predict(&S.p, &links, w->algo, &a, &w->model_s, NULL) != COLL_SUCCESS)
         w->model_s = NAN;
     else if (n == 1)
         w->model_s = 0;
