@@ -204,6 +204,16 @@ COLL_INTERNAL coll_status_t coll__random(void *buf, size_t n);
 COLL_INTERNAL uint64_t coll__hash64(const void *data, size_t n, uint64_t seed);
 COLL_INTERNAL const char *coll__dtype_name(coll_dtype_t dt);
 COLL_INTERNAL const char *coll__op_name(coll_op_t op);
-COLL_INTERNAL size_t coll__dtype_size(coll_dtype_t dt); /* 0 for an unknown dtype */
+/* A dtype's name and size (src/base/status.c); the size is read inline: a call's path asks
+ * for it several times, and the call into status.c cost more than the lookup. */
+struct coll_dtype_info {
+    const char *name;
+    size_t size;
+};
+COLL_INTERNAL extern const struct coll_dtype_info coll__dtypes[COLL_NUM_DTYPES];
+static inline size_t coll__dtype_size(coll_dtype_t dt) /* 0 for an unknown dtype */
+{
+    return (unsigned)dt < COLL_NUM_DTYPES ? coll__dtypes[dt].size : 0;
+}
 
 #endif /* COLL_BASE_H */

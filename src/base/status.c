@@ -87,10 +87,7 @@ uint64_t coll__hash64(const void *data, size_t n, uint64_t seed)
     return h;
 }
 
-static const struct {
-    const char *name;
-    size_t size;
-} dtypes[COLL_NUM_DTYPES] = {
+const struct coll_dtype_info coll__dtypes[COLL_NUM_DTYPES] = {
     [COLL_INT8] = {"int8", 1},       [COLL_UINT8] = {"uint8", 1},
     [COLL_INT32] = {"int32", 4},     [COLL_UINT32] = {"uint32", 4},
     [COLL_INT64] = {"int64", 8},     [COLL_UINT64] = {"uint64", 8},
@@ -101,12 +98,7 @@ static const struct {
 
 const char *coll__dtype_name(coll_dtype_t dt)
 {
-    return (unsigned)dt < COLL_NUM_DTYPES ? dtypes[dt].name : "unknown";
-}
-
-size_t coll__dtype_size(coll_dtype_t dt)
-{
-    return (unsigned)dt < COLL_NUM_DTYPES ? dtypes[dt].size : 0;
+    return (unsigned)dt < COLL_NUM_DTYPES ? coll__dtypes[dt].name : "unknown";
 }
 
 const char *coll__op_name(coll_op_t op)

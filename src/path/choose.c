@@ -121,8 +121,13 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
 {
     char why[256], swhy[256];
 
-    memset(out, 0, sizeof(*out));
+    /* field by field: clearing the whole struct (its why) was a fifth of what a blocking
+     * 8 B call spends here */
+    out->path = NULL;
+    out->algo = NULL;
+    out->chunk_count = 0;
     out->sched_seconds = out->flat_seconds = -1;
+    out->why[0] = '\0';
     for (size_t i = 0; i < COLL_ARRAY_SIZE(paths); i++) {
         const struct coll_path *p = paths[i];
         bool yes;
