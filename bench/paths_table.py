@@ -8,13 +8,25 @@ lowest non-blocking/blocking and grouped/blocking busbw ratio from 64 KiB to 64 
 Where ranks outnumber cores, a run's speed depends on where the kernel put its ranks and
 threads (4 ranks on 2 cores: a 16 MiB all-reduce at about 1.6 or about 4.6 GB/s, whatever
 the call's form), and the median of a few runs falls in either mode; load from elsewhere
-only adds time, so the best run is each form's speed when it has the machine."""
-import collections
-import statistics
-import sys
+only adds time, so the best run is each form's speed when it has the machine.
 
-args = [a for a in sys.argv[1:] if a != '--best']
-best = '--best' in sys.argv[1:]
+--plot PNG: also draw, per rank count, each collective's non-blocking and grouped speed as a
+fraction of the blocking one (time ratio blocking / form) at every size (gnuplot)."""
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+argv = sys.argv[1:]
+png = None
+if '--plot' in argv:
+    i = argv.index('--plot')
+    png = argv[i + 1]
+    del argv[i:i + 2]
+args = [a for a in argv if a != '--best']
+best = '--best' in argv
 path = args[0] if args else 'docs/results/paths.tsv'
 rows = collections.defaultdict(list)
 for line in open(path).read().splitlines()[1:]:
@@ -46,3 +58,34 @@ for np_, c in keys:
     rg = [med(np_, c, s, 'grouped', 1) / med(np_, c, s, 'blocking', 1) for s in sizes]
     print(f'| {np_} | {c} | {small} | {b:.2f} | {n:.2f} | {g:.2f} | {n / b:.2f} | {g / b:.2f} '
           f'| {min(rn):.2f} | {min(rg):.2f} |')
+
+
+def plot(png):
+    """One panel per rank count: blocking time / form time against size, per collective."""
+    colls = sorted({k[1] for k in rows})
+    nps = sorted({k[0] for k in rows})
+    tmp = tempfile.mkdtemp()
+    cmds = [f"set terminal pngcairo size 1500,480 font ',9'; set output '{png}'",
+            f"set multiplot layout 1,{len(nps)} title 'non-blocking (solid) and grouped "
+            f"(dashed) calls: blocking time / their time ({'best' if best else 'median'} of "
+            f"the runs; 1 = as fast)'",
+            "set logscale x 2; set format x '%.0b %BB'; set yrange [0:1.6]; set grid",
+            "set xlabel 'size'; set key bottom left font ',8'"]
+    for np_ in nps:
+        plots = []
+        for k, c in enumerate(colls):
+            f = os.path.join(tmp, f'{np_}-{c}.dat')
+            with open(f, 'w') as out:
+                for s in sorted({s for (n2, c2, s, m) in rows if n2 == np_ and c2 == c}):
+                    b, n, g = (med(np_, c, s, m, 0) for m in ('blocking', 'nonblocking', 'grouped'))
+                    out.write(f'{s} {b / n:.4f} {b / g:.4f}\n')
+            plots.append(f"'{f}' u 1:2 w lp lc {k + 1} pt 7 ps 0.5 dt 1 t '{c}'")
+            plots.append(f"'{f}' u 1:3 w lp lc {k + 1} pt 7 ps 0.5 dt 2 notitle")
+        cmds.append(f"set title '{np_} ranks'; set ylabel 'blocking / form'")
+        cmds.append('plot 1 w l lc rgb "black" notitle, ' + ', '.join(plots))
+    cmds.append('unset multiplot')
+    subprocess.run(['gnuplot'], input='\n'.join(cmds), text=True, check=True)
+
+
+if png:
+    plot(png)
