@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,59 @@ TEST(store_client_against_rank0_server)
     }
     if (child == 0)
         _exit(0);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Holds a port for a while, then lets go: what a peer's socket that connected to itself
+ * does (store_client_refuses_a_connection_to_itself) until it sees its own query. */
+static void *release_later(void *arg)
+{
+    usleep(300000);
+    close(*(int *)arg);
+    return NULL;
+}
+
+/* Rank 0 finds MASTER_PORT taken when it starts to serve the id, and taken only briefly:
+ * it waits for the port instead of failing the launch. */
+TEST(rank0_waits_for_master_port_held_briefly)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t len = sizeof(a);
+    char port[16];
+    int holder = socket(AF_INET, SOCK_STREAM, 0), status = -1;
+    pthread_t t;
+    pid_t child;
+
+    clean_env();
+    ASSERT(holder >= 0 && bind(holder, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+           getsockname(holder, (struct sockaddr *)&a, &len) == 0);
+    snprintf(port, sizeof(port), "%u", (unsigned)ntohs(a.sin_port));
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
+    child = fork();
+    ASSERT(child >= 0);
+    if (child == 0)
+        close(holder);
+    else
+        ASSERT_EQ(pthread_create(&t, NULL, release_later, &holder), 0);
+    setenv("RANK", child == 0 ? "1" : "0", 1);
+    {
+        coll_comm_t *comm = NULL;
+        int x = 1;
+        if (coll_comm_init_env(&comm) != COLL_SUCCESS ||
+            coll_allreduce(&x, &x, 1, COLL_INT32, COLL_SUM, comm) != COLL_SUCCESS || x != 2) {
+            if (child == 0)
+                _exit(1);
+            ASSERT_MSG(false, "%s", coll_last_error(comm));
+        }
+        coll_comm_destroy(comm);
+    }
+    if (child == 0)
+        _exit(0);
+    pthread_join(t, NULL);
     ASSERT_EQ(waitpid(child, &status, 0), child);
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }

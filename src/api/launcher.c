@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #if COLL_HAVE_PMIX
@@ -672,6 +673,25 @@ static void *srv_main(void *arg)
     return NULL;
 }
 
+/* Bind MASTER_PORT, waiting out a short-lived holder. The peers dial MASTER_PORT before
+ * rank 0 listens; on loopback such a dial can pick MASTER_PORT itself as its source port
+ * and connect to itself, and until that peer sees its own query come back and closes the
+ * socket (milliseconds; it then dials again), the port is taken. A holder that stays is
+ * reported as before, after SRV_BIND_WAIT_MS. */
+#define SRV_BIND_WAIT_MS 5000
+static int srv_bind(int fd, const struct addrinfo *res)
+{
+    const struct timespec pause = {0, 10 * 1000000L};
+
+    for (int waited = 0;; waited += 10) {
+        if (coll__sys.bind(fd, res->ai_addr, res->ai_addrlen) == 0)
+            return 0;
+        if (errno != EADDRINUSE || waited >= SRV_BIND_WAIT_MS)
+            return -1;
+        nanosleep(&pause, NULL);
+    }
+}
+
 static coll_status_t srv_start(const char *port, const char *key, const void *val, size_t len,
                                struct store_srv **srv_p)
 {
@@ -718,7 +738,7 @@ static coll_status_t srv_start(const char *port, const char *key, const void *va
         if (res->ai_family == AF_INET6) /* one socket for IPv4 and IPv6 peers */
             (void)coll__sys.setsockopt(s->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     }
-    if (s->lfd < 0 || coll__sys.bind(s->lfd, res->ai_addr, res->ai_addrlen) < 0 ||
+    if (s->lfd < 0 || srv_bind(s->lfd, res) < 0 ||
         coll__sys.listen(s->lfd, SOMAXCONN) < 0 || pipe2(s->stopfd, O_CLOEXEC) < 0) {
         coll_status_t st = coll__sys_error(NULL, errno,
                                            "torchrun environment: rank 0 cannot serve the "
