@@ -295,7 +295,7 @@ check "--bind-to core pins rank r to the r-th allowed CPU and sets COLL_HOST_CPU
 run -n 2 --bind-to none sh -c 'echo "${COLL_HOST_CPUS-unset}"'
 check "--bind-to none leaves affinity and COLL_HOST_CPUS alone" \
     test "$(sort -u "$TMP/out")" = "unset"
-# the default (auto): bound as core when every rank gets a CPU, left alone when not
+# the default (auto): bound as core, also when ranks outnumber the CPUs
 run -n "$ncpu" sh -c \
     'echo "$COLL_RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status) ${COLL_HOST_CPUS-unset}"'
 auto_ok() {
@@ -309,8 +309,17 @@ auto_ok() {
         { echo "# ranks share a CPU"; return 1; }
 }
 check "by default, $ncpu ranks on $ncpu CPUs get a CPU each" auto_ok
-run -n $((ncpu + 1)) sh -c 'echo "${COLL_HOST_CPUS-unset}"'
-check "by default, more ranks than CPUs are left unbound" test "$(sort -u "$TMP/out")" = "unset"
+run -n $((ncpu + 1)) sh -c \
+    'echo "$COLL_RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status) ${COLL_HOST_CPUS-unset}"'
+over_ok() {
+    local list host first
+    read -r _ first _ < <(grep "^0 " "$TMP/out") || { echo "# no line of rank 0"; return 1; }
+    read -r _ list host < <(grep "^$ncpu " "$TMP/out") || { echo "# no line of rank $ncpu"; return 1; }
+    [ "$list" = "$first" ] || { echo "# rank $ncpu on CPUs '$list', want rank 0's '$first'"; return 1; }
+    [ "$host" = "$ncpu" ] || { echo "# COLL_HOST_CPUS '$host', want $ncpu"; return 1; }
+    ! grep -q "to a CPU at most" "$TMP/err" || { echo "# auto printed core's notice"; return 1; }
+}
+check "by default, more ranks than CPUs are bound round robin, quietly" over_ok
 
 run -n 2 sh -c 'echo plain'
 check "without --tag-output lines are untouched" test "$(grep -cx plain "$TMP/out")" -eq 2

@@ -26,12 +26,16 @@
  * more ranks than CPUs), as mpirun's --bind-to core: a rank that polls shared memory keeps
  * its cache and never waits for the scheduler to bring its peer back. The ranks are told
  * how many CPUs they share (COLL_HOST_CPUS): one bound to a single CPU would otherwise
- * think itself oversubscribed and yield where it should spin. auto, the default, binds
- * when every rank gets a CPU of its own (as mpirun binds small jobs), and not otherwise:
- * unbound, the kernel tends to keep two ranks that wake each other on one CPU while the
- * other idles, and ranks that poll then take turns at a fraction of their speed, for as
- * long as the job runs (measured: 8 MiB all-reduces at 2 ranks on 2 CPUs slowed 2-3x for
- * the rest of a run after a burst of other work; bound, they recovered).
+ * think itself oversubscribed and yield where it should spin. auto, the default, binds as
+ * core does, also when ranks outnumber the CPUs (without core's notice): unbound, the
+ * kernel tends to keep two ranks that wake each other on one CPU while the other idles,
+ * and ranks that poll then take turns at a fraction of their speed, for as long as the job
+ * runs (measured: 8 MiB all-reduces at 2 ranks on 2 CPUs slowed 2-3x for the rest of a run
+ * after a burst of other work; bound, they recovered). With more ranks than CPUs the same
+ * holds: 4 ranks on 2 CPUs ran a 16 MiB all-reduce at 1.5-1.7 GB/s in 5 of 6 unbound runs
+ * and at 4.1-4.9 in 6 of 6 bound ones, and over every collective, form and size of
+ * bench/paths.sh at 4 and 8 ranks, bound runs had 1.2-1.3x the busbw (none slower)
+ * (docs/performance.md, "One data path").
  *
  * Divisions: options; environment and program lookup; output tagging; children; the event
  * loop (signalfd + poll, one thread of ours besides the library's root thread); main.
@@ -129,7 +133,7 @@ static void usage(FILE *f)
             "  --bind-to auto|core|none\n"
             "                 core: rank r runs on the r-th CPU collrun may use (round\n"
             "                 robin past the last); none: where the kernel likes; auto\n"
-            "                 (default): core when every rank gets a CPU, else none\n"
+            "                 (default): as core, without its notice of shared CPUs\n"
             "  -h, --help     show this help\n"
             "Each rank gets COLL_UNIQUE_ID, COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK and\n"
             "COLL_LOCAL_SIZE. collrun exits with the status of the first rank that fails\n"
@@ -841,13 +845,13 @@ static int bind_plan(const struct opts *o, int *cpus, int *ncpus_p)
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &set))
             cpus[n++] = c;
-    if (!asked && (n == 0 || o->nranks > n))
+    if (!asked && n == 0)
         return 0;
     if (n == 0) {
         fprintf(stderr, "collrun: --bind-to core: no CPU allowed\n");
         return -1;
     }
-    if (o->nranks > n)
+    if (asked && o->nranks > n)
         fprintf(stderr, "collrun: --bind-to core: %d ranks on %d CPUs, %d to a CPU at most\n",
                 o->nranks, n, (o->nranks + n - 1) / n);
     snprintf(num, sizeof(num), "%d", n);
