@@ -1,6 +1,7 @@
 /*
  * test_base.c - the base's helpers that every tool's files rely on: the JSON writer's
- * escaping (one rule for records, traces and pages) and numbers.
+ * escaping (one rule for records, traces and pages) and numbers, and the tools' integer
+ * parser.
  */
 #include "harness.h"
 
@@ -84,6 +85,20 @@ TEST(numbers_keep_nine_digits_and_non_finite_is_null)
     s = num_of(strtod("nan", NULL));
     ASSERT_MSG(strcmp(s, "null") == 0, "got %s", s);
     free(s);
+}
+
+TEST(whole_numbers_in_range_and_nothing_else)
+{
+    long v = -1;
+
+    ASSERT(coll__parse_long("42", 0, 100, &v) && v == 42);
+    ASSERT(coll__parse_long("-3", -5, 5, &v) && v == -3);
+    ASSERT(!coll__parse_long("101", 0, 100, &v));
+    ASSERT(!coll__parse_long("4x", 0, 100, &v));
+    ASSERT(!coll__parse_long("", 0, 100, &v));
+    ASSERT(!coll__parse_long(NULL, 0, 100, &v));
+    ASSERT(!coll__parse_long("99999999999999999999", 0, 100, &v));
+    ASSERT(v == -3); /* untouched by a refusal */
 }
 
 int main(int argc, char **argv)

@@ -137,50 +137,21 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* "64", "1M", "128K", "2G", "3KB", "1MiB": powers of 1024. false when malformed. */
+/* "64", "1M", "128K", "2G", "3KB", "1MiB": powers of 1024, as the COLL_* settings take
+ * them (coll__parse_size); false when malformed. */
 static bool parse_size(const char *s, size_t *out_p)
 {
-    char *end;
-    unsigned long long v;
-    unsigned shift = 0;
+    int64_t v;
 
-    if (!s || !*s || *s == '-' || *s == '+')
+    if (!coll__parse_size(s, &v) || (uint64_t)v > SIZE_MAX)
         return false;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return false;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end)
-        return false;
-    if (v > (SIZE_MAX >> shift))
-        return false;
-    *out_p = (size_t)v << shift;
+    *out_p = (size_t)v;
     return true;
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *out_p)
 {
-    char *end;
-    long v;
-
-    if (!s || !*s)
-        return false;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return false;
-    *out_p = v;
-    return true;
+    return coll__parse_long(s, lo, hi, out_p);
 }
 
 static void list_algos(FILE *f, enum coll_coll coll)

@@ -179,24 +179,11 @@ static bool parse_size(const char *s, uint64_t *v_p)
     return true;
 }
 
-static bool parse_long(const char *s, long lo, long hi, long *v_p)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi)
-        return false;
-    *v_p = v;
-    return true;
-}
-
 static bool parse_int(const char *s, long lo, long hi, int *v_p)
 {
     long v;
 
-    if (!parse_long(s, lo, hi, &v))
+    if (!coll__parse_long(s, lo, hi, &v))
         return false;
     *v_p = (int)v;
     return true;
@@ -371,7 +358,7 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
             return usage_error("bad aggregation count '%s' for %s (>= 1)", v, a);
         break;
     case O_CYCLES:
-        if (!parse_long(v, 0, LONG_MAX, &o->cycles))
+        if (!coll__parse_long(v, 0, LONG_MAX, &o->cycles))
             return usage_error("bad cycle count '%s' for %s (>= 0; 0 = until stopped)", v, a);
         break;
     case O_CHECK:

@@ -95,6 +95,9 @@ COLL_INTERNAL coll_status_t coll__config_load(struct coll_comm *comm, int rank,
 COLL_INTERNAL void coll__env_warn(int rank, const char *fmt, ...) COLL_PRINTF(2, 3);
 /* Parse "64K", "1M", "2G", "123" (binary suffixes); false when malformed or overflowing. */
 COLL_INTERNAL bool coll__parse_size(const char *s, int64_t *out_p);
+/* A whole decimal number in [lo, hi], nothing before or after it; false otherwise (the
+ * tools' flags). */
+COLL_INTERNAL bool coll__parse_long(const char *s, long lo, long hi, long *out_p);
 
 /* ---- 2 logging ----------------------------------------------------------------------- */
 

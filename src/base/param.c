@@ -224,6 +224,21 @@ bool coll__parse_size(const char *s, int64_t *out_p)
     return true;
 }
 
+bool coll__parse_long(const char *s, long lo, long hi, long *out_p)
+{
+    char *end;
+    long v;
+
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out_p = v;
+    return true;
+}
+
 static bool parse_int(const char *s, int64_t *out_p)
 {
     char *end;

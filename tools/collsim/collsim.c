@@ -218,11 +218,9 @@ static bool parse_time(const char *s, double *out)
 
 static bool parse_int(const char *s, long lo, long hi, int32_t *out)
 {
-    char *end;
     long v;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+
+    if (!coll__parse_long(s, lo, hi, &v))
         return false;
     *out = (int32_t)v;
     return true;
