@@ -57,26 +57,19 @@ static void args_of(coll_comm_t *comm, const struct coll_ix_call *c, int nranks,
     }
 }
 
-/* The chosen path's part of the chooser's reasons: its text reads "<path>: <why>; " for
- * each path asked, the chosen one last, as "<path>: <why>" or "<path>" alone (and a why may
- * hold "; " itself: the selector's ranking does). */
-static void path_reason(const char *all, const struct coll_path *path, char *out, size_t n)
+/* The chosen path's part of the chooser's reasons (with the prices), or a default. */
+static void path_reason(const struct coll_choice *ch, char *out, size_t n)
 {
-    size_t len = strlen(path->name);
-    const char *seg = NULL;
+    const char *seg = ch->why + ch->reason_at;
 
-    for (const char *p = all; *p && !seg; p++)
-        if ((p == all || (p - all >= 2 && p[-2] == ';' && p[-1] == ' ')) &&
-            strncmp(p, path->name, len) == 0 && (p[len] == ':' || p[len] == '\0'))
-            seg = p + len + (p[len] == ':');
-    while (seg && *seg == ' ')
+    while (*seg == ' ')
         seg++;
-    if (seg && *seg)
+    if (*seg && *seg != '[')
         snprintf(out, n, "%s", seg);
-    else if (path == &coll__path_flat)
+    else if (ch->path == &coll__path_flat)
         snprintf(out, n, "flat path (shared segment, one host)");
     else
-        snprintf(out, n, "the %s path takes it", path->name);
+        snprintf(out, n, "the %s path takes it", ch->path->name);
 }
 
 coll_status_t coll__ix_choose(coll_comm_t *comm, const struct coll_ix_call *c,
@@ -105,7 +98,7 @@ coll_status_t coll__ix_choose(coll_comm_t *comm, const struct coll_ix_call *c,
         out->path = ch.path->name;
         if (ch.flat_seconds >= 0)
             out->flat_s = ch.flat_seconds;
-        path_reason(ch.why, ch.path, out->why, sizeof(out->why));
+        path_reason(&ch, out->why, sizeof(out->why));
         /* asked in full, the chooser also names what the general path would run where a
          * path that runs calls by itself takes this one: that path is what runs it */
         if (ch.path->run || !ch.algo) {

@@ -128,6 +128,7 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
     out->chunk_count = 0;
     out->sched_seconds = out->flat_seconds = -1;
     out->why[0] = '\0';
+    out->reason_at = 0;
     for (size_t i = 0; i < COLL_ARRAY_SIZE(paths); i++) {
         const struct coll_path *p = paths[i];
         bool yes;
@@ -156,10 +157,11 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
         st = price_both(comm, c, out, swhy, sizeof(swhy));
         if (st != COLL_SUCCESS)
             return st;
-        if (p == &coll__path_sched)
-            why_add(out, "%s: %s", p->name, swhy[0] ? swhy : why);
-        else
-            why_add(out, "%s%s%s", p->name, why[0] ? ": " : "", why);
+        if (p == &coll__path_sched && swhy[0])
+            snprintf(why, sizeof(why), "%s", swhy);
+        why_add(out, "%s%s", p->name, why[0] ? ": " : "");
+        out->reason_at = strlen(out->why);
+        why_add(out, "%s", why);
         if (out->flat_seconds >= 0 || out->sched_seconds >= 0) {
             why_add(out, " [priced:");
             if (out->flat_seconds >= 0)

@@ -44,6 +44,8 @@ struct coll_choice {
     double flat_seconds;          /* the flat path's row for the call (coll__cost_predict_flat)
                                    * on a one-host comm; < 0: not a call that row prices */
     char why[512];
+    size_t reason_at;             /* asked in full: where, in why, the chosen path's own reason
+                                   * (and the prices) begins; strlen(why) when it gave none */
 };
 
 /* The one chooser: the path for c, and with full also the sched path's algorithm and chunk
