@@ -282,34 +282,6 @@ coll_status_t coll__launcher_detect(struct coll_launch *l_p)
  */
 enum { Q_SET = 0, Q_GET = 2, Q_CHECK = 4, Q_WAIT = 5 };
 
-static int io_full(int fd, void *buf, size_t len, uint64_t deadline_ns, bool wr)
-{
-    uint8_t *p = buf;
-
-    while (len > 0) {
-        ssize_t n = wr ? coll__sys.send(fd, p, len, MSG_NOSIGNAL) : coll__sys.recv(fd, p, len, 0);
-        struct pollfd pf = {.fd = fd, .events = wr ? POLLOUT : POLLIN};
-        int left;
-
-        if (n > 0) {
-            p += n, len -= (size_t)n;
-            continue;
-        }
-        if (n == 0 && !wr)
-            return EPIPE;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            return errno;
-        left = ms_left(deadline_ns);
-        if (left == 0)
-            return ETIMEDOUT;
-        if (coll__sys.poll(&pf, 1, left) < 0 && errno != EINTR)
-            return errno;
-    }
-    return 0;
-}
-
 static coll_status_t store_resolve(const char *host, const char *port, struct addrinfo **res_p)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC};
@@ -446,9 +418,9 @@ coll_status_t coll__tcpstore_set(const char *host, const char *port, const char 
         o += sizeof(one);
     }
     o += put_str(q + o, key, klen);
-    err = io_full(fd, q, o, deadline, true);
+    err = coll__io_full(fd, q, o, deadline, true);
     if (!err)
-        err = io_full(fd, &ans, 1, deadline, false);
+        err = coll__io_full(fd, &ans, 1, deadline, false);
     coll__sys.close(fd);
     if (err)
         return store_io_error(host, port, "take the unique id", err, timeout_ms);
@@ -473,19 +445,19 @@ static int store_get_once(int fd, const char *key, void *val, size_t len, uint64
     memcpy(q + o, &one, sizeof(one));
     o += sizeof(one);
     o += put_str(q + o, key, klen);
-    err = io_full(fd, q, o, deadline, true);
+    err = coll__io_full(fd, q, o, deadline, true);
     if (!err)
-        err = io_full(fd, &ans, 1, deadline, false);
+        err = coll__io_full(fd, &ans, 1, deadline, false);
     if (err)
         return err;
     o = 0;
     q[o++] = Q_GET;
     o += put_str(q + o, key, klen);
-    err = io_full(fd, q, o, deadline, true);
+    err = coll__io_full(fd, q, o, deadline, true);
     if (!err)
-        err = io_full(fd, vlen_p, sizeof(*vlen_p), deadline, false);
+        err = coll__io_full(fd, vlen_p, sizeof(*vlen_p), deadline, false);
     if (!err && *vlen_p == len)
-        err = io_full(fd, val, len, deadline, false);
+        err = coll__io_full(fd, val, len, deadline, false);
     return err;
 }
 
@@ -596,13 +568,13 @@ static long srv_query(struct store_srv *s, struct srv_conn *c)
             return -1; /* PyTorch's server fails a GET of a missing key too */
         memcpy(out, &vl, 8);
         memcpy(out + 8, s->val, s->vlen);
-        if (io_full(c->fd, out, 8 + s->vlen, coll__now_ns() + 1000000000ull, true))
+        if (coll__io_full(c->fd, out, 8 + s->vlen, coll__now_ns() + 1000000000ull, true))
             return -1;
     } else {
         uint8_t a = all_ours ? 0 : 1;
         if (qt == Q_WAIT && !all_ours)
             return (long)(p - c->buf); /* never set here: the peer's own deadline ends it */
-        if (io_full(c->fd, &a, 1, coll__now_ns() + 1000000000ull, true))
+        if (coll__io_full(c->fd, &a, 1, coll__now_ns() + 1000000000ull, true))
             return -1;
     }
     return (long)(p - c->buf);

@@ -245,9 +245,7 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
     }
 }
 
-/* Move exactly len bytes over a non-blocking socket before the deadline: 0, ETIMEDOUT,
- * EPIPE (the peer closed while we read) or the errno of the failing call. */
-static int io_full(int fd, void *buf, size_t len, uint64_t deadline_ns, bool wr)
+int coll__io_full(int fd, void *buf, size_t len, uint64_t deadline_ns, bool wr)
 {
     uint8_t *p = buf;
 
@@ -448,11 +446,11 @@ static void root_answer(struct root *r, struct root_conn *c, uint32_t status, ui
     put32(hdr + 8, count);
     put32(hdr + 12, status ? (uint32_t)body_len : 0);
     answer_mac(r->id.secret, c->rank_nonce, hdr, body_hash, mac);
-    err = io_full(c->fd, hdr, sizeof(hdr), deadline, true);
+    err = coll__io_full(c->fd, hdr, sizeof(hdr), deadline, true);
     if (!err && body_len)
-        err = io_full(c->fd, (void *)body, body_len, deadline, true);
+        err = coll__io_full(c->fd, (void *)body, body_len, deadline, true);
     if (!err)
-        err = io_full(c->fd, mac, sizeof(mac), deadline, true);
+        err = coll__io_full(c->fd, mac, sizeof(mac), deadline, true);
     if (err)
         COLL_WARN(COLL_SUB_BOOTSTRAP, "bootstrap root %s: cannot answer rank %d (%s, %s): %s",
                   r->where, c->rank, c->info.hostname, c->where, errstr(err, ebuf, sizeof(ebuf)));
@@ -999,7 +997,7 @@ static coll_status_t join_connect(struct coll_comm *comm, const struct coll_id_i
         err = connect_wait(fd, &ss, id->addr_len, deadline_ns);
         if (!err) {
             set_nodelay(fd);
-            err = io_full(fd, nonce, BS_NONCE_BYTES, deadline_ns, false);
+            err = coll__io_full(fd, nonce, BS_NONCE_BYTES, deadline_ns, false);
         }
         if (!err) {
             *fd_p = fd;
@@ -1125,9 +1123,9 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
         memcpy(rec + 24, my_nonce, BS_NONCE_BYTES);
         peer_encode(rec + 24 + BS_NONCE_BYTES, &mine);
         join_mac(id->secret, root_nonce, rec, rec + JOIN_BODY_BYTES);
-        err = io_full(fd, rec, sizeof(rec), deadline, true);
+        err = coll__io_full(fd, rec, sizeof(rec), deadline, true);
         if (!err)
-            err = io_full(fd, hdr, sizeof(hdr), deadline, false);
+            err = coll__io_full(fd, hdr, sizeof(hdr), deadline, false);
         if (!err || err == ETIMEDOUT || attempt >= JOIN_RETRIES || coll__now_ns() >= deadline)
             break;
         COLL_INFO(COLL_SUB_BOOTSTRAP,
@@ -1172,9 +1170,9 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
                          body_len);
         goto out;
     }
-    err = io_full(fd, body, body_len, deadline, false);
+    err = coll__io_full(fd, body, body_len, deadline, false);
     if (!err)
-        err = io_full(fd, mac, sizeof(mac), deadline, false);
+        err = coll__io_full(fd, mac, sizeof(mac), deadline, false);
     if (err) {
         st = coll__error(comm, err == ETIMEDOUT ? COLL_TIMEOUT : COLL_REMOTE_ERROR,
                          "bootstrap: answer from the root at %s cut short: %s", where,

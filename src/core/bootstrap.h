@@ -20,6 +20,11 @@
 #include "../base/net.h"
 #include "internal.h"
 
+/* Move exactly len bytes over a non-blocking socket before the deadline (CLOCK_MONOTONIC
+ * ns): 0, ETIMEDOUT, EPIPE (the peer closed while we read) or the errno of the failing call.
+ * The bootstrap's and the TCPStore client's and server's (src/api/launcher.c). */
+COLL_INTERNAL int coll__io_full(int fd, void *buf, size_t len, uint64_t deadline_ns, bool wr);
+
 /* Serialise and parse the 128-byte id: magic, version, address, secret, comm id, checksum.
  * Decoding rejects a wrong magic/version/length or checksum with COLL_INVALID_ARGUMENT. */
 COLL_INTERNAL void coll__id_encode(const struct coll_id_info *info, coll_unique_id_t *id);
