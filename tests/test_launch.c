@@ -174,17 +174,15 @@ static int free_port(void)
     return -1;
 }
 
-/* Two processes in a torch environment without an agent: rank 0 serves the id on
- * MASTER_PORT, rank 1's store client waits for it there; two comms in a row (the second
- * may meet rank 0's first server while it goes down). */
-TEST(store_client_against_rank0_server)
+/* Two processes in a torch environment without an agent, on MASTER_PORT=port: rank 0 (this
+ * process) serves the id there, rank 1 (a child) waits for it with its store client; rounds
+ * comms in a row, each checked with an all-reduce. after_fork(rank, arg) runs in both after
+ * the fork (NULL: nothing). Returns in rank 0 once rank 1 exited 0. */
+static void torch_pair(const char *port, int rounds, void (*after_fork)(int, void *), void *arg)
 {
-    char port[16];
     int status = -1;
     pid_t child;
 
-    clean_env();
-    snprintf(port, sizeof(port), "%d", free_port());
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", port, 1);
     setenv("WORLD_SIZE", "2", 1);
@@ -192,7 +190,9 @@ TEST(store_client_against_rank0_server)
     child = fork();
     ASSERT(child >= 0);
     setenv("RANK", child == 0 ? "1" : "0", 1);
-    for (int round = 0; round < 2; round++) {
+    if (after_fork)
+        after_fork(child == 0, arg);
+    for (int round = 0; round < rounds; round++) {
         coll_comm_t *comm = NULL;
         int x = 1, rank = -1;
         if (coll_comm_init_env(&comm) != COLL_SUCCESS ||
@@ -211,6 +211,17 @@ TEST(store_client_against_rank0_server)
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Rank 0 serves the id on MASTER_PORT, rank 1's store client waits for it there; two comms
+ * in a row (the second may meet rank 0's first server while it goes down). */
+TEST(store_client_against_rank0_server)
+{
+    char port[16];
+
+    clean_env();
+    snprintf(port, sizeof(port), "%d", free_port());
+    torch_pair(port, 2, NULL, NULL);
+}
+
 /* Holds a port for a while, then lets go: what a peer's socket that connected to itself
  * does (store_client_refuses_a_connection_to_itself) until it sees its own query. */
 static void *release_later(void *arg)
@@ -220,6 +231,17 @@ static void *release_later(void *arg)
     return NULL;
 }
 
+static pthread_t releaser;
+
+/* rank 0 lets the port go after a while; rank 1 must not hold it at all */
+static void release_in_rank0(int rank, void *holder)
+{
+    if (rank == 0)
+        ASSERT_EQ(pthread_create(&releaser, NULL, release_later, holder), 0);
+    else
+        close(*(int *)holder);
+}
+
 /* Rank 0 finds MASTER_PORT taken when it starts to serve the id, and taken only briefly:
  * it waits for the port instead of failing the launch. */
 TEST(rank0_waits_for_master_port_held_briefly)
@@ -227,41 +249,14 @@ TEST(rank0_waits_for_master_port_held_briefly)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
     socklen_t len = sizeof(a);
     char port[16];
-    int holder = socket(AF_INET, SOCK_STREAM, 0), status = -1;
-    pthread_t t;
-    pid_t child;
+    int holder = socket(AF_INET, SOCK_STREAM, 0);
 
     clean_env();
     ASSERT(holder >= 0 && bind(holder, (struct sockaddr *)&a, sizeof(a)) == 0 &&
            getsockname(holder, (struct sockaddr *)&a, &len) == 0);
     snprintf(port, sizeof(port), "%u", (unsigned)ntohs(a.sin_port));
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", port, 1);
-    setenv("WORLD_SIZE", "2", 1);
-    setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "20000", 1);
-    child = fork();
-    ASSERT(child >= 0);
-    if (child == 0)
-        close(holder);
-    else
-        ASSERT_EQ(pthread_create(&t, NULL, release_later, &holder), 0);
-    setenv("RANK", child == 0 ? "1" : "0", 1);
-    {
-        coll_comm_t *comm = NULL;
-        int x = 1;
-        if (coll_comm_init_env(&comm) != COLL_SUCCESS ||
-            coll_allreduce(&x, &x, 1, COLL_INT32, COLL_SUM, comm) != COLL_SUCCESS || x != 2) {
-            if (child == 0)
-                _exit(1);
-            ASSERT_MSG(false, "%s", coll_last_error(comm));
-        }
-        coll_comm_destroy(comm);
-    }
-    if (child == 0)
-        _exit(0);
-    pthread_join(t, NULL);
-    ASSERT_EQ(waitpid(child, &status, 0), child);
-    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    torch_pair(port, 1, release_in_rank0, &holder);
+    pthread_join(releaser, NULL);
 }
 
 TEST(collrun_id_makes_one_comm)
