@@ -378,7 +378,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         for (int i = 0; coll__transports[i] && !comm->peer_tp[p]; i++)
             if ((both & (1u << i)) && coll__transports[i]->probe(comm->tp_ctx[i], p))
                 comm->peer_tp[p] = coll__transports[i];
-        if (comm->peer_tp[p] && !comm->peer_tp[p]->progress)
+        if (comm->peer_tp[p] && comm->peer_tp[p]->fds_only)
             comm->poll_fds_always = true;
         if (!comm->peer_tp[p]) {
             char mine[128], theirs[128];

@@ -2003,6 +2003,7 @@ int coll__tcp_link_fds(const void *arg, int peer, int *fds, int max)
 
 const struct coll_transport coll__tcp_transport = {
     .name = "tcp",
+    .fds_only = true,
     .probe = tcp_probe,
     .init = tcp_init,
     .connect = tcp_connect,

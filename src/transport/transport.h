@@ -119,6 +119,10 @@ struct coll_transport {
      * by the caller and to the result by the transport. */
     coll_status_t (*post_send)(struct coll_chan *ch, struct coll_xfer *x);
     coll_status_t (*post_recv)(struct coll_chan *ch, struct coll_xfer *x);
+    /* Its peers' messages arrive on its fds alone (TCP): a waiting engine looks at the
+     * epoll set on every spin, not now and then as for polled transports (shm, verbs),
+     * whose progress hook finds their messages. Having a progress hook says nothing of it. */
+    bool fds_only;
     /* Non-blocking poll for work that has no fd (may be NULL). Returns true if anything
      * moved. */
     bool (*progress)(void *ctx);
