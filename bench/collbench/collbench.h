@@ -247,6 +247,7 @@ struct bench {
     const char *calib_out;   /* --calibrate: COLL_CALIB_FILE as given, or NULL */
     char (*hosts)[HOST_MAX]; /* [nranks] */
     int64_t *pids;           /* [nranks] */
+    bool ranks_known;        /* hosts and pids exchanged */
 #ifdef COLLBENCH_TEST_HOOKS
     const char *fault;
     int fault_rank;
@@ -342,7 +343,11 @@ void version_string(char *buf, size_t n);
 void write_json(struct bench *b, FILE *f, const char *status);
 void snap_update(struct bench *b);
 void snap_start(struct bench *b);
-void snap_stop(void);
+/* Around the final record (rank 0): from begin on a signal only is noted (snap_signalled);
+ * end puts the default handlers back and ends the process by the signal noted. */
+void snap_final_begin(void);
+bool snap_signalled(void);
+void snap_final_end(void);
 int print_version(void);
 bool exe_dir(char *buf, size_t n);
 bool is_file(const char *path, bool exec);

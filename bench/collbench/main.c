@@ -60,6 +60,23 @@
  */
 #include "collbench.h"
 
+#ifdef COLLBENCH_TEST_HOOKS
+/* COLLBENCH_FAULT=stall-start / stall-final: rank 0 says so on stderr and waits up to 30 s
+ * at that point (once the record file is open; just before the final record is written),
+ * so that a test can press Ctrl-C there; a signal noted ends the wait, as a final record
+ * that takes milliseconds would be done before collrun's SIGKILL. */
+static void fault_stall(const struct bench *b, const char *where)
+{
+    if (!b->fault || b->rank != 0 || strcmp(b->fault, where) != 0)
+        return;
+    fprintf(stderr, "collbench: %s: waiting\n", where);
+    for (int i = 0; i < 300 && !snap_signalled(); i++)
+        usleep(100000);
+}
+#else
+#define fault_stall(b, where) ((void)0)
+#endif
+
 int main(int argc, char **argv)
 {
     struct bench b = {.comm = NULL, .argc = argc, .argv = argv};
@@ -233,6 +250,11 @@ int main(int argc, char **argv)
     }
     if (ok && b.rank == 0 && !open_outputs(&b))
         ok = 0;
+    /* from the moment the file is truncated, a signal leaves a record in it */
+    if (ok && b.rank == 0)
+        snap_start(&b);
+    if (ok)
+        fault_stall(&b, "stall-start");
     if (ok && watchdog_start(&b.wd, b.comm, b.rank, b.o.timeout_s))
         ok = 0;
     st = coll_allreduce(&ok, &all_ok, 1, COLL_INT32, COLL_MIN, b.comm);
@@ -256,6 +278,9 @@ int main(int argc, char **argv)
         goto out_free;
     }
     have_ranks = true;
+    b.ranks_known = true;
+    if (b.rank == 0)
+        snap_update(&b);
     b.progress = b.rank == 0 && isatty(STDERR_FILENO);
     b.progress_delay = 1.0;
     if (getenv("COLLBENCH_PROGRESS_DELAY"))
@@ -265,8 +290,6 @@ int main(int argc, char **argv)
         rc = calibrate(&b);
         goto out_free;
     }
-    if (b.rank == 0)
-        snap_start(&b);
     print_header(&b);
     rc = run_sweeps(&b);
     if (b.rank == 0)
@@ -284,11 +307,19 @@ int main(int argc, char **argv)
 
 out_free:
     watchdog_stop(&b.wd);
-    snap_stop();
-    if (b.json && have_ranks)
-        write_json(&b, b.json, rc == 0 ? "ok" : b.wrong_total ? "wrong results" : "failed");
-    if (b.rank == 0 && !close_outputs(&b) && rc == 0)
-        rc = 1;
+    if (b.rank == 0) {
+        snap_final_begin();
+        fault_stall(&b, "stall-final");
+        if (b.json)
+            write_json(&b, b.json,
+                       snap_signalled() ? "interrupted"
+                       : rc == 0      ? "ok"
+                       : b.wrong_total ? "wrong results"
+                                       : "failed");
+        if (!close_outputs(&b) && rc == 0)
+            rc = 1;
+        snap_final_end();
+    }
     if (b.rank == 0 && b.o.plot_path && have_ranks && b.o.json_path) {
         int prc = run_plot(b.o.json_path, b.o.plot_path);
         if (prc && rc == 0)

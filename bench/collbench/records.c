@@ -166,7 +166,7 @@ void write_json(struct bench *b, FILE *f, const char *status)
         coll__json_str(f, b->argv[i]);
     }
     fputs("],\n  \"ranks\": [", f);
-    for (int i = 0; i < b->nranks; i++) {
+    for (int i = 0; b->ranks_known && i < b->nranks; i++) {
         fprintf(f, "%s{\"rank\": %d, \"host\": ", i ? ", " : "", i);
         coll__json_str(f, b->hosts[i]);
         fprintf(f, ", \"pid\": %" PRId64, b->pids[i]);
@@ -226,22 +226,36 @@ void write_json(struct bench *b, FILE *f, const char *status)
 /* ---- a row ---------------------------------------------------------------------------- */
 
 /* --json under Ctrl-C. The file is written at the end of a run; a signal that ends the run
- * early (SIGINT, and the SIGTERM or SIGHUP collrun forwards) must not leave it empty. After
- * every row, rank 0 renders the record as it stands, with status "interrupted", into
- * memory; the handler writes that text over the file (open, write and ftruncate are
- * async-signal-safe, stdio is not) and ends the process by the same signal, so that the exit
- * status still says what happened. Two slots: the handler reads the current one while the
- * next is rendered into the other. */
+ * early (SIGINT, and the SIGTERM or SIGHUP collrun forwards) must not leave it empty. From
+ * the moment the file is opened (truncated) until it is closed, rank 0 keeps the record as
+ * it stands, with status "interrupted", rendered in memory (again after every row); the
+ * handler writes that text over the file (ftruncate and pwrite are async-signal-safe, stdio
+ * is not) and ends the process by the same signal, so that the exit status still says what
+ * happened. Two slots: the handler reads the current one while the next is rendered into
+ * the other.
+ *
+ * One writer at a time (snap_owner): a handler that finds the final record being written
+ * (or another handler at work: SIGTERM from collrun can land inside the SIGINT handler)
+ * only notes its signal; the final writer raises it once the file is closed. Without that,
+ * a signal landing between the last snapshot and the final write found no handler and ended
+ * the process with the final record still in stdio's buffer: an empty file. */
+enum { SNAP_RUNNING, SNAP_HANDLER, SNAP_FINAL };
 static char *snap_buf[2];
 static size_t snap_len[2];
-static volatile sig_atomic_t snap_cur = -1, snap_in_handler;
+static volatile sig_atomic_t snap_cur = -1, snap_pending;
+static atomic_int snap_owner = SNAP_RUNNING;
 static int snap_fd = -1;
+static const int snap_sigs[] = {SIGINT, SIGTERM, SIGHUP};
 
 static void snap_signal(int sig)
 {
+    int expect = SNAP_RUNNING;
     int c = snap_cur;
 
-    snap_in_handler = 1;
+    if (!atomic_compare_exchange_strong(&snap_owner, &expect, SNAP_HANDLER)) {
+        snap_pending = sig;
+        return;
+    }
     if (snap_fd >= 0 && c >= 0 && ftruncate(snap_fd, 0) == 0) {
         size_t off = 0;
         while (off < snap_len[c]) {
@@ -262,7 +276,7 @@ void snap_update(struct bench *b)
     size_t len = 0;
     FILE *f;
 
-    if (!b->json || snap_in_handler)
+    if (!b->json || snap_fd < 0 || atomic_load(&snap_owner) != SNAP_RUNNING)
         return;
     f = open_memstream(&buf, &len);
     if (!f)
@@ -280,7 +294,6 @@ void snap_update(struct bench *b)
 
 void snap_start(struct bench *b)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
     struct sigaction sa = {.sa_handler = snap_signal};
 
     if (!b->json)
@@ -288,25 +301,38 @@ void snap_start(struct bench *b)
     snap_fd = fileno(b->json);
     snap_update(b);
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < COLL_ARRAY_SIZE(sigs); i++) {
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(snap_sigs); i++) {
         struct sigaction old;
         /* a signal the caller ignores (nohup, a background job) stays ignored */
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-            sigaction(sigs[i], &sa, NULL);
+        if (sigaction(snap_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(snap_sigs[i], &sa, NULL);
     }
 }
 
-/* Before the file is written for good: the handlers go, and the snapshots with them. */
-void snap_stop(void)
+void snap_final_begin(void)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    int expect = SNAP_RUNNING;
 
-    if (snap_fd < 0)
-        return;
-    for (size_t i = 0; i < COLL_ARRAY_SIZE(sigs); i++) {
+    if (!atomic_compare_exchange_strong(&snap_owner, &expect, SNAP_FINAL)) {
+        /* a handler is writing the snapshot and ends the process when it is done */
+        for (;;)
+            pause();
+    }
+}
+
+bool snap_signalled(void)
+{
+    return snap_pending != 0;
+}
+
+void snap_final_end(void)
+{
+    int sig;
+
+    for (size_t i = 0; i < COLL_ARRAY_SIZE(snap_sigs); i++) {
         struct sigaction old;
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == snap_signal)
-            signal(sigs[i], SIG_DFL);
+        if (sigaction(snap_sigs[i], NULL, &old) == 0 && old.sa_handler == snap_signal)
+            signal(snap_sigs[i], SIG_DFL);
     }
     snap_cur = -1;
     snap_fd = -1;
@@ -314,7 +340,13 @@ void snap_stop(void)
         free(snap_buf[k]);
         snap_buf[k] = NULL;
     }
+    sig = snap_pending;
+    if (sig) {
+        fflush(NULL);
+        raise(sig);
+    }
 }
+
 int print_version(void)
 {
     char ver[32];
