@@ -420,8 +420,9 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------
-# The cost model: --explain (runs nothing) and --calibrate (writes what the selector reads).
-bench allreduce --explain --np 8 -b 8 -e 1M -f 8
+# The cost model: --explain (runs no collective) and --calibrate (writes what the selector
+# reads). On paper (--per-host: nothing started), every pick is among the model's ranking.
+bench allreduce --explain --np 8 --per-host 8 -b 8 -e 1M -f 8
 explain_ok() {
     [ "$rc" = 0 ] || return 1
     grep -q '^# collbench allreduce --explain: 8 ranks' "$TMP/out" || return 1
@@ -431,7 +432,22 @@ explain_ok() {
              if (!found) bad++ }
          END { exit (n == 6 && !bad) ? 0 : 1 }' "$TMP/out"
 }
-check "--explain --np 8: per size, the selector's pick within the model's ranking" explain_ok
+check "--explain --np 8 --per-host 8: per size, the selector's pick within the model's ranking" \
+    explain_ok
+# --np N alone explains the run --np N starts: the same picks as that run's records (four
+# ranks of one host: the flat path, not the trees priced over tcp links).
+bench allreduce --explain --np 4 -b 8 -e 4M -f 8
+explain_picks() { grep -E '^ +[0-9]' "$TMP/out" | awk '{ print $1, $3 }'; }
+explain_picks >"$TMP/explain-np4.txt"
+bench allreduce --np 4 -b 8 -e 4M -f 8 -n 1 -w 0 -c 0 --json "$TMP/np4.json"
+py "$TMP/np4.json" >"$TMP/run-np4.txt" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print(r["size_bytes"], r["algo"])
+PY
+check "--explain --np 4 picks what the run --np 4 records, size by size" \
+    eval '[ "$(wc -l <"$TMP/explain-np4.txt")" = 7 ] && grep -q " flat$" "$TMP/explain-np4.txt" &&
+          cmp -s "$TMP/explain-np4.txt" "$TMP/run-np4.txt"'
 bench reducescatter --explain --np 4 -b 64K -e 64K --algo ring
 check "--explain with --algo ring: the forced pick, and why" \
     eval '[ "$rc" = 0 ] && grep -qE "^ +65536 +4096 +ring " "$TMP/out" &&

@@ -83,7 +83,7 @@ int main(int argc, char **argv)
     char plot_json[64] = "";
     coll_status_t st;
     int rc, ok, all_ok, cuda_rc = 0;
-    bool have_ranks = false;
+    bool have_ranks = false, paper;
 
     prog_name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     rc = parse_opts(argc, argv, &b.o);
@@ -109,12 +109,16 @@ int main(int argc, char **argv)
     case MODE_RUN:
         break;
     }
-    if (b.o.bind && (!b.o.np || b.o.explain || coll__ix_launched())) {
+    /* --explain --np N explains the run --np N would start, on the comm of those N ranks
+     * (one host: shared memory, the flat path where it applies); only --per-host K, hosts
+     * that are not here, stays on paper with nothing started. */
+    paper = b.o.explain && b.o.np && b.o.per_host > 0;
+    if (b.o.bind && (!b.o.np || paper || coll__ix_launched())) {
         rc = usage_error("%s", "--bind-to is collrun's: it needs --np N outside a launcher "
                                "(bind with the launcher's own option otherwise)");
         goto out_opts;
     }
-    if (b.o.np && !b.o.explain) { /* --explain --np N: N is what to explain, nothing starts */
+    if (b.o.np && !paper) {
         if (!coll__ix_launched()) {
             rc = exec_launcher(&b.o, argc, argv);
             goto out_opts;
@@ -187,7 +191,7 @@ int main(int argc, char **argv)
         b.fault_rank = atoi(getenv("COLLBENCH_FAULT_RANK"));
 #endif
     {
-        int n = b.o.explain && b.o.np ? b.o.np : b.nranks;
+        int n = paper ? b.o.np : b.nranks;
         if (colls[b.o.coll].has_root && !b.o.all_roots && b.o.root >= n) {
             if (b.rank == 0) {
                 fprintf(stderr, "%s: root %d out of range for %d rank%s\n", prog_name, b.o.root, n,
@@ -203,6 +207,9 @@ int main(int argc, char **argv)
     }
     if (b.o.explain) {
         rc = explain(&b);
+        /* nobody leaves before rank 0 has explained: its comm would end under it */
+        if (b.nranks > 1 && coll_barrier(b.comm) != COLL_SUCCESS && rc == 0)
+            rc = 1;
         goto out_destroy;
     }
     if (b.o.calibrate) {
