@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # run.sh - build and run the test suite; the last line is "N passed, N failed".
 #
-#   tests/run.sh [builddir] [-- meson-test-args...]
+#   tests/run.sh [--long] [builddir] [-- meson-test-args...]
 #
+# Without --long the tests of the meson suite "long" (each a minute or more on 2 cores; the
+# list is in tests/meson.build) are left out, to keep the default run within 5 minutes on
+# 2 cores; --long runs every test, as CI does (.ci/run). Tests named after -- run whatever
+# their suite.
 # builddir defaults to build; it is set up (buildtype debugoptimized, warnings as errors) when
 # it does not exist.
 # COLL_BUILD_OPTS adds meson setup options, e.g. for the sanitizers:
@@ -13,6 +17,11 @@ set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
 
+long=0
+if [ "${1:-}" = --long ]; then
+    long=1
+    shift
+fi
 builddir=build
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then
     builddir=$1
@@ -20,7 +29,7 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then
 fi
 if [ $# -gt 0 ]; then
     if [ "$1" != "--" ]; then
-        echo "usage: tests/run.sh [builddir] [-- meson-test-args...]" >&2
+        echo "usage: tests/run.sh [--long] [builddir] [-- meson-test-args...]" >&2
         exit 2
     fi
     shift
@@ -48,7 +57,9 @@ meson compile -C "$builddir" || build_failed "meson compile"
 
 # A stale log must not stand in for this run's.
 rm -f "$builddir/meson-logs/testlog.json"
-meson test -C "$builddir" --print-errorlogs --num-processes 2 "$@"
+suites=()
+[ "$long" = 1 ] || [ $# -gt 0 ] || suites=(--no-suite long)
+meson test -C "$builddir" --print-errorlogs --num-processes 2 "${suites[@]}" "$@"
 test_rc=$?
 
 python3 tests/summarize.py "$builddir/meson-logs/testlog.json"
