@@ -655,8 +655,6 @@ static int run_row(struct bench *b, const struct rowspec *rs, long cycle)
     }
     if (b->rank == 0) {
         progress_clear(b);
-        printf("%s\n", line);
-        fflush(stdout);
         if (b->csv)
             csv_row(b, &rec);
         if (b->tfile)
@@ -668,7 +666,10 @@ static int run_row(struct bench *b, const struct rowspec *rs, long cycle)
                     b->o.json_path, b->nrows);
             b->rows_oom = true;
         }
+        /* the snapshot first: a Ctrl-C right after the row shows must find it recorded */
         snap_update(b);
+        printf("%s\n", line);
+        fflush(stdout);
     }
     b->rows_done++;
     b->cost_done += row_cost(rs->size);
