@@ -100,38 +100,38 @@ ranks_gone() {
     return 1
 }
 
-# 1-2. The two commands, smaller: rows on screen, then Ctrl-C.
+# case NAME DESC COMMAND WAIT_REGEX FILE MIN_ROWS STATUSES: run_case, then exit 130, FILE a
+# record with MIN_ROWS results or more ("seen": the rows on screen) and one of STATUSES, no
+# rank left.
+case_() {
+    local name=$1 desc=$2 cmd=$3 wait=$4 file=$5 least=$6 statuses=$7
+    if ! run_case "$name" "$cmd --json $TMP/$file" "$wait"; then
+        not_ok "$desc"
+        return
+    fi
+    [ "$least" = seen ] && least=$seen
+    check "$desc: exit 130, a JSON record, $least rows or more" \
+        eval '[ "$rc" = 130 ] && record_ok "$TMP/$file" "$least" "$statuses" && ranks_gone "$file"'
+}
+
+# 1-2. The two commands, smaller: rows on screen, then Ctrl-C. The ranks get the
+# signal one after the other: rank 0 may see its peer die first and write the record as
+# "failed", with every row all the same.
 sweep="allreduce -b 8 -e 64M -n 100 -w 1 -c 0"
-if run_case collrun "'$COLLRUN' -n 2 '$COLLBENCH' $sweep --json $TMP/a.json" \
-    '^ +65536 +16384 +float'; then
-    check "collrun -n 2 collbench --json, Ctrl-C after $seen rows: exit 130, the rows in a JSON record" \
-        eval '[ "$rc" = 130 ] && record_ok "$TMP/a.json" "$seen" interrupted,failed && ranks_gone a.json'
-else
-    not_ok "collrun -n 2 collbench --json, Ctrl-C after rows"
-fi
-if run_case np "'$COLLBENCH' $sweep --np 2 --json $TMP/b.json" '^ +65536 +16384 +float'; then
-    check "collbench --np 2 --json, Ctrl-C after $seen rows: exit 130, the rows in a JSON record" \
-        eval '[ "$rc" = 130 ] && record_ok "$TMP/b.json" "$seen" interrupted,failed && ranks_gone b.json'
-else
-    not_ok "collbench --np 2 --json, Ctrl-C after rows"
-fi
+row='^ +65536 +16384 +float'
+case_ collrun "collrun -n 2 collbench --json, Ctrl-C after rows" \
+    "'$COLLRUN' -n 2 '$COLLBENCH' $sweep" "$row" a.json seen interrupted,failed
+case_ np "collbench --np 2 --json, Ctrl-C after rows" \
+    "'$COLLBENCH' $sweep --np 2" "$row" b.json seen interrupted,failed
 
 # 3. Before the first row: the file is open (truncated) and holds a record all the same.
-if run_case start "COLLBENCH_FAULT=stall-start '$COLLRUN' -n 2 '$HOOKED' $sweep --json $TMP/c.json" \
-    'stall-start: waiting'; then
-    check "Ctrl-C before the first row: exit 130, a JSON record with no results" \
-        eval '[ "$rc" = 130 ] && record_ok "$TMP/c.json" 0 interrupted && ranks_gone c.json'
-else
-    not_ok "Ctrl-C before the first row"
-fi
+case_ start "Ctrl-C before the first row" \
+    "COLLBENCH_FAULT=stall-start '$COLLRUN' -n 2 '$HOOKED' $sweep" \
+    'stall-start: waiting' c.json 0 interrupted
 
 # 4. As the final record is written: the signal waits for it, then ends the job.
-if run_case final "COLLBENCH_FAULT=stall-final '$COLLRUN' -n 2 '$HOOKED' allreduce -b 8 -e 1K -n 2 -w 0 --json $TMP/d.json" \
-    'stall-final: waiting'; then
-    check "Ctrl-C as the final record is written: exit 130, every row in it, interrupted" \
-        eval '[ "$rc" = 130 ] && record_ok "$TMP/d.json" 8 interrupted && ranks_gone d.json'
-else
-    not_ok "Ctrl-C as the final record is written"
-fi
+case_ final "Ctrl-C as the final record is written" \
+    "COLLBENCH_FAULT=stall-final '$COLLRUN' -n 2 '$HOOKED' allreduce -b 8 -e 1K -n 2 -w 0" \
+    'stall-final: waiting' d.json 8 interrupted
 
 tap_done

@@ -69,7 +69,8 @@ def problems(text, tests):
 
 def self_test():
     tests = {"api", "mp_basic_np2", "mp_basic_np4"}
-    good = f"x\n{SECTION}\n\n- **A**: a. Tests: `api`,\n  `mp_basic_np*`.\n- **B**: b.\n  Tests: `api`.\n## Not yet\n- c\n"
+    good = (f"x\n{SECTION}\n\n- **A**: a. Tests: `api`,\n  `mp_basic_np*`.\n"
+            "- **B**: b.\n  Tests: `api`.\n## Not yet\n- c\n")
     cases = [
         (good, 0),
         (good.replace("`api`,", "`apx`,"), 1),  # a test gone
