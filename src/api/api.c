@@ -6,6 +6,7 @@
  * a one-part op and waited for (blocking) or handed back as a request; inside a group it is
  * recorded, and coll_group_end turns all the group's calls on one comm into one op.
  */
+#include "comm.h"
 #include "../core/agree.h"
 #include "../core/exec.h"
 #include "qallreduce.h"
@@ -1096,7 +1097,7 @@ out_share:
     {
         coll_unique_id_t id;
         memcpy(&id, ids + (size_t)mine[0].rank * COLL_UNIQUE_ID_BYTES, sizeof(id));
-        st = coll_comm_init(newcomm_p, nmine, &id, myrank);
+        st = coll__comm_init_child(newcomm_p, nmine, &id, myrank, comm);
     }
 out:
     free(table);
