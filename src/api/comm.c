@@ -381,13 +381,18 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         comm->cfg.transport[0] ? coll__transport_find(comm->cfg.transport) : NULL;
     int fi = forced ? coll__transport_index(forced) : -1;
 
-    if (comm->cfg.transport[0] && (fi < 0 || !(comm->self.tp_mask & (1u << fi)))) {
-        char mine[128];
-        transport_names(comm->self.tp_mask, mine, sizeof(mine));
+    /* every rank sees every rank's transports: all of them fail alike, naming the first
+     * rank that cannot follow */
+    for (int p = 0; comm->cfg.transport[0] && p < comm->nranks; p++) {
+        char has[128];
+        if (fi >= 0 && (comm->peers[p].tp_mask & (1u << fi)))
+            continue;
+        transport_names(comm->peers[p].tp_mask, has, sizeof(has));
         return coll__error(comm, COLL_INVALID_USAGE,
-                           "COLL_TRANSPORT: rank 0 forces '%s', which this rank (%d) did not "
-                           "bring up (it has %s): set COLL_TRANSPORT alike on every rank",
-                           comm->cfg.transport, comm->rank, mine);
+                           "COLL_TRANSPORT: rank 0 forces '%s', which rank %d (host %s) did "
+                           "not bring up (it has %s, as its own COLL_TRANSPORT asked): set "
+                           "COLL_TRANSPORT alike on every rank",
+                           comm->cfg.transport, p, comm->peers[p].hostname, has);
     }
     for (int p = 0; p < comm->nranks; p++) {
         uint32_t both = comm->self.tp_mask & comm->peers[p].tp_mask;

@@ -9,6 +9,7 @@
  * follow fails (a transport it did not bring up: src/api/comm.c).
  */
 #include "settings.h"
+#include "settings_test.h"
 #include "../algo/cost.h"
 
 #include <sched.h>
@@ -17,6 +18,13 @@
 #include <string.h>
 
 #define CALIB_KEY "calib"
+
+static atomic_bool keep_own; /* settings_test.h */
+
+void coll__settings_test_keep_own(bool on)
+{
+    atomic_store(&keep_own, on);
+}
 
 static bool per_comm(const struct coll_param *p)
 {
@@ -251,14 +259,20 @@ static coll_status_t agree_calib(struct coll_comm *comm, const uint8_t *b0, uint
     const char *t0 = "", *tm = "", *s0 = blob_get(b0, l0, CALIB_KEY, &t0);
     const char *sm = blob_get(mine, lm, CALIB_KEY, &tm);
     struct coll_cost_params p;
+    bool differs = false;
     coll_status_t st;
 
     if (!s0 || !sm)
         return coll__error(comm, COLL_REMOTE_ERROR, "rank 0 sent no calibration at comm "
                            "creation (a different version of coll?)");
+    for (uint32_t k = 0; k < comm->xchg->nblobs && !differs; k++) {
+        const char *t = compared(comm->xchg->blobs[k], comm->xchg->blob_len[k], CALIB_KEY);
+        differs = !t || strcmp(t, t0);
+    }
+    if (differs)
+        warn_differs(comm, CALIB_KEY, "the cost model's calibration (COLL_CALIB_FILE)");
     if (!strcmp(t0, tm))
         return COLL_SUCCESS;
-    warn_differs(comm, CALIB_KEY, "the cost model's calibration (COLL_CALIB_FILE)");
     coll__cost_params_default(&p);
     if (t0[0]) {
         st = coll__cost_params_parse(&p, t0, s0);
@@ -344,14 +358,14 @@ coll_status_t coll__settings_agree(struct coll_comm *comm)
         if (!differs)
             continue;
         warn_differs(comm, p->name, p->name);
-        if (!vm || strcmp(vm, v0)) {
+        if ((!vm || strcmp(vm, v0)) && !atomic_load(&keep_own)) {
             st = coll__config_set(comm, &comm->cfg, p, v0);
             if (st != COLL_SUCCESS)
                 return coll__error(comm, st, "cannot take rank 0's %s: %s", p->name,
                                    coll_last_error(NULL));
         }
     }
-    if (x->nblobs > 1) {
+    if (x->nblobs > 1 && !atomic_load(&keep_own)) {
         st = agree_calib(comm, b0, l0, mine, lm);
         if (st != COLL_SUCCESS)
             return st;
