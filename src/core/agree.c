@@ -234,13 +234,13 @@ coll_status_t coll__agree_xfer(const struct coll_comm *comm, int peer, const str
     /* the same call, yet the messages differ: the schedules do */
     if (len != (uint64_t)x->len)
         snprintf(buf, n, "rank %d's message %u of call #%llu holds %llu bytes where this rank "
-                 "expects %zu: the ranks run different algorithms or chunk sizes (COLL_ALGO, "
-                 "COLL_CHUNK_BYTES and COLL_CALIB_FILE must be alike on every rank)",
+                 "expects %zu: the ranks run different algorithms or chunk sizes (decided from "
+                 "inputs that differ between them)",
                  peer, tag, (unsigned long long)mc + 1, (unsigned long long)len, x->len);
     else
         snprintf(buf, n, "rank %d's message %u of call #%llu arrived where this rank expects "
                  "its message %u: the ranks run different algorithms or chunk sizes "
-                 "(COLL_ALGO, COLL_CHUNK_BYTES and COLL_CALIB_FILE must be alike on every rank)",
+                 "(decided from inputs that differ between them)",
                  peer, tag, (unsigned long long)mc + 1, x->tag);
     return COLL_REMOTE_ERROR;
 }
