@@ -6,8 +6,9 @@
  *   collrun -n N mp_settings adopt     each per-comm setting (and a calibration file) on one
  *                                      rank only: a fresh comm per case, whose calls must
  *                                      give right results, whose ranks must hold the same
- *                                      settings and cost model, and COLL_TRANSPORT that a rank
- *                                      cannot follow: an error naming it on every rank
+ *                                      settings and cost model (and a comm split from one, its
+ *                                      parent's), and COLL_TRANSPORT that a rank cannot
+ *                                      follow: an error naming it on every rank
  *   collrun -n N mp_settings decide    the last rank keeps its own COLL_ALGO and chunk (the
  *                                      test hook of settings_test.h): the first call must
  *                                      fail on every rank with COLL_REMOTE_ERROR, one of them
@@ -142,6 +143,16 @@ static void adopt(coll_comm_t *base, const char *calib)
                 setenv(c->name2, c->value2, 1);
         }
         st = fresh_comm(base, &comm);
+        if (st == COLL_SUCCESS && !strcmp(c->name, "COLL_ALGO") && c->who < 0) {
+            /* a comm split from it in reverse order has the differing rank as its rank 0,
+             * whose environment still says ring: the child keeps the parent's value */
+            coll_comm_t *child;
+            CHECK(coll_comm_split(comm, 0, nranks - 1 - rank, &child));
+            if (strcmp(child->cfg.algo, comm->cfg.algo) || comm->cfg.algo[0])
+                die("%s: the split comm has COLL_ALGO '%s', its parent '%s'", what,
+                    child->cfg.algo, comm->cfg.algo);
+            CHECK(coll_comm_destroy(child));
+        }
         if (rank == who) {
             if (old)
                 setenv(c->name, old, 1);
