@@ -23,6 +23,11 @@ static const struct {
     {"COLL_LOCAL_SIZE", "the number of ranks on this host"},
 };
 
+static const char *scope_name(enum coll_param_scope s)
+{
+    return s == COLL_SCOPE_COMM ? "per comm" : s == COLL_SCOPE_RANK ? "per rank" : "unset";
+}
+
 static const char *type_name(enum coll_param_type t)
 {
     switch (t) {
@@ -97,6 +102,11 @@ static int man(const char *version)
            "the warning lists them) and about a COLL_* name that is not a variable of coll\n"
            "(COLL_ALOG: the warning names the nearest one, COLL_ALGO).\n"
            ".PP\n"
+           "A per-comm variable decides how calls run, so every rank of a communicator uses\n"
+           "one value: at creation the ranks compare theirs and all take rank 0's, and where\n"
+           "they differed rank 0 warns, naming the variable, the ranks and their values. A\n"
+           "per-rank variable may differ from rank to rank.\n"
+           ".PP\n"
            ".B collbench \\-\\-help\\-env\n"
            "prints the same table with the values set in the current environment.\n");
     printf(".SH VARIABLES\n");
@@ -110,7 +120,7 @@ static int man(const char *version)
         printf("; ");
         roff(type_name(p->type));
         print_range(p, roff);
-        printf(".\n");
+        printf("; %s.\n", scope_name(p->scope));
     }
     printf(".SH SET BY THE LAUNCHER\n"
            ".BR collrun (1)\n"
@@ -148,8 +158,16 @@ static int markdown(void)
            "them) and about a `COLL_*` name that is not a\nvariable of coll (`COLL_ALOG`: the "
            "warning names the nearest one, `COLL_ALGO`). "
            "`collbench --help-env` prints this table\nwith the values currently set; "
-           "`man 7 coll` shows it too.\n\n");
-    printf("| Variable | Default | Type | Meaning |\n|---|---|---|---|\n");
+           "`man 7 coll` shows it too.\n\n"
+           "A variable *per comm* decides how calls run (path, algorithm, chunk, protocol,\n"
+           "transport, codec, the flat path's limits), so every rank of a communicator uses "
+           "one\nvalue: at creation the ranks compare theirs (the bootstrap meets them all) and "
+           "all take\nrank 0's; where they differed, rank 0 warns naming the variable, the "
+           "ranks and their\nvalues (the others say it at INFO). The calibration the cost "
+           "model reads (`COLL_CALIB_FILE`\nor the default file) is rank 0's likewise, and the "
+           "CPUs the model shares are the fewest\nof any host's. A variable *per rank* may "
+           "differ from rank to rank (logging, files,\ninterfaces, waiting, binding).\n\n");
+    printf("| Variable | Default | Type | Scope | Meaning |\n|---|---|---|---|---|\n");
     for (size_t i = 0; i < coll__nparams; i++) {
         const struct coll_param *p = &coll__params[i];
 
@@ -157,7 +175,7 @@ static int markdown(void)
                *p->defval ? p->defval : "(empty)", *p->defval ? "`" : "");
         md_cell(p->type == COLL_PARAM_SIZE ? "size" : type_name(p->type));
         print_range(p, md_cell);
-        printf(" | ");
+        printf(" | %s | ", scope_name(p->scope));
         md_cell(p->help);
         printf(" |\n");
     }

@@ -1,7 +1,7 @@
 /*
  * test_base.c - the base's helpers that every tool's files rely on: the JSON writer's
- * escaping (one rule for records, traces and pages) and numbers, and the tools' integer
- * parser.
+ * escaping (one rule for records, traces and pages) and numbers, the tools' integer
+ * parser, and the settings table's scopes.
  */
 #include "harness.h"
 
@@ -99,6 +99,63 @@ TEST(whole_numbers_in_range_and_nothing_else)
     ASSERT(!coll__parse_long(NULL, 0, 100, &v));
     ASSERT(!coll__parse_long("99999999999999999999", 0, 100, &v));
     ASSERT(v == -3); /* untouched by a refusal */
+}
+
+/* Every setting says whether ranks may differ in it (src/core/settings.c makes a per-comm
+ * one rank 0's on every rank): a new entry without a scope fails here. */
+TEST(every_setting_has_a_scope)
+{
+    size_t ncomm = 0;
+
+    for (size_t i = 0; i < coll__nparams; i++) {
+        const struct coll_param *p = &coll__params[i];
+        ASSERT_MSG(p->scope == COLL_SCOPE_COMM || p->scope == COLL_SCOPE_RANK,
+                   "%s has no scope (COLL_SCOPE_COMM or COLL_SCOPE_RANK, src/base/param.c)",
+                   p->name);
+        /* the comm's copy is its struct coll_config: a per-comm setting needs a field */
+        ASSERT_MSG(p->scope == COLL_SCOPE_RANK || p->offset != SIZE_MAX,
+                   "%s is per comm but has no field in struct coll_config", p->name);
+        ncomm += p->scope == COLL_SCOPE_COMM;
+    }
+    ASSERT(ncomm > 0);
+}
+
+/* What a rank sends of a per-comm setting reads back to the same value on its peers. */
+TEST(per_comm_values_read_back_as_sent)
+{
+    struct coll_config a, b;
+    char text[640], again[640];
+
+    memset(&a, 0, sizeof(a));
+    setenv("COLL_CHUNK_BYTES", "64K", 1);
+    setenv("COLL_ALGO", "allreduce=ring", 1);
+    ASSERT_EQ(coll__config_load(NULL, -1, &a), COLL_SUCCESS);
+    b = a;
+    memset(b.algo, 0, sizeof(b.algo));
+    b.chunk_bytes = 1;
+    b.chunk_forced = false;
+    for (size_t i = 0; i < coll__nparams; i++) {
+        const struct coll_param *p = &coll__params[i];
+        if (p->scope != COLL_SCOPE_COMM)
+            continue;
+        coll__config_format(&a, p, text, sizeof(text));
+        ASSERT_MSG(coll__config_set(NULL, &b, p, text) == COLL_SUCCESS, "%s='%s'", p->name,
+                   text);
+        ASSERT_MSG(!strcmp(coll__config_format(&b, p, again, sizeof(again)), text),
+                   "%s: '%s' read back as '%s'", p->name, text, again);
+    }
+    ASSERT(b.chunk_forced && b.chunk_bytes == 65536 && !strcmp(b.algo, "allreduce=ring"));
+    unsetenv("COLL_CHUNK_BYTES");
+    ASSERT_EQ(coll__config_load(NULL, -1, &a), COLL_SUCCESS);
+    ASSERT(!strcmp(coll__config_format(&a, &coll__params[0], text, sizeof(text)), ""));
+    for (size_t i = 0; i < coll__nparams; i++)
+        if (!strcmp(coll__params[i].name, "COLL_CHUNK_BYTES")) {
+            ASSERT(!strcmp(coll__config_format(&a, &coll__params[i], text, sizeof(text)),
+                           "auto"));
+            ASSERT_EQ(coll__config_set(NULL, &b, &coll__params[i], "auto"), COLL_SUCCESS);
+            ASSERT(!b.chunk_forced && b.chunk_bytes == 128 * 1024);
+            ASSERT_EQ(coll__config_set(NULL, &b, &coll__params[i], "12"), COLL_INVALID_ARGUMENT);
+        }
 }
 
 int main(int argc, char **argv)

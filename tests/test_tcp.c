@@ -878,7 +878,7 @@ static void lone_rank1(struct rank *r)
 
 /* tcp.c's frame header: 40 bytes, then the call's 16-byte signature (zero here: the test's
  * transfers carry none, so the receiver checks the op number's hash as before). */
-#define HDR 56
+#define HDR 64 /* TCP_HDR_BYTES: 40 + the 24-byte signature */
 
 /* A frame header from rank 0 of the test's comm, laid out as tcp.c's (little-endian). */
 static void frame_header(uint8_t *hdr, uint32_t magic, uint16_t type, uint16_t piece,

@@ -6,6 +6,7 @@
  * a one-part op and waited for (blocking) or handed back as a request; inside a group it is
  * recorded, and coll_group_end turns all the group's calls on one comm into one op.
  */
+#include "comm.h"
 #include "../core/agree.h"
 #include "../core/exec.h"
 #include "qallreduce.h"
@@ -113,6 +114,7 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
 {
     struct coll_comm *comm = c->comm;
     struct coll_algo_args args;
+    coll_status_t st;
 
     p->coll = c->coll;
     p->op = c->op;
@@ -122,13 +124,18 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     p->call = *c;
     p->run = run;
     coll__call_sig(c, &p->call.sig);
-    if (run)
+    if (run) {
+        coll__sig_how(&p->call.sig, NULL, 0);
         return COLL_SUCCESS; /* no executor messages: nothing carries the hash below */
+    }
     p->sig = call_signature(c);
     if (c->coll == COLL_COLL_SENDRECV)
         return coll__plan_p2p(comm, c->p2p, c->peer, c->count, c->dtype, &p->plan);
     coll__call_args(c, &args);
-    return coll__plan_get(comm, &args, &p->plan);
+    st = coll__plan_get(comm, &args, &p->plan);
+    if (st == COLL_SUCCESS)
+        coll__sig_how(&p->call.sig, p->plan->sched.algo, p->plan->args.chunk_count);
+    return st;
 }
 
 /* One freed single-part op kept per thread for its next call: a request in a loop then
@@ -1096,7 +1103,7 @@ out_share:
     {
         coll_unique_id_t id;
         memcpy(&id, ids + (size_t)mine[0].rank * COLL_UNIQUE_ID_BYTES, sizeof(id));
-        st = coll_comm_init(newcomm_p, nmine, &id, myrank);
+        st = coll__comm_init_child(newcomm_p, nmine, &id, myrank, comm);
     }
 out:
     free(table);

@@ -3,12 +3,15 @@
  * abort and destroy.
  *
  * Init order: configuration snapshot -> engine fds -> transport init (data listener, whose
- * address goes into our peer info) -> bootstrap rendezvous (everyone's peer info) -> progress
+ * address goes into our peer info) -> bootstrap rendezvous (everyone's peer info and
+ * settings) -> rank 0's per-comm settings adopted (src/core/settings.c) -> progress
  * thread. Channels to peers are made lazily by the executor, the first time a schedule
  * talks to a peer.
  */
 #include "../core/bootstrap.h"
 #include "../core/exec.h"
+#include "../core/settings.h"
+#include "comm.h"
 #include "launcher.h"
 #include "../core/trace.h"
 #include "../algo/cost.h"
@@ -252,6 +255,7 @@ static void comm_free(struct coll_comm *comm)
         close(comm->wakefd);
     coll__plan_cache_free(comm);
     coll__select_fini(comm);
+    coll__settings_free(comm);
     free(comm->peers);
     free(comm->chans);
     free(comm->peer_tp);
@@ -371,8 +375,29 @@ static coll_status_t choose_transports(struct coll_comm *comm)
     comm->peer_tp = calloc((size_t)comm->nranks, sizeof(*comm->peer_tp));
     if (!comm->peer_tp)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for %d ranks", comm->nranks);
+    /* COLL_TRANSPORT is rank 0's now: a rank that forced none, or another, takes it too
+     * where it brought it up (all but a forced transport were, before the bootstrap) */
+    const struct coll_transport *forced =
+        comm->cfg.transport[0] ? coll__transport_find(comm->cfg.transport) : NULL;
+    int fi = forced ? coll__transport_index(forced) : -1;
+
+    /* every rank sees every rank's transports: all of them fail alike, naming the first
+     * rank that cannot follow */
+    for (int p = 0; comm->cfg.transport[0] && p < comm->nranks; p++) {
+        char has[128];
+        if (fi >= 0 && (comm->peers[p].tp_mask & (1u << fi)))
+            continue;
+        transport_names(comm->peers[p].tp_mask, has, sizeof(has));
+        return coll__error(comm, COLL_INVALID_USAGE,
+                           "COLL_TRANSPORT: rank 0 forces '%s', which rank %d (host %s) did "
+                           "not bring up (it has %s, as its own COLL_TRANSPORT asked): set "
+                           "COLL_TRANSPORT alike on every rank",
+                           comm->cfg.transport, p, comm->peers[p].hostname, has);
+    }
     for (int p = 0; p < comm->nranks; p++) {
         uint32_t both = comm->self.tp_mask & comm->peers[p].tp_mask;
+        if (fi >= 0)
+            both &= 1u << fi;
         if (p == comm->rank)
             continue;
         for (int i = 0; coll__transports[i] && !comm->peer_tp[p]; i++)
@@ -394,7 +419,11 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         int cpus = coll__host_cpus(comm);
 
         comm->spin_yield = local_ranks(comm) > cpus;
-        if (comm->cost) /* priced before the peers were known: this rank's CPUs alone */
+        /* priced before the peers were known with this rank's CPUs alone; now with the
+         * number every rank agreed on, so that all of them pick alike */
+        if (comm->cost && comm->agreed && comm->agreed->cores > 0)
+            comm->cost->cores = comm->agreed->cores;
+        else if (comm->cost)
             comm->cost->cores = cpus;
     }
     return number_hosts(comm);
@@ -438,6 +467,13 @@ static void check_upper_settings(int rank, const struct coll_config *cfg)
 COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
                                       const coll_unique_id_t *id, int rank)
 {
+    return coll__comm_init_child(comm_p, nranks, id, rank, NULL);
+}
+
+coll_status_t coll__comm_init_child(struct coll_comm **comm_p, int nranks,
+                                    const coll_unique_id_t *id, int rank,
+                                    const struct coll_comm *parent)
+{
     struct coll_id_info info;
     struct coll_comm *comm;
     coll_status_t st;
@@ -469,6 +505,7 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     atomic_store(&comm->failed, COLL_SUCCESS);
 
     COLL_CHECK_GOTO(coll__config_load(comm, rank, &comm->cfg), st, out_free);
+    COLL_CHECK_GOTO(coll__settings_init(comm, parent), st, out_free);
     check_upper_settings(rank, &comm->cfg);
     COLL_CHECK_GOTO(coll__select_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__plan_cache_init(comm), st, out_free);
@@ -492,7 +529,10 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
     comm->comm_id = info.comm_id; /* transports name their resources after it */
     coll__comm_net_init(comm);
     COLL_CHECK_GOTO(init_transports(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__settings_prepare(comm), st, out_free);
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
+    COLL_CHECK_GOTO(coll__settings_agree(comm), st, out_free);
+    coll__settings_xchg_free(comm);
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);

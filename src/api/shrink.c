@@ -13,6 +13,7 @@
  * a survivor that passes a different exclusion list derives another secret and is refused,
  * and one that never comes turns into COLL_TIMEOUT for the others.
  */
+#include "comm.h"
 #include "../core/bootstrap.h"
 #include "../transport/transport.h"
 
@@ -146,7 +147,7 @@ COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, i
     deadline = coll__now_ns() + (uint64_t)comm->cfg.bootstrap_timeout_ms * 1000000ull;
     for (;;) {
         struct timespec ts = {0, 20 * 1000 * 1000};
-        st = coll_comm_init(newcomm_p, n, &uid, newrank);
+        st = coll__comm_init_child(newcomm_p, n, &uid, newrank, comm);
         if (st == COLL_SUCCESS || st == COLL_INVALID_ARGUMENT || coll__now_ns() >= deadline)
             break;
         COLL_INFO(COLL_SUB_INIT, "rank %d: coll_comm_shrink: joining again after: %s",

@@ -70,6 +70,11 @@ struct coll_config {
 };
 
 enum coll_param_type { COLL_PARAM_INT, COLL_PARAM_SIZE, COLL_PARAM_STRING };
+/* Whose a setting is (0 is no scope: tests/test_base.c fails on an entry without one). */
+enum coll_param_scope {
+    COLL_SCOPE_COMM = 1, /* decides how calls run: one value per comm, rank 0's */
+    COLL_SCOPE_RANK = 2, /* may differ per rank (logging, files, interfaces, waiting) */
+};
 
 struct coll_param {
     const char *name;       /* "COLL_TIMEOUT_MS" */
@@ -79,6 +84,7 @@ struct coll_param {
     size_t offset;          /* into struct coll_config; SIZE_MAX: read elsewhere (logging) */
     size_t size;            /* field size for strings */
     int64_t min, max;       /* bounds for numbers */
+    enum coll_param_scope scope;
 };
 
 COLL_INTERNAL extern const struct coll_param coll__params[];
@@ -90,6 +96,14 @@ COLL_INTERNAL extern const size_t coll__nparams;
  * there is no comm, warns; the others say it at INFO). */
 COLL_INTERNAL coll_status_t coll__config_load(struct coll_comm *comm, int rank,
                                               struct coll_config *cfg);
+/* A setting's value in cfg as text that coll__config_set reads back to the same value (a
+ * COLL_CHUNK_BYTES the selector picks is "auto"); p must have a field in cfg. Returns buf. */
+COLL_INTERNAL const char *coll__config_format(const struct coll_config *cfg,
+                                              const struct coll_param *p, char *buf, size_t n);
+/* Set p's field of cfg from text as coll__config_format writes it (or as the environment
+ * gives it); COLL_INVALID_ARGUMENT naming p when malformed or out of range, cfg unchanged. */
+COLL_INTERNAL coll_status_t coll__config_set(struct coll_comm *comm, struct coll_config *cfg,
+                                             const struct coll_param *p, const char *text);
 /* Such a warning about a setting, once per text in this process (settings checked above the
  * base: COLL_QUANT's codec names live in src/reduce). */
 COLL_INTERNAL void coll__env_warn(int rank, const char *fmt, ...) COLL_PRINTF(2, 3);

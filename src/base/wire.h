@@ -45,8 +45,9 @@ static inline uint64_t get64(const uint8_t *p)
     return v;
 }
 
-/* A call's signature (src/core/agree.h): what ranks must agree on for it. 16 bytes on the
- * wire, in every message of the general path. */
+/* A call's signature (src/core/agree.h): what ranks must agree on for it, and how this rank
+ * runs it. 24 bytes on the wire, in every TCP frame; the shm transport carries the first 16
+ * (the call). */
 struct coll_sig {
     uint8_t coll;  /* enum coll_coll; COLL_COLL_SENDRECV for a send or a receive */
     uint8_t dtype;
@@ -54,21 +55,46 @@ struct coll_sig {
     uint8_t kind;  /* sends and receives: COLL_STEP_SEND or COLL_STEP_RECV, else 0 */
     int32_t root;  /* rooted collectives only, else 0 */
     uint64_t count;
+    /* how this rank runs a collective, once decided (0: not said) */
+    uint8_t path;  /* COLL_SIG_PATH_* */
+    uint8_t algo;  /* sched: 1 + the algorithm's index in coll__algos */
+    uint16_t pad;
+    uint32_t chunk; /* sched: elements per chunk, UINT32_MAX for that many or more */
 };
-#define COLL_SIG_BYTES 16
+enum { COLL_SIG_PATH_FLAT = 1, COLL_SIG_PATH_SCHED = 2 };
+#define COLL_SIG_CALL_BYTES 16
+#define COLL_SIG_BYTES 24
 
-static inline void coll__sig_put(uint8_t *p, const struct coll_sig *s)
+/* The call alone (16 bytes), as the shm transport's slots carry it. */
+static inline void coll__sig_put_call(uint8_t *p, const struct coll_sig *s)
 {
     p[0] = s->coll, p[1] = s->dtype, p[2] = s->op, p[3] = s->kind;
     put32(p + 4, (uint32_t)s->root);
     put64(p + 8, s->count);
 }
 
-static inline void coll__sig_get(const uint8_t *p, struct coll_sig *s)
+static inline void coll__sig_get_call(const uint8_t *p, struct coll_sig *s)
 {
     s->coll = p[0], s->dtype = p[1], s->op = p[2], s->kind = p[3];
     s->root = (int32_t)get32(p + 4);
     s->count = get64(p + 8);
+    s->path = s->algo = 0;
+    s->pad = 0;
+    s->chunk = 0;
+}
+
+static inline void coll__sig_put(uint8_t *p, const struct coll_sig *s)
+{
+    coll__sig_put_call(p, s);
+    p[16] = s->path, p[17] = s->algo, p[18] = p[19] = 0;
+    put32(p + 20, s->chunk);
+}
+
+static inline void coll__sig_get(const uint8_t *p, struct coll_sig *s)
+{
+    coll__sig_get_call(p, s);
+    s->path = p[16], s->algo = p[17];
+    s->chunk = get32(p + 20);
 }
 
 #endif /* COLL_WIRE_H */

@@ -70,13 +70,58 @@ void coll__call_sig(const struct coll_call *c, struct coll_sig *s)
     };
 }
 
-bool coll__sig_agree(const struct coll_sig *a, const struct coll_sig *b)
+/* The same call, however each side runs it. */
+static bool same_call(const struct coll_sig *a, const struct coll_sig *b)
 {
     if (a->coll == COLL_COLL_SENDRECV || b->coll == COLL_COLL_SENDRECV)
         return a->coll == b->coll && a->kind != b->kind && a->dtype == b->dtype &&
                a->count == b->count;
     return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op &&
            a->root == b->root && a->count == b->count;
+}
+
+/* Run alike, where both sides said how (a message of the shm transport does not). */
+static bool same_way(const struct coll_sig *a, const struct coll_sig *b)
+{
+    return !a->path || !b->path ||
+           (a->path == b->path && a->algo == b->algo && a->chunk == b->chunk);
+}
+
+bool coll__sig_agree(const struct coll_sig *a, const struct coll_sig *b)
+{
+    return same_call(a, b) && same_way(a, b);
+}
+
+void coll__sig_how(struct coll_sig *s, const struct coll_algo *algo, size_t chunk_count)
+{
+    if (!algo) {
+        s->path = COLL_SIG_PATH_FLAT;
+        return;
+    }
+    s->path = COLL_SIG_PATH_SCHED;
+    s->algo = 0;
+    for (int i = 0; coll__algos[i] && i < 255; i++)
+        if (coll__algos[i] == algo)
+            s->algo = (uint8_t)(i + 1);
+    s->chunk = chunk_count < UINT32_MAX ? (uint32_t)chunk_count : UINT32_MAX;
+}
+
+const char *coll__sig_how_describe(const struct coll_sig *s, char *buf, size_t n)
+{
+    int nalgos = 0;
+
+    while (coll__algos[nalgos])
+        nalgos++;
+    if (s->path == COLL_SIG_PATH_FLAT)
+        snprintf(buf, n, "the flat path");
+    else if (s->path == COLL_SIG_PATH_SCHED && s->algo >= 1 && s->algo <= nalgos)
+        snprintf(buf, n, "the general path by %s in chunks of %lu elements",
+                 coll__algos[s->algo - 1]->name, (unsigned long)s->chunk);
+    else if (s->path == COLL_SIG_PATH_SCHED)
+        snprintf(buf, n, "the general path by an algorithm this rank does not know");
+    else
+        snprintf(buf, n, "an unknown path");
+    return buf;
 }
 
 void coll__agree_log(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s)
@@ -133,6 +178,13 @@ void coll__agree_explain(const struct coll_comm *comm, int peer, uint64_t pcseq,
         snprintf(buf, n, "rank %d sent a message of its call #%llu (%s) where this rank "
                  "posted a %s: a collective on one rank meets a receive on the other",
                  peer, (unsigned long long)pcseq + 1, a, b);
+    } else if (pcseq == cseq && theirs && same_call(theirs, mine) && !same_way(theirs, mine)) {
+        char ha[128], hb[128];
+        snprintf(buf, n, "rank %d runs call #%llu (%s) on %s where this rank runs it on %s: the "
+                 "ranks decided differently how to run one call (their per-comm settings or "
+                 "the inputs of the choice differ)", peer, (unsigned long long)cseq + 1, b,
+                 coll__sig_how_describe(theirs, ha, sizeof(ha)),
+                 coll__sig_how_describe(mine, hb, sizeof(hb)));
     } else if (pcseq == cseq) {
         snprintf(buf, n, "rank %d called %s as call #%llu where this rank called %s", peer, a,
                  (unsigned long long)cseq + 1, b);
@@ -182,13 +234,13 @@ coll_status_t coll__agree_xfer(const struct coll_comm *comm, int peer, const str
     /* the same call, yet the messages differ: the schedules do */
     if (len != (uint64_t)x->len)
         snprintf(buf, n, "rank %d's message %u of call #%llu holds %llu bytes where this rank "
-                 "expects %zu: the ranks run different algorithms or chunk sizes (COLL_ALGO, "
-                 "COLL_CHUNK_BYTES and COLL_CALIB_FILE must be alike on every rank)",
+                 "expects %zu: the ranks run different algorithms or chunk sizes (decided from "
+                 "inputs that differ between them)",
                  peer, tag, (unsigned long long)mc + 1, (unsigned long long)len, x->len);
     else
         snprintf(buf, n, "rank %d's message %u of call #%llu arrived where this rank expects "
                  "its message %u: the ranks run different algorithms or chunk sizes "
-                 "(COLL_ALGO, COLL_CHUNK_BYTES and COLL_CALIB_FILE must be alike on every rank)",
+                 "(decided from inputs that differ between them)",
                  peer, tag, (unsigned long long)mc + 1, x->tag);
     return COLL_REMOTE_ERROR;
 }

@@ -3,9 +3,12 @@
  * runs (src/core/agree.c).
  *
  * A call's signature is the collective (or a send or a receive), the element count, the
- * dtype, the reduction and the root: 16 bytes that travel whole with every message of the
- * general path (TCP and shm frames) and sit in every rank's line of the flat path's
- * segment. Whoever receives compares the sender's signature and call number with its own,
+ * dtype, the reduction and the root (16 bytes), and how this rank runs it: its path, and on
+ * the general path the algorithm and chunk (8 bytes more). The call travels with every
+ * message of the general path (TCP frames and shm slots), how it runs with every TCP frame,
+ * and both sit in the logs of calls every rank keeps (the comm's, and on one host the flat
+ * segment's), so that two ranks that decided differently how to run one call are told
+ * apart from a wait. Whoever receives compares the sender's signature and call number with its own,
  * here, and a difference is an error that names both sides:
  *
  *   rank 1 called allgather of 2000 x int32 as call #3 where this rank called allgather of
@@ -26,8 +29,16 @@
 /* "allgather of 2000 x int32", "reduce of 8 x float32 (sum) to root 2", "send of 4 x int8"
  * into buf; returns buf. */
 COLL_INTERNAL const char *coll__sig_describe(const struct coll_sig *s, char *buf, size_t n);
-/* Do two signatures mean the same call (a send meets a receive of the same length)? */
+/* Do two signatures mean the same call (a send meets a receive of the same length), run the
+ * same way where both say how? */
 COLL_INTERNAL bool coll__sig_agree(const struct coll_sig *a, const struct coll_sig *b);
+/* Say in s how this rank runs its collective: algo NULL is the flat path, else the general
+ * path with algo in chunks of chunk_count elements. */
+struct coll_algo;
+COLL_INTERNAL void coll__sig_how(struct coll_sig *s, const struct coll_algo *algo,
+                                 size_t chunk_count);
+/* "the flat path", "the general path by ring in chunks of 32768 elements" into buf. */
+COLL_INTERNAL const char *coll__sig_how_describe(const struct coll_sig *s, char *buf, size_t n);
 
 /* Record the signature of collective number cseq (0-based) on comm: its message history. */
 COLL_INTERNAL void coll__agree_log(struct coll_comm *comm, uint64_t cseq,

@@ -13,13 +13,18 @@
  *   peer info   rank i32 | pid i32 | host_hash u64 | hostname[64] | addr_len u16 | addr[28] |
  *               tp_mask u32 | tp_addr[8][32] (opaque, per transport)
  *   join        magic u32 | version u32 | comm_id u64 | rank i32 | nranks i32 |
- *               rank_nonce[16] | peer info | mac[32]
+ *               rank_nonce[16] | peer info | facts[136] | blob_len u32 | blob[8192] | mac[32]
  *               mac = HMAC(secret, "coll-join" | root_nonce | join record up to the mac)
  *   answer      magic u32 | status u32 | count u32 | msglen u32 | body | mac[32]
- *               body = count peer infos (status 0) or msglen bytes of text (an error)
+ *               body = count peer infos | settings (status 0) or msglen bytes of text (an
+ *               error); settings, msglen bytes: count facts | count blob indices u32 |
+ *               nblobs u32 | nblobs x (len u32 | bytes)
+ * Facts and blobs are src/core/settings.c's (settings.h): the root relays them unread, each
+ * distinct blob once.
  *               mac = HMAC(secret, "coll-root" | rank_nonce | header | SHA-256(body))
  */
 #include "bootstrap.h"
+#include "settings.h"
 #include "../base/wire.h"
 #include "../base/sys.h"
 
@@ -42,8 +47,9 @@
     (4 + 4 + 8 + COLL_HOSTNAME_MAX + 2 + COLL_ADDR_MAX + 4 +                               \
      COLL_MAX_TRANSPORTS * COLL_TP_ADDR_MAX) /* 370 */
 #define JOIN_MAGIC 0x4e4a4243u                                              /* "CBJN" */
-#define JOIN_VERSION 2u
-#define JOIN_BODY_BYTES (4 + 4 + 8 + 4 + 4 + BS_NONCE_BYTES + PEER_WIRE_BYTES)
+#define JOIN_VERSION 3u
+#define JOIN_SETTINGS_AT (4 + 4 + 8 + 4 + 4 + BS_NONCE_BYTES + PEER_WIRE_BYTES)
+#define JOIN_BODY_BYTES (JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS + 4 + COLL_SETTINGS_BLOB_MAX)
 #define JOIN_BYTES (JOIN_BODY_BYTES + COLL_MAC_BYTES)
 #define ANSWER_MAGIC 0x4e414243u /* "CBAN" */
 #define ANSWER_HDR_BYTES 16
@@ -444,7 +450,8 @@ static void root_answer(struct root *r, struct root_conn *c, uint32_t status, ui
     put32(hdr, ANSWER_MAGIC);
     put32(hdr + 4, status);
     put32(hdr + 8, count);
-    put32(hdr + 12, status ? (uint32_t)body_len : 0);
+    /* a table's settings part, an error's text */
+    put32(hdr + 12, (uint32_t)(status ? body_len : body_len - count * PEER_WIRE_BYTES));
     answer_mac(r->id.secret, c->rank_nonce, hdr, body_hash, mac);
     err = coll__io_full(c->fd, hdr, sizeof(hdr), deadline, true);
     if (!err && body_len)
@@ -516,7 +523,8 @@ static void root_admit(struct root *r, struct root_conn *c)
     c->nranks = (int32_t)get32(p + 20);
     memcpy(c->rank_nonce, p + 24, BS_NONCE_BYTES);
     if (c->nranks < 1 || c->rank < 0 || c->rank >= c->nranks ||
-        !peer_decode(p + 24 + BS_NONCE_BYTES, &c->info) || c->info.rank != c->rank) {
+        !peer_decode(p + 24 + BS_NONCE_BYTES, &c->info) || c->info.rank != c->rank ||
+        get32(p + JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS) > COLL_SETTINGS_BLOB_MAX) {
         root_reject(r, c, "malformed join record (rank %d of %d)", c->rank, c->nranks);
         return;
     }
@@ -708,18 +716,84 @@ static void root_compact(struct root *r)
     r->nconns = j;
 }
 
+/* A joined rank's settings blob, in its join record. */
+static const uint8_t *join_blob(const struct root_conn *c, uint32_t *len_p)
+{
+    *len_p = get32(c->rec + JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS);
+    return c->rec + JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS + 4;
+}
+
+/* The settings part of the table (bootstrap.c's header): every rank's facts and the index
+ * of its blob, then each distinct blob once. *len_p: its length. */
+static uint8_t *root_settings(struct root *r, size_t *len_p)
+{
+    const size_t n = (size_t)r->nranks;
+    uint32_t *first = malloc(n * sizeof(*first)), nb = 0, len;
+    size_t total = n * (COLL_SETTINGS_FACTS + 4) + 4, o;
+    uint8_t *out = NULL, *idx;
+
+    if (!first)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *b = join_blob(r->by_rank[i], &len);
+        uint32_t k = 0, l2;
+        while (k < nb && !(get32(r->by_rank[first[k]]->rec + JOIN_SETTINGS_AT +
+                                 COLL_SETTINGS_FACTS) == len &&
+                           !memcmp(join_blob(r->by_rank[first[k]], &l2), b, len)))
+            k++;
+        if (k == nb) {
+            first[nb++] = (uint32_t)i;
+            total += 4 + len;
+        }
+    }
+    out = malloc(total);
+    if (!out)
+        goto out;
+    idx = out + n * COLL_SETTINGS_FACTS;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *b = join_blob(r->by_rank[i], &len);
+        uint32_t k = 0, l2;
+        memcpy(out + i * COLL_SETTINGS_FACTS, r->by_rank[i]->rec + JOIN_SETTINGS_AT,
+               COLL_SETTINGS_FACTS);
+        while (get32(r->by_rank[first[k]]->rec + JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS) !=
+                   len ||
+               memcmp(join_blob(r->by_rank[first[k]], &l2), b, len))
+            k++;
+        put32(idx + 4 * i, k);
+    }
+    o = n * (COLL_SETTINGS_FACTS + 4);
+    put32(out + o, nb);
+    o += 4;
+    for (uint32_t k = 0; k < nb; k++) {
+        const uint8_t *b = join_blob(r->by_rank[first[k]], &len);
+        put32(out + o, len);
+        memcpy(out + o + 4, b, len);
+        o += 4 + len;
+    }
+    *len_p = total;
+out:
+    free(first);
+    return out;
+}
+
 static void root_send_table(struct root *r)
 {
-    size_t len = (size_t)r->nranks * PEER_WIRE_BYTES;
-    uint8_t *body = malloc(len), hash[32];
+    size_t plen = (size_t)r->nranks * PEER_WIRE_BYTES, slen = 0, len;
+    uint8_t *settings = root_settings(r, &slen), *body = NULL, hash[32];
 
+    if (settings)
+        body = malloc(plen + slen);
     if (!body) {
+        free(settings);
         root_fail(r, COLL_SYSTEM_ERROR, "bootstrap root out of memory for the table of %d ranks",
                   r->nranks);
         return;
     }
+    len = plen + slen;
     for (int32_t i = 0; i < r->nranks; i++)
         peer_encode(body + (size_t)i * PEER_WIRE_BYTES, &r->by_rank[i]->info);
+    memcpy(body + plen, settings, slen);
+    free(settings);
     coll__sha256(body, len, hash);
     COLL_INFO(COLL_SUB_BOOTSTRAP, "bootstrap root %s: all %d ranks joined, sending the table",
               r->where, r->nranks);
@@ -1072,6 +1146,53 @@ static coll_status_t join_parse_table(struct coll_comm *comm, const uint8_t *bod
     return COLL_SUCCESS;
 }
 
+/* The table's settings part into comm->xchg: every field checked, as from a stranger. */
+static coll_status_t join_parse_settings(struct coll_comm *comm, const uint8_t *p, size_t len,
+                                         const char *where)
+{
+    struct coll_settings_xchg *x = comm->xchg;
+    const size_t n = (size_t)comm->nranks;
+    size_t o = n * (COLL_SETTINGS_FACTS + 4);
+    uint32_t nb;
+
+    if (!x)
+        return COLL_SUCCESS;
+    if (len < o + 4 || (nb = get32(p + o)) == 0 || nb > n)
+        goto bad;
+    o += 4;
+    x->peer_facts = malloc(n * sizeof(*x->peer_facts));
+    x->peer_blob = malloc(n * sizeof(*x->peer_blob));
+    x->blobs = calloc(nb, sizeof(*x->blobs));
+    x->blob_len = calloc(nb, sizeof(*x->blob_len));
+    if (!x->peer_facts || !x->peer_blob || !x->blobs || !x->blob_len)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "bootstrap: out of memory for %d ranks' "
+                           "settings", comm->nranks);
+    x->nblobs = nb;
+    memcpy(x->peer_facts, p, n * COLL_SETTINGS_FACTS);
+    for (size_t i = 0; i < n; i++)
+        if ((x->peer_blob[i] = get32(p + n * COLL_SETTINGS_FACTS + 4 * i)) >= nb)
+            goto bad;
+    for (uint32_t k = 0; k < nb; k++) {
+        uint32_t l;
+        if (len - o < 4 || (l = get32(p + o)) > COLL_SETTINGS_BLOB_MAX || len - o - 4 < l)
+            goto bad;
+        x->blobs[k] = malloc((size_t)l + 1);
+        if (!x->blobs[k])
+            return coll__error(comm, COLL_SYSTEM_ERROR, "bootstrap: out of memory for settings");
+        memcpy(x->blobs[k], p + o + 4, l);
+        x->blobs[k][l] = '\0';
+        x->blob_len[k] = l;
+        o += 4 + (size_t)l;
+    }
+    if (o != len)
+        goto bad;
+    return COLL_SUCCESS;
+bad:
+    return coll__error(comm, COLL_REMOTE_ERROR,
+                       "bootstrap: the settings in the table from the root at %s are malformed",
+                       where);
+}
+
 coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_info *id)
 {
     uint8_t root_nonce[BS_NONCE_BYTES], my_nonce[BS_NONCE_BYTES], rec[JOIN_BYTES];
@@ -1122,6 +1243,13 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
         put32(rec + 20, (uint32_t)comm->nranks);
         memcpy(rec + 24, my_nonce, BS_NONCE_BYTES);
         peer_encode(rec + 24 + BS_NONCE_BYTES, &mine);
+        memset(rec + JOIN_SETTINGS_AT, 0, JOIN_BODY_BYTES - JOIN_SETTINGS_AT);
+        if (comm->xchg) {
+            memcpy(rec + JOIN_SETTINGS_AT, comm->xchg->facts, COLL_SETTINGS_FACTS);
+            put32(rec + JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS, comm->xchg->len);
+            memcpy(rec + JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS + 4, comm->xchg->blob,
+                   comm->xchg->len);
+        }
         join_mac(id->secret, root_nonce, rec, rec + JOIN_BODY_BYTES);
         err = coll__io_full(fd, rec, sizeof(rec), deadline, true);
         if (!err)
@@ -1155,7 +1283,9 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
     count = get32(hdr + 8);
     msglen = get32(hdr + 12);
     if (get32(hdr) != ANSWER_MAGIC ||
-        (status == COLL_SUCCESS && (count != (uint32_t)comm->nranks || msglen != 0)) ||
+        (status == COLL_SUCCESS &&
+         (count != (uint32_t)comm->nranks ||
+          msglen > (uint64_t)count * (COLL_SETTINGS_FACTS + 8 + COLL_SETTINGS_BLOB_MAX) + 4)) ||
         (status != COLL_SUCCESS && (count != 0 || msglen == 0 || msglen > ANSWER_MSG_MAX))) {
         st = coll__error(comm, COLL_REMOTE_ERROR,
                          "bootstrap: malformed answer from the root at %s (status %u, %u "
@@ -1163,7 +1293,7 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
                          where, status, count, comm->nranks);
         goto out;
     }
-    body_len = status == COLL_SUCCESS ? (size_t)count * PEER_WIRE_BYTES : msglen;
+    body_len = status == COLL_SUCCESS ? (size_t)count * PEER_WIRE_BYTES + msglen : msglen;
     body = malloc(body_len + 1);
     if (!body) {
         st = coll__error(comm, COLL_SYSTEM_ERROR, "bootstrap: out of memory for %zu bytes",
@@ -1198,6 +1328,11 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
         goto out;
     }
     COLL_CHECK_GOTO(join_parse_table(comm, body, &mine, where, &peers), st, out);
+    st = join_parse_settings(comm, body + (size_t)count * PEER_WIRE_BYTES, msglen, where);
+    if (st != COLL_SUCCESS) {
+        free(peers);
+        goto out;
+    }
 
     free(comm->peers);
     comm->peers = peers;

@@ -20,6 +20,8 @@
 /* ---- 4 the communicator ---------------------------------------------------------------- */
 
 struct coll_op;
+struct coll_settings_xchg;
+struct coll_settings_agreed;
 
 /* A comm's log of its last COLL_AGREE_LOG collectives (src/core/agree.c), one entry each. */
 #define COLL_AGREE_LOG 16
@@ -32,7 +34,11 @@ struct coll_comm {
     int rank, nranks;
     uint64_t comm_id;
     uint8_t secret[COLL_SECRET_BYTES];
-    struct coll_config cfg;
+    struct coll_config cfg;           /* per-comm settings: rank 0's on every rank */
+    /* the settings exchange at creation, and what the comm agreed on besides cfg
+     * (src/core/settings.c) */
+    struct coll_settings_xchg *xchg;  /* NULL once agreed */
+    struct coll_settings_agreed *agreed;
     struct coll_peer_info self;
     struct coll_peer_info *peers;     /* [nranks], from the bootstrap */
     /* what the transports see of this comm (src/core/net.c) */

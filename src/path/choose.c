@@ -16,6 +16,8 @@
 #include "path.h"
 #include "flat.h"
 
+#include "../core/agree.h"
+
 #include "../algo/cost.h"
 
 #include <stdarg.h>
@@ -218,6 +220,7 @@ coll_status_t coll__path_run_now(struct coll_comm *comm, const struct coll_path 
         comm->reqs_drained = comm->reqs_issued;
     }
     coll__call_sig(&call, &call.sig);
+    coll__sig_how(&call.sig, NULL, 0); /* the one path with a run hook: flat */
     call.seq = coll__engine_take_seq(comm, call.coll != COLL_COLL_SENDRECV ? &call.sig : NULL,
                                      &call.cseq);
     return path->run(comm, &call);

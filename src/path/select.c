@@ -12,11 +12,13 @@
  * INFO with the estimates of the alternatives.
  */
 #include "../core/exec.h"
+#include "../core/settings.h"
 #include "../algo/cost.h"
 #include "../transport/transport.h"
 #include "flat.h"
 #include "path.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 
@@ -172,10 +174,59 @@ static coll_status_t with_cores(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
+/* The calibration file's text, for the model and for the other ranks (src/core/settings.c
+ * sends it at comm creation, so that every rank prices with rank 0's): NULL, with errno,
+ * when it cannot be read or is larger than a rank may send. */
+static char *calib_read(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = f ? malloc(COLL_SETTINGS_BLOB_MAX + 1) : NULL;
+    size_t len = 0, got;
+
+    if (!buf) {
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    while ((got = fread(buf + len, 1, COLL_SETTINGS_BLOB_MAX + 1 - len, f)) > 0 &&
+           len <= COLL_SETTINGS_BLOB_MAX)
+        len += got;
+    if (ferror(f) || len > COLL_SETTINGS_BLOB_MAX || memchr(buf, '\0', len)) {
+        errno = ferror(f) ? EIO : EFBIG;
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Parse text (from src) over the defaults into the model and keep it as the comm's. */
+static coll_status_t calib_take(struct coll_comm *comm, char *text, const char *src)
+{
+    struct coll_settings_agreed *a = comm->agreed;
+    coll_status_t st = coll__cost_params_parse(comm->cost, text, src);
+
+    if (st != COLL_SUCCESS) {
+        free(text);
+        return st;
+    }
+    if (a) {
+        free(a->calib_text);
+        a->calib_text = text;
+        snprintf(a->calib_src, sizeof(a->calib_src), "%s", src);
+    } else {
+        free(text);
+    }
+    return COLL_SUCCESS;
+}
+
 coll_status_t coll__select_init(struct coll_comm *comm)
 {
     char path[600];
     const char *file = comm->cfg.calib_file;
+    char *text;
     coll_status_t st;
 
     COLL_CHECK_GOTO(select_check_config(comm), st, out);
@@ -186,6 +237,19 @@ coll_status_t coll__select_init(struct coll_comm *comm)
     if (!comm->cost)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the cost model");
     coll__cost_params_default(comm->cost);
+    if (comm->agreed && comm->agreed->calib_text) { /* a split or shrunk comm: its parent's */
+        if (!comm->agreed->calib_text[0])
+            return with_cores(comm);
+        text = strdup(comm->agreed->calib_text);
+        if (!text)
+            return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the calibration");
+        snprintf(path, sizeof(path), "%s", comm->agreed->calib_src);
+        st = calib_take(comm, text, path);
+        if (st != COLL_SUCCESS)
+            return coll__error(comm, st, "the parent comm's calibration: %s",
+                               coll_last_error(NULL));
+        return with_cores(comm);
+    }
     if (!file[0]) {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
         if (xdg && *xdg)
@@ -198,7 +262,10 @@ coll_status_t coll__select_init(struct coll_comm *comm)
             return with_cores(comm); /* no calibration yet: the defaults */
         file = path;
     }
-    st = coll__cost_params_load(comm->cost, file);
+    text = calib_read(file);
+    st = text ? calib_take(comm, text, file)
+              : coll__sys_error(NULL, errno, "cannot read calibration file '%s'%s", file,
+                                errno == EFBIG ? " (larger than a rank may send)" : "");
     if (st != COLL_SUCCESS) {
         if (comm->cfg.calib_file[0]) /* asked for by name: an error */
             return coll__error(comm, st, "COLL_CALIB_FILE='%s': %s", file,

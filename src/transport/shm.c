@@ -65,7 +65,7 @@ struct shm_slot_hdr {
     uint32_t kind;
     uint32_t frag; /* EAGER: bytes in this slot */
     uint32_t pad;
-    struct coll_sig sig; /* the call's: every message carries it (src/core/agree.h) */
+    uint8_t sig[COLL_SIG_CALL_BYTES]; /* the call's: every message carries it (agree.h) */
 };
 _Static_assert(sizeof(struct shm_slot_hdr) <= 64, "slot header fits its cache line");
 
@@ -605,7 +605,7 @@ static bool push_sends(struct shm_chan *ch)
         h.tag = x->tag;
         h.len = x->len;
         if (x->sig)
-            h.sig = *x->sig;
+            coll__sig_put_call(h.sig, x->sig);
         if (cma && x->len >= SHM_RDV_MIN) {
             h.kind = SLOT_RDV;
             h.addr = (uint64_t)(uintptr_t)x->buf;
@@ -658,11 +658,13 @@ static bool check_slot(struct shm_chan *ch, const struct shm_slot_hdr *h,
                        const struct coll_xfer *x)
 {
     char why[640];
+    struct coll_sig theirs;
 
     /* the slot is the peer's to write: copied out once by the caller, so what is checked
      * here is what is used */
+    coll__sig_get_call(h->sig, &theirs);
     if (ch->ctx->net->ops->agree_xfer(ch->ctx->net->comm, ch->peer, x, h->seq, h->tag, h->len,
-                                      &h->sig, why, sizeof(why)) != COLL_SUCCESS) {
+                                      &theirs, why, sizeof(why)) != COLL_SUCCESS) {
         chan_fail(ch, COLL_REMOTE_ERROR, "%s", why);
         return false;
     }
