@@ -517,7 +517,7 @@ out_free:
     return st;
 }
 
-/* The launchers and how the id reaches every rank: src/api/launcher.c. */
+/* The launchers and how the id reaches every rank: src/api/launch/. */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p)
 {
     coll__log_init();
