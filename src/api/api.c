@@ -17,6 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+COLL_API const char *coll_last_error(const coll_comm_t *comm)
+{
+    if (!comm || coll__comm_check(comm, "coll_last_error") != COLL_SUCCESS)
+        return coll__thread_error(); /* for a handle that is not a live comm: why not */
+    /* comm->errmsg only changes under errlock; the caller owns the comm's thread, and abort
+     * writes are complete strings, so returning the buffer is safe enough for a message. */
+    return comm->errmsg;
+}
+
 /* This thread's open group. */
 static _Thread_local struct {
     int depth;
@@ -128,7 +137,7 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     if (c->coll == COLL_COLL_SENDRECV)
         return coll__plan_p2p(comm, c->p2p, c->peer, c->count, c->dtype, &p->plan);
     coll__call_args(c, &args);
-    return coll__plan_get(comm, &args, &p->plan);
+    return coll__plan_get(comm, &args, coll__select, &p->plan);
 }
 
 /* One freed single-part op kept per thread for its next call: a request in a loop then
