@@ -5,7 +5,7 @@
  */
 #include "collviz.h"
 
-/* ---- 1 arguments ------------------------------------------------------------------------ */
+/* ---- arguments ----------------------------------------------------------------------- */
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -93,7 +93,7 @@ static bool usable(const struct coll_algo *algo, const struct coll_algo_args *a)
 {
     return (algo->colls & (1u << a->coll)) && (!algo->applicable || algo->applicable(a));
 }
-/* ---- 8 main ----------------------------------------------------------------------------- */
+/* ---- main ---------------------------------------------------------------------------- */
 
 int parse_coll(const char *name, enum coll_coll *c_p)
 {

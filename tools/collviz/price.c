@@ -4,7 +4,7 @@
  */
 #include "collviz.h"
 
-/* ---- 7 prices and --compare ------------------------------------------------------------- */
+/* ---- prices and --compare ------------------------------------------------------------ */
 
 #if COLLVIZ_HAVE_COST
 /* Lockstep price of each round: the busiest rank's port (alpha + bytes beta per message it

@@ -5,7 +5,7 @@
  */
 #include "collviz.h"
 
-/* ---- 2 building and matching ------------------------------------------------------------ */
+/* ---- building and matching ----------------------------------------------------------- */
 void viz_free(struct viz *v)
 {
     if (v->s)
@@ -137,7 +137,7 @@ const struct coll_step *step_of(const struct viz *v, uint32_t g)
     return &v->s[r].steps[g - v->base[r]];
 }
 
-/* ---- 3 rounds --------------------------------------------------------------------------- */
+/* ---- rounds -------------------------------------------------------------------------- */
 
 /* Kahn's order over dependencies and send -> receive edges; a step is placed once everything
  * it waits for is, so a receive may be placed before earlier steps of its own rank. */
@@ -230,7 +230,7 @@ out:
     return rc;
 }
 
-/* ---- 4 data ----------------------------------------------------------------------------- */
+/* ---- data ---------------------------------------------------------------------------- */
 
 /* A run of elements with the same contributors, from consecutive send-buffer elements. */
 static bool segs_push(struct segs *s, struct seg x)
@@ -544,7 +544,7 @@ void cell_text(const struct segs *s, size_t off, size_t count, int w, char *buf,
              first->flags & SEG_DUP ? "!" : first->flags & SEG_MIXED ? "?" : "");
 }
 
-/* ---- trace files ------------------------------------------------------------------------ */
+/* ---- trace files --------------------------------------------------------------------- */
 
 /* A coll trace: the schedules of every rank as text, one step a line.
  *   # coll-trace 1

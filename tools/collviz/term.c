@@ -4,7 +4,7 @@
  */
 #include "collviz.h"
 
-/* ---- 5 terminal output ------------------------------------------------------------------ */
+/* ---- terminal output ----------------------------------------------------------------- */
 
 static const char *buf_name(uint8_t b)
 {
@@ -75,7 +75,7 @@ bool blocks_find(struct blocks *bl, const struct viz *v)
     return true;
 }
 
-/* A COLL_TRACE run of one op (section 7b). */
+/* A COLL_TRACE run of one op (trace.c). */
 static void print_table(const struct render *rd, FILE *f)
 {
     char cell[64];

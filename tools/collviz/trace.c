@@ -5,7 +5,7 @@
 #include "collviz.h"
 #include "collviz_json.h"
 
-/* ---- 7b measured traces: COLL_TRACE's Chrome trace JSON ------------------------------------ */
+/* ---- measured traces: COLL_TRACE's Chrome trace JSON --------------------------------- */
 
 /* src/core/trace.c writes one file per rank (pid = rank); collviz merges them, takes one op
  * (--op SEQ, else the largest collective every rank ran, the last of those), rebuilds its

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- the client ----------------------------------------------------------- */
+/* ---- the client ---------------------------------------------------------------------- */
 
 /* PyTorch c10d's store protocol, as its TCPStore server (the torchrun agent's) reads it:
  * one query-type byte, then strings as a native-endian uint64 length and the bytes.
@@ -240,7 +240,7 @@ coll_status_t coll__tcpstore_get(const char *host, const char *port, const char 
     return COLL_SUCCESS;
 }
 
-/* ---- a one-key server ---------------------------------------------------- */
+/* ---- a one-key server ---------------------------------------------------------------- */
 
 /* Outside torchrun's agent (plain RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or an agent with
  * the c10d rendezvous) nobody serves MASTER_PORT, and rank 0 is the one that would. This
