@@ -9,6 +9,7 @@
 #include "algo/cost.h"
 #include "core/bootstrap.h"
 #include "core/exec.h"
+#include "path/path.h"
 
 #include <stdint.h>
 #include <sys/resource.h>

@@ -18,6 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+COLL_API const char *coll_last_error(const coll_comm_t *comm)
+{
+    if (!comm || coll__comm_check(comm, "coll_last_error") != COLL_SUCCESS)
+        return coll__thread_error(); /* for a handle that is not a live comm: why not */
+    /* comm->errmsg only changes under errlock; the caller owns the comm's thread, and abort
+     * writes are complete strings, so returning the buffer is safe enough for a message. */
+    return comm->errmsg;
+}
+
 /* This thread's open group. */
 static _Thread_local struct {
     int depth;
@@ -132,7 +141,7 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     if (c->coll == COLL_COLL_SENDRECV)
         return coll__plan_p2p(comm, c->p2p, c->peer, c->count, c->dtype, &p->plan);
     coll__call_args(c, &args);
-    st = coll__plan_get(comm, &args, &p->plan);
+    st = coll__plan_get(comm, &args, coll__select, &p->plan);
     if (st == COLL_SUCCESS)
         coll__sig_how(&p->call.sig, p->plan->sched.algo, p->plan->args.chunk_count);
     return st;

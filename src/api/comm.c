@@ -345,28 +345,6 @@ static coll_status_t number_hosts(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
-int coll__host_cpus(const struct coll_comm *comm)
-{
-    cpu_set_t set, peer;
-
-    if (comm->cfg.host_cpus > 0) /* ranks pinned one to a CPU see only their own */
-        return (int)comm->cfg.host_cpus;
-    if (sched_getaffinity(0, sizeof(set), &set) < 0)
-        return (int)sysconf(_SC_NPROCESSORS_ONLN);
-    /* Once the peers are known: the union of this host's ranks' affinities, so that ranks
-     * a launcher pinned one to a CPU (mpirun --bind-to core, srun --cpu-bind) count all
-     * of theirs. A peer whose affinity cannot be read (gone, or in another PID
-     * namespace) adds nothing. */
-    for (int p = 0; comm->peers && p < comm->nranks; p++) {
-        if (p == comm->rank || comm->peers[p].host_hash != comm->self.host_hash ||
-            comm->peers[p].pid <= 0)
-            continue;
-        if (sched_getaffinity((pid_t)comm->peers[p].pid, sizeof(peer), &peer) == 0)
-            CPU_OR(&set, &set, &peer);
-    }
-    return CPU_COUNT(&set);
-}
-
 /* After the bootstrap: per peer, the first transport in preference order that both ends
  * brought up and that can reach the peer. Both ends see the same masks and probes are
  * symmetric, so they agree without another exchange. */
@@ -557,7 +535,7 @@ out_free:
     return st;
 }
 
-/* The launchers and how the id reaches every rank: src/api/launcher.c. */
+/* The launchers and how the id reaches every rank: src/api/launch/. */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p)
 {
     coll__log_init();

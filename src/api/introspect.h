@@ -1,5 +1,5 @@
 /*
- * introspect.h - what the tools (collbench, and collviz and collsim as they move onto it)
+ * introspect.h - what the tools (collbench, collviz, and collsim as it moves onto it)
  * may ask of the library beyond coll.h: how a call would run and what the model says it
  * costs, the COLL_* settings, what a communicator is made of, and the few hooks that
  * --calibrate needs. Everything takes the opaque coll_comm_t and answers in plain structs;
@@ -14,7 +14,8 @@
  * coll__choose's (src/path/path.h, asked in full), prices are the cost model's
  * (src/algo/cost.h), settings the table of src/base/param.c. The cost model's header comes
  * with this one: its parameters, links and results are plain structs and pure functions,
- * which explaining and calibrating are about.
+ * which explaining and calibrating are about; and with it the schedules' (algo/schedule.h:
+ * the builders and their steps), which collviz draws.
  *
  * Divisions: 1 how a call runs, 2 settings, 3 the communicator, 4 --calibrate, 5 device
  * memory and launchers.

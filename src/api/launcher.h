@@ -1,6 +1,6 @@
 /*
  * launcher.h - a communicator from the environment of the launcher that started us:
- * collrun, torchrun, Open MPI's mpirun or Slurm's srun (src/api/launcher.c).
+ * collrun, torchrun, Open MPI's mpirun or Slurm's srun (src/api/launch/, a file each).
  */
 #ifndef COLL_LAUNCHER_H
 #define COLL_LAUNCHER_H
@@ -13,6 +13,7 @@ struct coll_launch {
     int rank, size;
     int local_rank, local_size; /* -1 when the launcher does not say */
     bool pmix;                 /* the id travels through PMIx */
+    const char *rank_var, *size_var; /* the variables rank and size came from */
 };
 
 /* Read and cross-check the launchers' variables (COLL_LAUNCHER picks one by name). An

@@ -147,6 +147,15 @@ COLL_INTERNAL void coll__log(int level, uint32_t subsys, const char *fmt, ...)
 
 /* ---- 3 errors ------------------------------------------------------------------------ */
 
+/* What the base asks of whoever knows a comm's layout (the core, src/core/error.c, registers
+ * it at startup): the rank to prefix a message with (< 0: none yet), and keeping the message
+ * as the comm's error text. Without a sink, a comm's errors are the thread's alone. */
+struct coll_error_sink {
+    int (*rank)(const struct coll_comm *comm);
+    void (*record)(struct coll_comm *comm, const char *msg);
+};
+COLL_INTERNAL void coll__error_sink_set(const struct coll_error_sink *sink);
+
 /* Record st with a message on comm (or on the calling thread when comm is NULL), log it at
  * WARN (INFO for COLL_INVALID_ARGUMENT, which is the caller's to report), return st.
  * The message is prefixed "rank R: " when comm knows its rank. */

@@ -1,7 +1,7 @@
 /*
  * net.h - addresses and keyed hashes, shared by the bootstrap and the transports: which
  * interface to listen on, how to print an address, this host's identity, and the
- * HMAC-SHA256 that authenticates every connection (src/base/sockaddr.c, sha256.c).
+ * HMAC-SHA256 that authenticates every connection (src/base/sockaddr.c, host.c, sha256.c).
  */
 #ifndef COLL_NET_H
 #define COLL_NET_H
@@ -20,6 +20,13 @@ COLL_INTERNAL void coll__sockaddr_str(const void *sa, socklen_t len, char *buf, 
 
 /* This host's identity: hostname + /proc/sys/kernel/random/boot_id. */
 COLL_INTERNAL void coll__host_identity(struct coll_peer_info *self);
+
+/* The CPUs this host's ranks may run on: configured when > 0 (COLL_HOST_CPUS); else this
+ * process's affinity joined with that of its peers on this host (self->host_hash; peers
+ * NULL: this process's alone), or the online CPUs where affinity cannot be read. */
+COLL_INTERNAL int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
+                                     const struct coll_peer_info *peers, int nranks,
+                                     int rank);
 
 /* Out of file descriptors (EMFILE): raise the soft RLIMIT_NOFILE to the hard limit if it is
  * lower; true when it did, and a retry may succeed. */

@@ -187,40 +187,6 @@ coll_status_t coll__id_decode(const coll_unique_id_t *id, struct coll_id_info *i
     return COLL_SUCCESS;
 }
 
-/* ---- 3 host identity ----------------------------------------------------------------- */
-
-/* boot_id tells two containers with one hostname on different machines apart; the hostname
- * tells containers on one machine (same boot_id, own network namespaces) apart; so does the
- * network namespace itself, for namespaces that share a hostname: shared memory needs its
- * doorbell sockets, which live in the network namespace, so such ranks are not "local". */
-void coll__host_identity(struct coll_peer_info *self)
-{
-    char host[256] = "", boot[64] = "", netns[64] = "";
-    size_t n;
-    int fd;
-    ssize_t nl = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
-
-    if (nl > 0)
-        netns[nl] = '\0';
-
-    if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
-        snprintf(host, sizeof(host), "unknown-host");
-    fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r = read(fd, boot, sizeof(boot) - 1);
-        boot[r > 0 ? r : 0] = '\0';
-        boot[strcspn(boot, "\n")] = '\0';
-        close(fd);
-    }
-    memset(self->hostname, 0, sizeof(self->hostname));
-    n = strnlen(host, COLL_HOSTNAME_MAX - 1);
-    memcpy(self->hostname, host, n);
-    self->host_hash = coll__hash64(
-        netns, strlen(netns),
-        coll__hash64(boot, strlen(boot), coll__hash64(host, strlen(host), 0)));
-    self->pid = (int32_t)getpid();
-}
-
 /* ---- 4 blocking I/O with deadlines --------------------------------------------------- */
 
 static int ms_until(uint64_t deadline_ns, uint64_t now_ns)
@@ -333,31 +299,6 @@ static void join_mac(const uint8_t *secret, const uint8_t *root_nonce, const uin
     memcpy(m + LABEL_BYTES, root_nonce, BS_NONCE_BYTES);
     memcpy(m + LABEL_BYTES + BS_NONCE_BYTES, rec, JOIN_BODY_BYTES);
     coll__hmac_sha256(secret, COLL_SECRET_BYTES, m, sizeof(m), mac);
-}
-
-/* A process out of file descriptors whose soft limit is below the hard one raises it, once,
- * rather than refusing connections: listeners under a crowd of strangers may need more than
- * the customary 1024. */
-bool coll__raise_nofile(void)
-{
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    struct rlimit rl;
-    bool raised = false;
-
-    pthread_mutex_lock(&lock);
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rlim_t was = rl.rlim_cur;
-
-        rl.rlim_cur = rl.rlim_max;
-        raised = setrlimit(RLIMIT_NOFILE, &rl) == 0;
-        if (raised)
-            COLL_INFO(COLL_SUB_BOOTSTRAP,
-                      "out of file descriptors: raised the soft RLIMIT_NOFILE from %llu to the "
-                      "hard limit %llu",
-                      (unsigned long long)was, (unsigned long long)rl.rlim_max);
-    }
-    pthread_mutex_unlock(&lock);
-    return raised;
 }
 
 /* ---- 5 the root thread --------------------------------------------------------------- */

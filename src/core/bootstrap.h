@@ -22,7 +22,7 @@
 
 /* Move exactly len bytes over a non-blocking socket before the deadline (CLOCK_MONOTONIC
  * ns): 0, ETIMEDOUT, EPIPE (the peer closed while we read) or the errno of the failing call.
- * The bootstrap's and the TCPStore client's and server's (src/api/launcher.c). */
+ * The bootstrap's and the TCPStore client's and server's (src/api/launch/tcpstore.c). */
 COLL_INTERNAL int coll__io_full(int fd, void *buf, size_t len, uint64_t deadline_ns, bool wr);
 
 /* Serialise and parse the 128-byte id: magic, version, address, secret, comm id, checksum.

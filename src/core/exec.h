@@ -137,9 +137,15 @@ COLL_INTERNAL void coll__exec_release(struct coll_op *op);
 
 /* plan.c: get (build or reuse) the plan for these arguments; algorithm chosen by the
  * selector. Lock NOT held (the cache has its own lock). */
+/* The selector a plan cache miss asks for the algorithm and chunk: the path layer's
+ * coll__select (src/path/select.c), passed down by the caller, since the core does not call
+ * up. It updates args' chunk and says why in why. */
+typedef coll_status_t coll_select_fn(struct coll_comm *comm, struct coll_algo_args *args,
+                                     const struct coll_algo **algo_p, char *why,
+                                     size_t whylen);
 COLL_INTERNAL coll_status_t coll__plan_get(struct coll_comm *comm,
                                            const struct coll_algo_args *args,
-                                           struct coll_plan **plan_p);
+                                           coll_select_fn *select, struct coll_plan **plan_p);
 COLL_INTERNAL void coll__plan_put(struct coll_plan *plan);
 /* A one-step plan, not cached: kind COLL_STEP_SEND (SEND buffer to peer), COLL_STEP_RECV
  * (peer to RECV buffer) or COLL_STEP_COPY (SEND to RECV: a send to oneself in a group). */
@@ -149,13 +155,5 @@ COLL_INTERNAL coll_status_t coll__plan_p2p(struct coll_comm *comm, uint8_t kind,
 COLL_INTERNAL coll_status_t coll__plan_cache_init(struct coll_comm *comm);
 COLL_INTERNAL void coll__plan_cache_free(struct coll_comm *comm);
 
-/* select.c: load the cost model's parameters (COLL_CALIB_FILE) and check COLL_ALGO; free. */
-COLL_INTERNAL coll_status_t coll__select_init(struct coll_comm *comm);
-COLL_INTERNAL void coll__select_fini(struct coll_comm *comm);
-/* Choose the algorithm (and, unless COLL_CHUNK_BYTES is set, the chunk size: args is
- * updated) for args; why receives the reason and the alternatives' estimates. */
-COLL_INTERNAL coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *args,
-                                         const struct coll_algo **algo_p, char *why,
-                                         size_t whylen);
 
 #endif /* COLL_EXEC_H */

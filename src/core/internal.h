@@ -9,6 +9,7 @@
 #define COLL_INTERNAL_H
 
 #include "../base/base.h"
+#include "../base/net.h"
 #include "../transport/transport.h"
 
 #include <pthread.h>
@@ -29,6 +30,11 @@ struct coll_sig_rec {
     _Atomic uint64_t cseq;            /* 1 + the collective's number, 0: empty */
     struct coll_sig sig;
 };
+
+/* Every object that knows the comm's layout links src/core/error.c, the base's error sink for
+ * comms (registered at startup): a comm's errors always carry its rank and stay its text. */
+COLL_INTERNAL extern const char coll__core_error_sink;
+__attribute__((used)) static const char *const coll__core_error_sink_ref = &coll__core_error_sink;
 
 struct coll_comm {
     int rank, nranks;
@@ -133,8 +139,13 @@ COLL_INTERNAL void coll__comm_fail(struct coll_comm *comm, coll_status_t st);
  * coll_comm_init and not yet destroyed (src/api/comm.c; never reads through comm). */
 COLL_INTERNAL coll_status_t coll__comm_check(const struct coll_comm *comm, const char *fn);
 /* The CPUs this host's ranks share: COLL_HOST_CPUS when set (ranks pinned one to a CPU see
- * only their own in their affinity), else this process's affinity. */
-COLL_INTERNAL int coll__host_cpus(const struct coll_comm *comm);
+ * only their own in their affinity), else the affinity of this host's ranks (the base's
+ * coll__host_cpus_of, src/base/host.c). */
+static inline int coll__host_cpus(const struct coll_comm *comm)
+{
+    return coll__host_cpus_of(comm->cfg.host_cpus, &comm->self, comm->peers, comm->nranks,
+                              comm->rank);
+}
 /* Wake a thread sleeping in the engine's epoll_wait (any thread, no lock needed). */
 COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);
 /* Fill comm->net from the comm (ids, secret, settings, self, peers, epoll set, failure

@@ -82,7 +82,7 @@ static coll_status_t plan_build(struct coll_comm *comm, const struct coll_algo *
     st = coll__sched_validate(&p->sched);
     if (st != COLL_SUCCESS) {
         coll__error(comm, st, "algorithm %s built an invalid %s schedule: %s", algo->name,
-                    coll__coll_name(args->coll), coll_last_error(NULL));
+                    coll__coll_name(args->coll), coll__thread_error());
         goto out_free;
     }
     COLL_CHECK_GOTO(plan_derive(comm, p), st, out_free);
@@ -105,7 +105,7 @@ static struct coll_sched_cache *cache_get(struct coll_comm *comm)
 }
 
 coll_status_t coll__plan_get(struct coll_comm *comm, const struct coll_algo_args *args,
-                             struct coll_plan **plan_p)
+                             coll_select_fn *select, struct coll_plan **plan_p)
 {
     struct coll_sched_cache *c = cache_get(comm);
     struct coll_algo_args sel = *args;
@@ -129,7 +129,7 @@ coll_status_t coll__plan_get(struct coll_comm *comm, const struct coll_algo_args
     }
     pthread_mutex_unlock(&c->lock);
 
-    COLL_CHECK_GOTO(coll__select(comm, &sel, &algo, why, sizeof(why)), st, out);
+    COLL_CHECK_GOTO(select(comm, &sel, &algo, why, sizeof(why)), st, out);
     COLL_CHECK_GOTO(plan_build(comm, algo, why, &sel, &p), st, out);
     pthread_mutex_lock(&c->lock);
     if (c->n < PLAN_CACHE_SIZE) {

@@ -278,7 +278,7 @@ static coll_status_t agree_calib(struct coll_comm *comm, const uint8_t *b0, uint
         st = coll__cost_params_parse(&p, t0, s0);
         if (st != COLL_SUCCESS)
             return coll__error(comm, st, "rank 0's calibration '%s' does not parse here: %s", s0,
-                               coll_last_error(NULL));
+                               coll__thread_error());
     }
     if (comm->cost) {
         p.cores = comm->cost->cores;
@@ -362,7 +362,7 @@ coll_status_t coll__settings_agree(struct coll_comm *comm)
             st = coll__config_set(comm, &comm->cfg, p, v0);
             if (st != COLL_SUCCESS)
                 return coll__error(comm, st, "cannot take rank 0's %s: %s", p->name,
-                                   coll_last_error(NULL));
+                                   coll__thread_error());
         }
     }
     if (x->nblobs > 1 && !atomic_load(&keep_own)) {

@@ -56,6 +56,15 @@ struct coll_choice {
 COLL_INTERNAL coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c,
                                          bool full, struct coll_choice *out);
 
+/* select.c: load the cost model's parameters (COLL_CALIB_FILE) and check COLL_ALGO; free. */
+COLL_INTERNAL coll_status_t coll__select_init(struct coll_comm *comm);
+COLL_INTERNAL void coll__select_fini(struct coll_comm *comm);
+/* Choose the algorithm (and, unless COLL_CHUNK_BYTES is set, the chunk size: args is
+ * updated) for args; why receives the reason and the alternatives' estimates. */
+COLL_INTERNAL coll_status_t coll__select(struct coll_comm *comm, struct coll_algo_args *args,
+                                         const struct coll_algo **algo_p, char *why,
+                                         size_t whylen);
+
 /* coll__select with the model's price of what it picks (*seconds_p; -1 when the model
  * cannot price it, or the comm has one rank). */
 COLL_INTERNAL coll_status_t coll__select_priced(struct coll_comm *comm,

@@ -1021,7 +1021,7 @@ static coll_status_t send_credits(struct ib_link *l)
             r->reg = reg_get(ctx, x->buf, x->len,
                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
             if (!r->reg)
-                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll_last_error(ctx->net->comm));
+                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll__thread_error());
             c.addr = (uintptr_t)x->buf;
             c.rkey = r->reg->mr->rkey;
         }
@@ -1083,7 +1083,7 @@ static coll_status_t send_data(struct ib_link *l)
         if (x->len > ctx->max_inline && !t->reg) {
             t->reg = reg_get(ctx, x->buf, x->len, 0);
             if (!t->reg)
-                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll_last_error(ctx->net->comm));
+                return ib_fail(ctx, COLL_SYSTEM_ERROR, "%s", coll__thread_error());
         }
         for (uint32_t i = 0; i < pieces; i++) {
             size_t off = (size_t)i * ctx->max_msg;

@@ -1,0 +1,93 @@
+/*
+ * host.c - this host as the layers above see it: its identity (which ranks share a
+ * machine), the CPUs its ranks may run on, and the file descriptor limit.
+ */
+#include "net.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* boot_id tells two containers with one hostname on different machines apart; the hostname
+ * tells containers on one machine (same boot_id, own network namespaces) apart; so does the
+ * network namespace itself, for namespaces that share a hostname: shared memory needs its
+ * doorbell sockets, which live in the network namespace, so such ranks are not "local". */
+void coll__host_identity(struct coll_peer_info *self)
+{
+    char host[256] = "", boot[64] = "", netns[64] = "";
+    size_t n;
+    int fd;
+    ssize_t nl = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+
+    if (nl > 0)
+        netns[nl] = '\0';
+
+    if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+        snprintf(host, sizeof(host), "unknown-host");
+    fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, boot, sizeof(boot) - 1);
+        boot[r > 0 ? r : 0] = '\0';
+        boot[strcspn(boot, "\n")] = '\0';
+        close(fd);
+    }
+    memset(self->hostname, 0, sizeof(self->hostname));
+    n = strnlen(host, COLL_HOSTNAME_MAX - 1);
+    memcpy(self->hostname, host, n);
+    self->host_hash = coll__hash64(
+        netns, strlen(netns),
+        coll__hash64(boot, strlen(boot), coll__hash64(host, strlen(host), 0)));
+    self->pid = (int32_t)getpid();
+}
+
+int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
+                       const struct coll_peer_info *peers, int nranks, int rank)
+{
+    cpu_set_t set, peer;
+
+    if (configured > 0) /* ranks pinned one to a CPU see only their own */
+        return (int)configured;
+    if (sched_getaffinity(0, sizeof(set), &set) < 0)
+        return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* Once the peers are known: the union of this host's ranks' affinities, so that ranks
+     * a launcher pinned one to a CPU (mpirun --bind-to core, srun --cpu-bind) count all
+     * of theirs. A peer whose affinity cannot be read (gone, or in another PID
+     * namespace) adds nothing. */
+    for (int p = 0; peers && p < nranks; p++) {
+        if (p == rank || peers[p].host_hash != self->host_hash || peers[p].pid <= 0)
+            continue;
+        if (sched_getaffinity((pid_t)peers[p].pid, sizeof(peer), &peer) == 0)
+            CPU_OR(&set, &set, &peer);
+    }
+    return CPU_COUNT(&set);
+}
+
+/* A process out of file descriptors whose soft limit is below the hard one raises it, once,
+ * rather than refusing connections: listeners under a crowd of strangers may need more than
+ * the customary 1024. */
+bool coll__raise_nofile(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    struct rlimit rl;
+    bool raised = false;
+
+    pthread_mutex_lock(&lock);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+
+        rl.rlim_cur = rl.rlim_max;
+        raised = setrlimit(RLIMIT_NOFILE, &rl) == 0;
+        if (raised)
+            COLL_INFO(COLL_SUB_BOOTSTRAP,
+                      "out of file descriptors: raised the soft RLIMIT_NOFILE from %llu to the "
+                      "hard limit %llu",
+                      (unsigned long long)was, (unsigned long long)rl.rlim_max);
+    }
+    pthread_mutex_unlock(&lock);
+    return raised;
+}
+
