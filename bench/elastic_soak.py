@@ -54,10 +54,15 @@ def read(path):
 
 
 class Proc:
-    def __init__(self, argv, out, env=None):
+    ncpu = len(os.sched_getaffinity(0))
+
+    def __init__(self, argv, out, env=None, cpu=None):
         self.out = out
         self.f = open(out, 'w')
-        self.p = subprocess.Popen(argv, stdout=self.f, stderr=subprocess.STDOUT, env=env)
+        # pinned round robin as collrun pins its ranks, so that the modes compare fairly
+        pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu % Proc.ncpu}))
+        self.p = subprocess.Popen(argv, stdout=self.f, stderr=subprocess.STDOUT, env=env,
+                                  preexec_fn=pin)
         self.start = time.time()
 
     def done(self):
@@ -70,7 +75,8 @@ def undisturbed(a, extra, work):
     os.mkdir(d)
     t0 = time.time()
     procs = [Proc([a.dptrain] + extra + ['--elastic', d, '--rank', str(r), '--world',
-                                         str(a.np)], out + '.%d' % r) for r in range(a.np)]
+                                         str(a.np)], out + '.%d' % r, cpu=r)
+             for r in range(a.np)]
     for p in procs:
         p.p.wait(timeout=a.timeout)
     text = read(out + '.0')
@@ -97,7 +103,7 @@ def soak_elastic(a, extra, work, rng):
             argv += ['--rank', str(rank), '--world', str(a.np)]
         if die:
             argv += ['--die-at', die]
-        p = Proc(argv, os.path.join(work, 'elastic.%d.log' % n))
+        p = Proc(argv, os.path.join(work, 'elastic.%d.log' % n), cpu=n)
         p.die = die
         p.member = rank is not None
         n += 1

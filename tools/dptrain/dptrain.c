@@ -94,6 +94,7 @@ struct opts {
     const char *elastic;  /* --elastic DIR: go on through failures (elastic.h) */
     int el_rank, el_world; /* --rank R --world N: a first member; -1: a joiner */
     double join_timeout;  /* seconds a joiner waits for an offer */
+    long join_every;      /* steps between the members' looks for joiners */
     const char *die_at;   /* --die-at POINT:STEP, SIGKILL itself there (tests) */
     long die_step;
     bool lr_set, wd_set, optim_set;
@@ -155,6 +156,7 @@ static void usage(FILE *f)
         "collrun\n"
         "                     the process joins the job running in DIR\n"
         "  --join-timeout S   seconds a joiner waits for the job to take it (default 300)\n"
+        "  --join-every N     the members look for joiners every N steps (default 10)\n"
         "  --die-at P:STEP    SIGKILL this process at point P first met from step STEP on: "
         "allreduce,\n"
         "                     ckpt, offer (rank 0 after offering a join), take (a joiner after\n"
@@ -204,6 +206,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"no-feedback", 0, 0, 'F'}, {"schedule", 0, 0, 'G'},  {"stop-after", 1, 0, 'X'},
         {"metrics", 1, 0, 'U'},     {"elastic", 1, 0, 'Y'},   {"rank", 1, 0, 'g'},
         {"world", 1, 0, 'W'},       {"join-timeout", 1, 0, 'J'}, {"die-at", 1, 0, 'Z'},
+        {"join-every", 1, 0, 'N'},
         {0, 0, 0, 0},
     };
     int c;
@@ -215,6 +218,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         .epochs = 1, .seed = 1, .bucket_mb = 25.0, .tol = 1e-5, .fragments = 1,
         .outer_lr = 0.7, .outer_momentum = 0.9, .overlap = -1, .quant = -1,
         .feedback = true, .el_rank = -1, .el_world = -1, .join_timeout = 300,
+        .join_every = 10,
     };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int st = 0;
@@ -284,6 +288,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'g': st = parse_num("rank", optarg, 0, 1 << 20, &v); o->el_rank = (int)v; break;
         case 'W': st = parse_num("world", optarg, 1, 1 << 20, &v); o->el_world = (int)v; break;
         case 'J': st = parse_num("join-timeout", optarg, 0, 1e6, &o->join_timeout); break;
+        case 'N': st = parse_num("join-every", optarg, 1, 1e9, &v); o->join_every = (long)v;
+            break;
         case 'Z': {
             const char *c = strchr(optarg, ':');
             static const char *const points[] = {"allreduce", "ckpt", "offer", "take"};
@@ -950,7 +956,7 @@ static int check_flags(struct run *r, const struct opts *o, char *err, size_t er
         {"--synthetic", o->synthetic}, {"--ckpt (given or not)", o->ckpt != NULL},
         {"--ckpt-every", (double)o->ckpt_every}, {"--resume (given or not)", o->resume != NULL},
         {"--log-every", (double)o->log_every}, {"--eval-every", (double)o->eval_every},
-        {"--stop-after", (double)o->stop_after},
+        {"--stop-after", (double)o->stop_after}, {"--join-every", (double)o->join_every},
     };
     enum { N = sizeof(f) / sizeof(f[0]) };
     double mm[2 * N];
@@ -1813,7 +1819,8 @@ int main(int argc, char **argv)
         if (step >= total_steps)
             break;
         if (o.elastic) {
-            if (el_admit(&r, &el, &o, step))
+            /* every member is at the same step between syncs, so all look alike */
+            if (step % o.join_every == 0 && el_admit(&r, &el, &o, step))
                 continue; /* a grown comm: sync first */
             if (r.failed)
                 goto recover;
