@@ -120,7 +120,7 @@ def soak_elastic(a, extra, work, rng):
             die = '%s:%d' % (points[i], lo + (hi - lo) * i // 2)
         launch(r, die)
     t0 = time.time()
-    next_kill = t0 + a.kill_every
+    next_kill = None  # the clock starts once the job has formed and synced
     take_pending = bool(points)
     finished = None
     while True:
@@ -172,7 +172,9 @@ def soak_elastic(a, extra, work, rng):
                 if not p.done():
                     p.p.kill()
             return None
-        if now >= next_kill:
+        if next_kill is None and 'ranks in sync at step' in read(procs[0].out):
+            next_kill = now + a.kill_every
+        if next_kill is not None and now >= next_kill:
             # one rank down at a time, as a kill every 15 s with a restart 5 s later is:
             # none while a victim is still to be restarted or a joiner is not in yet (the
             # planted --points deaths come on top)

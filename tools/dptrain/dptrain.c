@@ -1087,6 +1087,13 @@ static int el_form(struct run *r, struct el *el, const struct opts *o, char *err
     int n, rank;
 
     if (getenv("COLL_UNIQUE_ID") || o->el_world > 0) {
+        const char *env_rank = getenv("COLL_RANK");
+        int me = o->el_world > 0 ? o->el_rank : env_rank ? atoi(env_rank) : -1;
+        if (me < 0 || elastic_member_publish(&el->dir, me, err, errlen) != 0) {
+            if (me < 0)
+                snprintf(err, errlen, "--elastic: no rank (COLL_RANK) to publish");
+            return -1;
+        }
         if (getenv("COLL_UNIQUE_ID")) {
             st = coll_comm_init_env(&r->comm);
         } else {
@@ -1102,6 +1109,9 @@ static int el_form(struct run *r, struct el *el, const struct opts *o, char *err
         }
         coll_comm_rank(r->comm, &r->rank);
         coll_comm_size(r->comm, &r->nranks);
+        el->pids = elastic_members(&el->dir, r->nranks, err, errlen);
+        if (!el->pids)
+            return -1;
         el->have_state = true;
         return 0;
     }

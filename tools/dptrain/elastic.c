@@ -157,6 +157,38 @@ int elastic_initial_id(const struct elastic *e, int rank, double timeout_s,
     return 0;
 }
 
+int elastic_member_publish(const struct elastic *e, int rank, char *err, size_t errlen)
+{
+    char path[4096], text[32];
+
+    path_of(e, path, sizeof(path), "member", rank);
+    snprintf(text, sizeof(text), "%" PRId64 "\n", e->pid);
+    return write_atomic(e, path, text, err, errlen);
+}
+
+int64_t *elastic_members(const struct elastic *e, int nranks, char *err, size_t errlen)
+{
+    int64_t *pids = malloc((size_t)nranks * sizeof(*pids));
+
+    if (!pids) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (int r = 0; r < nranks; r++) {
+        char path[4096], text[32];
+        long long v;
+        path_of(e, path, sizeof(path), "member", r);
+        if (read_small(path, text, sizeof(text)) != 0 || sscanf(text, "%lld", &v) != 1 ||
+            v <= 0) {
+            snprintf(err, errlen, "--elastic: no process in '%s'", path);
+            free(pids);
+            return NULL;
+        }
+        pids[r] = (int64_t)v;
+    }
+    return pids;
+}
+
 int elastic_join_request(const struct elastic *e, char *err, size_t errlen)
 {
     char path[4096];

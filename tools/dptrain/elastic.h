@@ -12,6 +12,8 @@
  * Files, each written to a temporary name and renamed, so a reader sees it whole or not:
  *   live.PID   locked by process PID while it lives
  *   init.id    the first comm's id, written by the first rank 0 (--rank 0 --world N)
+ *   member.R   the process of first rank R, written before it joins the first comm, so
+ *              that a failure during the first sync can be recovered from too
  *   join.PID   process PID wants to join (a restarted rank); removed once it has joined
  *   grow.PID   the offer to PID: "ID-HEX NRANKS RANK PID0 .. PID(NRANKS-1)" (the grown
  *              comm's processes by rank), written by the job's rank 0; the joiner removes
@@ -44,6 +46,11 @@ bool elastic_alive(const struct elastic *e, int64_t pid);
 /* The first comm's id: rank 0 makes and publishes it, the others wait up to timeout_s. */
 int elastic_initial_id(const struct elastic *e, int rank, double timeout_s,
                        coll_unique_id_t *id, char *err, size_t errlen);
+
+/* A first member: publishes its process as rank's before the first comm forms; once it has
+ * formed, every rank's (all published before anyone could pass init). */
+int elastic_member_publish(const struct elastic *e, int rank, char *err, size_t errlen);
+int64_t *elastic_members(const struct elastic *e, int nranks, char *err, size_t errlen);
 
 /* A joiner: asks to join (join.PID), then waits up to timeout_s for an offer. */
 int elastic_join_request(const struct elastic *e, char *err, size_t errlen);
