@@ -14,6 +14,6 @@ shift || true
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 exec flock /tmp/coll-bench.lock python3 "$HERE/elastic_soak.py" --dptrain "$BUILD/dptrain" \
     --np 8 --kill-every 15 --restart-after 5 --mode both --points --point-steps 60,700 \
-    --ckpt-every 50 --timeout 3000 "$@" -- \
-    --epochs 3 --log-every 10 --eval-every 468 --ckpt "$(mktemp -u /tmp/elastic_soak.XXXX.ckpt)" \
+    --ckpt-every 50 --timeout 1500 "$@" -- \
+    --epochs 2 --log-every 10 --eval-every 468 --ckpt "$(mktemp -u /tmp/elastic_soak.XXXX.ckpt)" \
     --ckpt-every 50
