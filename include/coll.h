@@ -335,8 +335,8 @@ COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, i
  * ends in COLL_TIMEOUT (COLL_BOOTSTRAP_TIMEOUT_MS) when a joiner or member never comes.
  * comm itself is not touched: calls already issued on it run to their end as if grow had
  * not been called, and it stays usable (for instance to go on when the grow failed) until
- * destroyed. A failed comm cannot grow (COLL_INVALID_USAGE): shrink it first. Not inside a
- * group. */
+ * destroyed. A failed comm cannot grow (COLL_INVALID_USAGE, told by coll_last_error(NULL):
+ * the comm keeps its first error): shrink it first. Not inside a group. */
 COLL_API coll_status_t coll_comm_grow(coll_comm_t *comm, int new_nranks,
                                       const coll_unique_id_t *id, coll_comm_t **newcomm_p);
 

@@ -245,6 +245,12 @@ static void rank_fault(coll_comm_t *comm, int rank, int n, void *arg)
     RCHECK(coll_comm_rank(small, &newrank) == COLL_SUCCESS && newrank == rank);
     allreduce_check(small, newrank, n - 1, 300001);
     allreduce_check(small, newrank, n - 1, 7);
+    /* a failed comm does not grow: its survivors shrink first */
+    coll_unique_id_t gid;
+    coll_comm_t *big = small;
+    RCHECK(coll_comm_grow_id(small, &gid) == COLL_SUCCESS);
+    RCHECK(coll_comm_grow(comm, n + 1, &gid, &big) == COLL_INVALID_USAGE && !big);
+    RCHECK(strstr(coll_last_error(NULL), "shrink it first") != NULL);
     RCHECK(coll_comm_destroy(small) == COLL_SUCCESS);
     /* the parent stays failed */
     RCHECK(coll_allreduce(a, b, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_SUCCESS);
