@@ -324,6 +324,26 @@ COLL_API coll_status_t coll_comm_split(coll_comm_t *comm, int color, int key,
 COLL_API coll_status_t coll_comm_shrink(coll_comm_t *comm, const int *exclude, int nexclude,
                                         coll_comm_t **newcomm_p);
 
+/* coll_comm_grow - admit new_nranks - (comm's size) new ranks (as ncclCommGrow): how a job
+ * that shrank takes restarted processes back in. One member (rank 0 by convention) makes an
+ * id with coll_comm_grow_id (coll_get_unique_id's id serves as well) and hands it to the
+ * other members (a broadcast on comm) and to the joiners (any way, as at init: the id is a
+ * password). Members call coll_comm_grow with it, collectively over comm; joiners call
+ * coll_comm_init(newcomm, new_nranks, id, rank) with ranks comm's size .. new_nranks - 1.
+ * The grown comm is a fresh one (own root, secret, connections, configuration read from the
+ * environment now); members keep their rank in it. It blocks as coll_comm_init does and
+ * ends in COLL_TIMEOUT (COLL_BOOTSTRAP_TIMEOUT_MS) when a joiner or member never comes.
+ * comm itself is not touched: calls already issued on it run to their end as if grow had
+ * not been called, and it stays usable (for instance to go on when the grow failed) until
+ * destroyed. A failed comm cannot grow (COLL_INVALID_USAGE, told by coll_last_error(NULL):
+ * the comm keeps its first error): shrink it first. Not inside a group. */
+COLL_API coll_status_t coll_comm_grow(coll_comm_t *comm, int new_nranks,
+                                      const coll_unique_id_t *id, coll_comm_t **newcomm_p);
+
+/* coll_comm_grow_id - a fresh id for coll_comm_grow of comm, with its bootstrap root started
+ * in this process (as coll_get_unique_id). Not collective: one member calls it. */
+COLL_API coll_status_t coll_comm_grow_id(coll_comm_t *comm, coll_unique_id_t *id_p);
+
 /* ---------------------------------------------------------------------------------------
  * Non-blocking collectives. Each returns once the operation is queued, with a request in
  * *req_p; operations on one comm complete in the order they were issued. The buffers are

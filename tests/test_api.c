@@ -36,6 +36,7 @@ static void refuse_everywhere(coll_comm_t *h, const char *why)
     coll_status_t async = COLL_SUCCESS;
     uint64_t bytes = 0;
     int exclude[1] = {0};
+    coll_unique_id_t gid = {{0}};
     int n = 0;
 
 #define REFUSED(call)                                                                       \
@@ -84,6 +85,10 @@ static void refuse_everywhere(coll_comm_t *h, const char *why)
     REFUSED(coll_comm_split(h, 0, 0, &newcomm));
     REFUSED(coll_comm_shrink(h, exclude, 1, &newcomm));
     ASSERT(newcomm == NULL);
+    newcomm = h;
+    REFUSED(coll_comm_grow(h, 4, &gid, &newcomm));
+    ASSERT(newcomm == NULL);
+    REFUSED(coll_comm_grow_id(h, &gid));
     REFUSED(coll_comm_rank(h, &rank));
     REFUSED(coll_comm_size(h, &size));
     ASSERT_EQ(rank, -1);
@@ -97,7 +102,7 @@ static void refuse_everywhere(coll_comm_t *h, const char *why)
     /* coll_last_error of such a handle is this thread's message, which says so */
     ASSERT_STR_CONTAINS(coll_last_error(h), "not a live communicator");
 #undef REFUSED
-    ASSERT_EQ(n, 42);
+    ASSERT_EQ(n, 44);
 }
 
 TEST(destroyed_and_never_made_comms_are_refused)

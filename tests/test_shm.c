@@ -248,6 +248,12 @@ static void rank_fault(coll_comm_t *comm, int rank, int n, void *arg)
     RCHECK(coll_comm_rank(small, &newrank) == COLL_SUCCESS && newrank == rank);
     allreduce_check(small, newrank, n - 1, 300001);
     allreduce_check(small, newrank, n - 1, 7);
+    /* a failed comm does not grow: its survivors shrink first */
+    coll_unique_id_t gid;
+    coll_comm_t *big = small;
+    RCHECK(coll_comm_grow_id(small, &gid) == COLL_SUCCESS);
+    RCHECK(coll_comm_grow(comm, n + 1, &gid, &big) == COLL_INVALID_USAGE && !big);
+    RCHECK(strstr(coll_last_error(NULL), "shrink it first") != NULL);
     RCHECK(coll_comm_destroy(small) == COLL_SUCCESS);
     /* the parent stays failed */
     RCHECK(coll_allreduce(a, b, 1, COLL_FLOAT32, COLL_SUM, comm) != COLL_SUCCESS);
@@ -373,6 +379,93 @@ static void rank_shrink_args(coll_comm_t *comm, int rank, int n, void *arg)
 TEST(shrink_arguments_and_healthy_comm)
 {
     ASSERT_EQ(run_ranks(3, rank_shrink_args, NULL, -1), 3);
+}
+
+/* Grow: rank 0 makes the id and hands it to the members (a broadcast on the old comm) and
+ * to the joiners (a pipe, as a launcher or a file would); the grown comm numbers members as
+ * before and joiners after them, and the old comm stays usable. With no joiner (arg NULL)
+ * the grow ends in COLL_TIMEOUT and the old comm still works. */
+struct grow_arg {
+    int pipefd[2];
+    int njoin;
+};
+
+static void rank_grow(coll_comm_t *comm, int rank, int n, void *argp)
+{
+    struct grow_arg *arg = argp;
+    int njoin = arg ? arg->njoin : 1, size = 0, newrank = -1;
+    coll_unique_id_t id;
+    coll_comm_t *big = (coll_comm_t *)&id;
+
+    memset(&id, 0, sizeof(id));
+    if (rank == 0)
+        RCHECK(coll_comm_grow_id(comm, &id) == COLL_SUCCESS);
+    RCHECK(coll_broadcast(&id, &id, sizeof(id), COLL_UINT8, 0, comm) == COLL_SUCCESS);
+    for (int j = 0; rank == 0 && arg && j < njoin; j++)
+        RCHECK(write(arg->pipefd[1], &id, sizeof(id)) == (ssize_t)sizeof(id));
+    RCHECK(coll_comm_grow(comm, n, &id, &big) == COLL_INVALID_ARGUMENT && !big);
+    RCHECK(coll_comm_grow(comm, n + njoin, NULL, &big) == COLL_INVALID_ARGUMENT);
+    RCHECK(coll_comm_grow(NULL, n + njoin, &id, &big) == COLL_INVALID_ARGUMENT);
+    RCHECK(coll_comm_grow(comm, n + njoin, &id, NULL) == COLL_INVALID_ARGUMENT);
+    RCHECK(coll_comm_grow_id(comm, NULL) == COLL_INVALID_ARGUMENT);
+    coll_status_t st = coll_comm_grow(comm, n + njoin, &id, &big);
+    if (!arg) {
+        RCHECK(st == COLL_TIMEOUT && !big);
+        allreduce_check(comm, rank, n, 1000);
+        return;
+    }
+    if (st != COLL_SUCCESS)
+        fprintf(stderr, "# rank %d: grow: %s\n", rank, coll_last_error(NULL));
+    RCHECK(st == COLL_SUCCESS);
+    RCHECK(coll_comm_size(big, &size) == COLL_SUCCESS && size == n + njoin);
+    RCHECK(coll_comm_rank(big, &newrank) == COLL_SUCCESS && newrank == rank);
+    allreduce_check(big, rank, n + njoin, 70001);
+    allreduce_check(comm, rank, n, 1000); /* the parent is untouched */
+    allreduce_check(big, rank, n + njoin, 5);
+    RCHECK(coll_comm_destroy(big) == COLL_SUCCESS);
+}
+
+TEST(grow_admits_joiners)
+{
+    struct grow_arg arg = {.njoin = 2};
+    pid_t joiners[2];
+    int members = 3;
+
+    ASSERT(pipe(arg.pipefd) == 0);
+    for (int j = 0; j < arg.njoin; j++) {
+        joiners[j] = fork();
+        ASSERT(joiners[j] >= 0);
+        if (joiners[j] == 0) {
+            int rank = members + j, n = members + arg.njoin;
+            coll_unique_id_t id;
+            coll_comm_t *comm;
+            close(arg.pipefd[1]);
+            RCHECK(read(arg.pipefd[0], &id, sizeof(id)) == (ssize_t)sizeof(id));
+            coll_status_t st = coll_comm_init(&comm, n, &id, rank);
+            if (st != COLL_SUCCESS)
+                fprintf(stderr, "# joiner %d: %s\n", rank, coll_last_error(NULL));
+            RCHECK(st == COLL_SUCCESS);
+            allreduce_check(comm, rank, n, 70001);
+            allreduce_check(comm, rank, n, 5);
+            RCHECK(coll_comm_destroy(comm) == COLL_SUCCESS);
+            _exit(0);
+        }
+    }
+    ASSERT_EQ(run_ranks(members, rank_grow, &arg, -1), members);
+    close(arg.pipefd[0]);
+    close(arg.pipefd[1]);
+    for (int j = 0; j < arg.njoin; j++) {
+        int status;
+        ASSERT(waitpid(joiners[j], &status, 0) == joiners[j]);
+        ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+}
+
+TEST(grow_without_joiner_times_out)
+{
+    setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "1000", 1);
+    ASSERT_EQ(run_ranks(3, rank_grow, NULL, -1), 3);
+    unsetenv("COLL_BOOTSTRAP_TIMEOUT_MS");
 }
 
 /* Rank 1 plays a hostile peer: after a valid send it rewrites what it put in rank 0's

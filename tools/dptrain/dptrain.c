@@ -43,11 +43,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "ckpt.h"
 #include "data.h"
+#include "elastic.h"
 #include "mlp.h"
 #include "qworker.h"
 
@@ -89,6 +91,12 @@ struct opts {
     bool schedule;        /* print one period of the fragment schedule and exit */
     long stop_after;      /* end after this step as a crash would (tests of --resume) */
     const char *metrics;  /* CSV of the reported metrics (rank 0) */
+    const char *elastic;  /* --elastic DIR: go on through failures (elastic.h) */
+    int el_rank, el_world; /* --rank R --world N: a first member; -1: a joiner */
+    double join_timeout;  /* seconds a joiner waits for an offer */
+    long join_every;      /* steps between the members' looks for joiners */
+    const char *die_at;   /* --die-at POINT:STEP, SIGKILL itself there (tests) */
+    long die_step;
     bool lr_set, wd_set, optim_set;
 };
 
@@ -140,6 +148,19 @@ static void usage(FILE *f)
         "  --resume PATH      start from a checkpoint (same sizes, optimizer, ranks)\n"
         "  --stop-after N     end after step N as if killed: no final sync, no final "
         "checkpoint\n"
+        "elastic (docs/training.md, \"Elastic training\"):\n"
+        "  --elastic DIR      survive failures: the survivors shrink and go on, restarted "
+        "processes\n"
+        "                     join through grow; DIR (one host) is the rendezvous\n"
+        "  --rank R --world N a first member (without collrun); without them and without "
+        "collrun\n"
+        "                     the process joins the job running in DIR\n"
+        "  --join-timeout S   seconds a joiner waits for the job to take it (default 300)\n"
+        "  --join-every N     the members look for joiners every N steps (default 10)\n"
+        "  --die-at P:STEP    SIGKILL this process at point P first met from step STEP on: "
+        "allreduce,\n"
+        "                     ckpt, offer (rank 0 after offering a join), take (a joiner after\n"
+        "                     taking an offer; STEP 0)\n"
         "output:\n"
         "  --log-every N      print loss every N steps (default 0: per epoch)\n"
         "  --eval-every N     test accuracy every N steps (default 0: per epoch)\n"
@@ -183,7 +204,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"outer-lr", 1, 0, 'O'},    {"outer-momentum", 1, 0, 'M'},
         {"overlap", 1, 0, 'T'},     {"mix", 1, 0, 'A'},        {"quant", 1, 0, 'Q'},
         {"no-feedback", 0, 0, 'F'}, {"schedule", 0, 0, 'G'},  {"stop-after", 1, 0, 'X'},
-        {"metrics", 1, 0, 'U'},     {0, 0, 0, 0},
+        {"metrics", 1, 0, 'U'},     {"elastic", 1, 0, 'Y'},   {"rank", 1, 0, 'g'},
+        {"world", 1, 0, 'W'},       {"join-timeout", 1, 0, 'J'}, {"die-at", 1, 0, 'Z'},
+        {"join-every", 1, 0, 'N'},
+        {0, 0, 0, 0},
     };
     int c;
     double v;
@@ -193,7 +217,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .batch = 128, .accum = 1,
         .epochs = 1, .seed = 1, .bucket_mb = 25.0, .tol = 1e-5, .fragments = 1,
         .outer_lr = 0.7, .outer_momentum = 0.9, .overlap = -1, .quant = -1,
-        .feedback = true,
+        .feedback = true, .el_rank = -1, .el_world = -1, .join_timeout = 300,
+        .join_every = 10,
     };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int st = 0;
@@ -259,6 +284,30 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'G': o->schedule = true; break;
         case 'X': st = parse_num("stop-after", optarg, 1, 1e12, &v); o->stop_after = (long)v;
             break;
+        case 'Y': o->elastic = optarg; break;
+        case 'g': st = parse_num("rank", optarg, 0, 1 << 20, &v); o->el_rank = (int)v; break;
+        case 'W': st = parse_num("world", optarg, 1, 1 << 20, &v); o->el_world = (int)v; break;
+        case 'J': st = parse_num("join-timeout", optarg, 0, 1e6, &o->join_timeout); break;
+        case 'N': st = parse_num("join-every", optarg, 1, 1e9, &v); o->join_every = (long)v;
+            break;
+        case 'Z': {
+            const char *c = strchr(optarg, ':');
+            static const char *const points[] = {"allreduce", "ckpt", "offer", "take"};
+            bool known = false;
+            for (size_t i = 0; c && i < sizeof(points) / sizeof(points[0]); i++)
+                known |= strlen(points[i]) == (size_t)(c - optarg) &&
+                         strncmp(points[i], optarg, (size_t)(c - optarg)) == 0;
+            if (!known) {
+                fprintf(stderr, "dptrain: --die-at '%s': want allreduce, ckpt, offer or "
+                        "take, ':' and a step\n", optarg);
+                st = -1;
+                break;
+            }
+            st = parse_num("die-at", c + 1, 0, 1e12, &v);
+            o->die_at = optarg;
+            o->die_step = (long)v;
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -279,6 +328,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     if (o->diloco && o->overlap >= o->diloco) {
         fprintf(stderr, "dptrain: --overlap %d must be below --diloco %d: a fragment's outer "
                 "step must land before its next sync starts\n", o->overlap, o->diloco);
+        return -1;
+    }
+    if (!o->elastic && (o->el_rank >= 0 || o->el_world >= 0 || o->die_at)) {
+        fprintf(stderr, "dptrain: --rank, --world and --die-at need --elastic DIR\n");
+        return -1;
+    }
+    if ((o->el_rank >= 0) != (o->el_world >= 0) || (o->el_world >= 0 && o->el_rank >= o->el_world)) {
+        fprintf(stderr, "dptrain: --rank R and --world N go together, with R < N\n");
+        return -1;
+    }
+    /* The quantized all-reduces run on a worker thread of their own over the job's comm,
+     * which a recovery would have to move to the new comm: not done. */
+    if (o->elastic && o->quant >= 0) {
+        fprintf(stderr, "dptrain: --elastic does not take --quant\n");
         return -1;
     }
     if (!o->lr_set)
@@ -306,13 +369,41 @@ struct run {
     double comm_s, wait_s;         /* inside launching/blocking coll calls; inside coll_wait */
     double payload_bytes;          /* fp32 bytes handed to all-reduces and broadcasts */
     struct qworker *qw;            /* --quant: the thread running quantized all-reduces */
+    /* --elastic: a failed call does not end the process; it is recorded here, the callers
+     * return without using its result, and the training loop recovers. */
+    bool elastic;
+    coll_status_t failed;
+    char why[ERRLEN];
+    const struct opts *o;
 };
 
 static void die_coll(struct run *r, coll_status_t st, const char *what)
 {
+    if (r->elastic) {
+        if (r->failed == COLL_SUCCESS) {
+            r->failed = st;
+            snprintf(r->why, sizeof(r->why), "%s: %s: %s", what, coll_status_string(st),
+                     coll_last_error(r->comm));
+        }
+        return;
+    }
     fprintf(stderr, "dptrain: rank %d: %s failed: %s: %s\n", r->rank, what,
             coll_status_string(st), coll_last_error(r->comm));
     exit(1);
+}
+
+/* --die-at: a failure at a chosen point, for the tests of --elastic. */
+static void maybe_die(const struct run *r, const char *point, long step)
+{
+    const struct opts *o = r->o;
+
+    if (o && o->die_at && step >= o->die_step && strncmp(o->die_at, point, strlen(point)) == 0
+        && o->die_at[strlen(point)] == ':') {
+        printf("dptrain: rank %d (pid %d): killed at %s, step %ld (--die-at)\n", r->rank,
+               (int)getpid(), point, step);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
 }
 
 /* Payload bytes this rank has handed to coll's transports, as coll counts them, on the
@@ -334,9 +425,13 @@ static void allreduce_doubles(struct run *r, double *buf, int n)
 
     if (!r->comm)
         return;
+    if (r->failed)
+        return;
     st = coll_allreduce(buf, buf, (size_t)n, COLL_FLOAT64, COLL_SUM, r->comm);
-    if (st != COLL_SUCCESS)
+    if (st != COLL_SUCCESS) {
         die_coll(r, st, "coll_allreduce");
+        return;
+    }
     r->comm_s += now_s() - t0;
     r->payload_bytes += n * sizeof(double);
 }
@@ -348,9 +443,13 @@ static void broadcast_floats(struct run *r, float *buf, size_t n)
 
     if (!r->comm)
         return;
+    if (r->failed)
+        return;
     st = coll_broadcast(buf, buf, n, COLL_FLOAT32, 0, r->comm);
-    if (st != COLL_SUCCESS)
+    if (st != COLL_SUCCESS) {
         die_coll(r, st, "coll_broadcast");
+        return;
+    }
     r->comm_s += now_s() - t0;
     r->payload_bytes += n * sizeof(float);
 }
@@ -375,6 +474,7 @@ struct ddp {
     int nbuckets;
     int bucket_of_lo[MLP_MAX_LAYERS]; /* bucket whose lowest layer is l, or -1 */
     bool sync;                        /* this micro-batch launches all-reduces */
+    long step;                        /* for --die-at */
 };
 
 static void ddp_make_buckets(struct ddp *d, double bucket_mb)
@@ -411,7 +511,7 @@ static void ddp_layer_done(int l, void *arg)
     coll_status_t st;
     double t0;
 
-    if (!d->sync || k < 0 || !r->comm)
+    if (!d->sync || k < 0 || !r->comm || r->failed)
         return;
     b = &d->b[k];
     t0 = now_s();
@@ -423,8 +523,11 @@ static void ddp_layer_done(int l, void *arg)
     } else {
         st = coll_iallreduce(d->m->grads + b->off, d->m->grads + b->off, b->count,
                              COLL_FLOAT32, COLL_SUM, r->comm, &b->req);
-        if (st != COLL_SUCCESS)
+        if (st != COLL_SUCCESS) {
             die_coll(r, st, "coll_iallreduce");
+            return;
+        }
+        maybe_die(r, "allreduce", d->step);
     }
     r->comm_s += now_s() - t0;
     r->payload_bytes += b->count * sizeof(float);
@@ -484,6 +587,7 @@ struct diloco {
     size_t frag_off[MLP_MAX_LAYERS + 1]; /* fragment f is [frag_off[f], frag_off[f + 1]) */
     int shift[MLP_MAX_LAYERS];           /* inner step mod H at which fragment f syncs */
     long syncs;                          /* fragment syncs done (a full sync counts P) */
+    long step;                           /* for --die-at */
     /* Overlapped syncs in flight: started, not yet applied. */
     bool pending[MLP_MAX_LAYERS];
     long due[MLP_MAX_LAYERS];            /* the step after which the outer step lands */
@@ -536,7 +640,7 @@ static void diloco_launch(struct diloco *dl, struct run *r, int f)
     size_t a = dl->frag_off[f], n = dl->frag_off[f + 1] - a;
     double t0 = now_s();
 
-    if (!r->comm)
+    if (!r->comm || r->failed)
         return;
     if (r->qw) {
         dl->job[f] = (struct qjob){.buf = dl->delta + a, .count = n, .op = COLL_AVG,
@@ -546,8 +650,11 @@ static void diloco_launch(struct diloco *dl, struct run *r, int f)
     } else {
         coll_status_t st = coll_iallreduce(dl->delta + a, dl->delta + a, n, COLL_FLOAT32,
                                            COLL_AVG, r->comm, &dl->req[f]);
-        if (st != COLL_SUCCESS)
+        if (st != COLL_SUCCESS) {
             die_coll(r, st, "coll_iallreduce (DiLoCo outer gradient)");
+            return;
+        }
+        maybe_die(r, "allreduce", dl->step);
     }
     r->comm_s += now_s() - t0;
     r->payload_bytes += n * sizeof(float);
@@ -600,6 +707,8 @@ static void diloco_step(struct diloco *dl, struct run *r, struct mlp *m, const s
     for (int f = 0; f < dl->nfrag; f++) {
         if (dl->pending[f] && (t >= dl->due[f] || last)) {
             diloco_reduced(dl, r, f);
+            if (r->failed)
+                return;
             diloco_apply(dl, m, o, f, alpha);
             dl->pending[f] = false;
         }
@@ -615,8 +724,11 @@ static void diloco_step(struct diloco *dl, struct run *r, struct mlp *m, const s
         if (last || o->overlap < 0) {
             if (r->comm && !r->qw) { /* the blocking path, as DiLoCo describes it */
                 double t0 = now_s();
-                coll_status_t st = coll_allreduce(dl->delta + a, dl->delta + a, b - a,
-                                                  COLL_FLOAT32, COLL_AVG, r->comm);
+                coll_status_t st = COLL_SUCCESS;
+                maybe_die(r, "allreduce", dl->step);
+                if (!r->failed)
+                    st = coll_allreduce(dl->delta + a, dl->delta + a, b - a, COLL_FLOAT32,
+                                        COLL_AVG, r->comm);
                 if (st != COLL_SUCCESS)
                     die_coll(r, st, "coll_allreduce (DiLoCo outer gradient)");
                 r->comm_s += now_s() - t0;
@@ -625,6 +737,8 @@ static void diloco_step(struct diloco *dl, struct run *r, struct mlp *m, const s
                 diloco_launch(dl, r, f);
                 diloco_reduced(dl, r, f);
             }
+            if (r->failed)
+                return;
             diloco_apply(dl, m, o, f, last ? 0.0f : alpha);
             continue;
         }
@@ -633,6 +747,8 @@ static void diloco_step(struct diloco *dl, struct run *r, struct mlp *m, const s
         dl->due[f] = t + o->overlap;
         if (o->overlap == 0) {
             diloco_reduced(dl, r, f);
+            if (r->failed)
+                return;
             diloco_apply(dl, m, o, f, alpha);
             dl->pending[f] = false;
         }
@@ -727,6 +843,7 @@ static int save_checkpoint(struct run *r, const struct opts *o, const struct mlp
     const float **arrays = NULL;
     int ret = -1;
 
+    maybe_die(r, "ckpt", (long)step - 1);
     fill_header(&h, m, o, r, opt, dl, step, rng_state);
     if (!o->diloco) {
         const float *ddp[3] = {m->params, opt->m, opt->v};
@@ -736,6 +853,8 @@ static int save_checkpoint(struct run *r, const struct opts *o, const struct mlp
         if (!dl->pending[f])
             continue;
         diloco_reduced(dl, r, f);
+        if (r->failed)
+            return 0; /* the training loop recovers */
         h.pending |= 1ull << f;
         h.due[f] = (uint64_t)dl->due[f];
     }
@@ -753,8 +872,11 @@ static int save_checkpoint(struct run *r, const struct opts *o, const struct mlp
         memcpy(mine + 2 * n, opt->v, n * sizeof(float));
     if (r->comm) {
         coll_status_t st = coll_gather(mine, all, k * n, COLL_FLOAT32, 0, r->comm);
-        if (st != COLL_SUCCESS)
+        if (st != COLL_SUCCESS) {
             die_coll(r, st, "coll_gather (checkpoint)");
+            ret = 0; /* the training loop recovers */
+            goto out_free;
+        }
     } else {
         memcpy(all, mine, k * n * sizeof(float));
     }
@@ -834,7 +956,7 @@ static int check_flags(struct run *r, const struct opts *o, char *err, size_t er
         {"--synthetic", o->synthetic}, {"--ckpt (given or not)", o->ckpt != NULL},
         {"--ckpt-every", (double)o->ckpt_every}, {"--resume (given or not)", o->resume != NULL},
         {"--log-every", (double)o->log_every}, {"--eval-every", (double)o->eval_every},
-        {"--stop-after", (double)o->stop_after},
+        {"--stop-after", (double)o->stop_after}, {"--join-every", (double)o->join_every},
     };
     enum { N = sizeof(f) / sizeof(f[0]) };
     double mm[2 * N];
@@ -847,8 +969,10 @@ static int check_flags(struct run *r, const struct opts *o, char *err, size_t er
         mm[N + i] = -f[i].v;
     }
     st = coll_allreduce(mm, mm, 2 * N, COLL_FLOAT64, COLL_MAX, r->comm);
-    if (st != COLL_SUCCESS)
+    if (st != COLL_SUCCESS) {
         die_coll(r, st, "coll_allreduce (flag check)");
+        return 0; /* the caller sees r->failed */
+    }
     for (int i = 0; i < N; i++) {
         if (mm[i] != -mm[N + i]) {
             snprintf(err, errlen, "the ranks were started with different %s (from %g to %g "
@@ -911,6 +1035,389 @@ static int check_weights(const char *path, const struct mlp *m, double tol)
     printf("check-weights: max relative difference %.3g (parameter %zu), tolerance %.3g: %s\n",
            worst, worst_i, tol, worst <= tol ? "match" : "MISMATCH");
     return worst <= tol ? 0 : 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Elastic training (--elastic DIR). The job's state is what every replica holds alike: the
+ * step reached, the parameters, the optimizer state and, for DiLoCo, the global copy and
+ * the outer momentum. A rank changes it only with the result of collectives that
+ * succeeded, so after a failure each survivor holds the state of some step, whole. The
+ * recovery shrinks the comm to the survivors (the dead are told by their live locks,
+ * elastic.h), and every (re)formed comm, first, shrunk or grown, is synced: the rank that
+ * got furthest (the lowest among equals) broadcasts its state and everyone adopts it. In
+ * DDP a step that failed on the survivor furthest ahead is redone by the survivors, with
+ * the same global batch sharded over fewer ranks, so no sample of it is dropped. In DiLoCo
+ * the workers take the chosen worker's parameters: their own inner steps since the last
+ * outer step are dropped, and pending overlapped syncs are dropped; a joiner takes part
+ * from the next outer step on.
+ */
+struct el {
+    struct elastic dir;
+    int64_t *pids;       /* the current comm's processes by rank; NULL: not known yet */
+    bool have_state;     /* false for a joiner until its first sync */
+    bool need_sync;
+    long reached;        /* the highest step this process started, + 1 */
+    int recoveries, grows;
+    double fail_t;       /* when this rank saw the failure (0: none pending) */
+    int lost[ELASTIC_MAX_JOIN], nlost;
+    int64_t lost_pid[ELASTIC_MAX_JOIN];
+    int old_nranks;
+};
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void el_nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The first comm: collrun's environment, or --rank/--world through DIR/init.id, or, for a
+ * restarted process, a join. */
+static int el_form(struct run *r, struct el *el, const struct opts *o, char *err,
+                   size_t errlen)
+{
+    coll_unique_id_t id;
+    coll_status_t st;
+    int n, rank;
+
+    if (getenv("COLL_UNIQUE_ID") || o->el_world > 0) {
+        const char *env_rank = getenv("COLL_RANK");
+        int me = o->el_world > 0 ? o->el_rank : env_rank ? atoi(env_rank) : -1;
+        if (me < 0 || elastic_member_publish(&el->dir, me, err, errlen) != 0) {
+            if (me < 0)
+                snprintf(err, errlen, "--elastic: no rank (COLL_RANK) to publish");
+            return -1;
+        }
+        if (getenv("COLL_UNIQUE_ID")) {
+            st = coll_comm_init_env(&r->comm);
+        } else {
+            if (elastic_initial_id(&el->dir, o->el_rank, o->join_timeout, &id, err,
+                                   errlen) != 0)
+                return -1;
+            st = coll_comm_init(&r->comm, o->el_world, &id, o->el_rank);
+        }
+        if (st != COLL_SUCCESS) {
+            snprintf(err, errlen, "coll_comm_init: %s: %s", coll_status_string(st),
+                     coll_last_error(NULL));
+            return -1;
+        }
+        coll_comm_rank(r->comm, &r->rank);
+        coll_comm_size(r->comm, &r->nranks);
+        el->pids = elastic_members(&el->dir, r->nranks, err, errlen);
+        if (!el->pids)
+            return -1;
+        el->have_state = true;
+        return 0;
+    }
+    double deadline = now_s() + o->join_timeout;
+    if (elastic_join_request(&el->dir, err, errlen) != 0)
+        return -1;
+    printf("dptrain: pid %lld: asking to join the job in '%s'\n", (long long)el->dir.pid,
+           o->elastic);
+    fflush(stdout);
+    for (;;) {
+        int64_t *pids = NULL;
+        double left = deadline - now_s();
+        if (left <= 0 || elastic_join_wait(&el->dir, left, &id, &n, &rank, &pids, err,
+                                           errlen) != 0) {
+            if (left <= 0)
+                snprintf(err, errlen, "--elastic: not admitted within --join-timeout %g s",
+                         o->join_timeout);
+            elastic_join_done(&el->dir);
+            return -1;
+        }
+        maybe_die(r, "take", 0);
+        st = coll_comm_init(&r->comm, n, &id, rank);
+        if (st == COLL_SUCCESS) {
+            elastic_join_done(&el->dir);
+            printf("dptrain: pid %lld: joined as rank %d of %d\n", (long long)el->dir.pid,
+                   rank, n);
+            fflush(stdout);
+            free(el->pids);
+            el->pids = pids;
+            r->rank = rank;
+            r->nranks = n;
+            el->have_state = false;
+            el->need_sync = true;
+            return 0;
+        }
+        free(pids);
+        printf("dptrain: pid %lld: join as rank %d of %d failed (%s); asking again\n",
+               (long long)el->dir.pid, rank, n, coll_last_error(NULL));
+        fflush(stdout);
+    }
+}
+
+/* Every rank adopts the state of the rank that got furthest; then checks that all hold the
+ * same bits. Returns 0, or -1 with r->failed set (a collective failed: recover again). A
+ * state nobody holds, or replicas that differ after the broadcast, end the process. */
+static int el_sync(struct run *r, struct el *el, const struct opts *o, struct mlp *m,
+                   struct optim *opt, struct diloco *dl, long *step_p, char *err,
+                   size_t errlen)
+{
+    int64_t key[2], hdr[3], *pids;
+    double cs, mm[2];
+    coll_status_t st;
+    int src;
+
+    if (check_flags(r, o, err, errlen) != 0) {
+        fprintf(stderr, "dptrain: rank %d: %s\n", r->rank, err);
+        exit(1);
+    }
+    if (r->failed)
+        return -1;
+    pids = malloc((size_t)r->nranks * sizeof(*pids));
+    if (!pids) {
+        fprintf(stderr, "dptrain: rank %d: out of memory\n", r->rank);
+        exit(1);
+    }
+    st = coll_allgather(&el->dir.pid, pids, 1, COLL_INT64, r->comm);
+    if (st != COLL_SUCCESS) {
+        free(pids);
+        die_coll(r, st, "coll_allgather (elastic: processes)");
+        return -1;
+    }
+    free(el->pids);
+    el->pids = pids;
+    /* the furthest step wins, then the lowest rank */
+    key[0] = el->have_state ? (int64_t)*step_p * 65536 + (65535 - r->rank) : -1;
+    key[1] = el->reached;
+    st = coll_allreduce(key, key, 2, COLL_INT64, COLL_MAX, r->comm);
+    if (st != COLL_SUCCESS) {
+        die_coll(r, st, "coll_allreduce (elastic: whose state)");
+        return -1;
+    }
+    if (key[0] < 0) {
+        fprintf(stderr, "dptrain: rank %d: no rank of the comm holds the model (every member "
+                "that had it is gone)\n", r->rank);
+        exit(1);
+    }
+    src = 65535 - (int)(key[0] % 65536);
+    hdr[0] = key[0] / 65536;
+    hdr[1] = (int64_t)opt->t;
+    hdr[2] = o->diloco ? dl->syncs : 0;
+    st = coll_broadcast(hdr, hdr, 3, COLL_INT64, src, r->comm);
+    if (st == COLL_SUCCESS)
+        st = coll_broadcast(m->params, m->params, m->nparams, COLL_FLOAT32, src, r->comm);
+    if (st == COLL_SUCCESS)
+        st = coll_broadcast(opt->m, opt->m, m->nparams, COLL_FLOAT32, src, r->comm);
+    if (st == COLL_SUCCESS && opt->v)
+        st = coll_broadcast(opt->v, opt->v, m->nparams, COLL_FLOAT32, src, r->comm);
+    if (st == COLL_SUCCESS && o->diloco)
+        st = coll_broadcast(dl->global, dl->global, m->nparams, COLL_FLOAT32, src, r->comm);
+    if (st == COLL_SUCCESS && o->diloco)
+        st = coll_broadcast(dl->momentum, dl->momentum, m->nparams, COLL_FLOAT32, src,
+                            r->comm);
+    if (st != COLL_SUCCESS) {
+        die_coll(r, st, "coll_broadcast (elastic: state)");
+        return -1;
+    }
+    cs = mlp_checksum(m);
+    mm[0] = cs;
+    mm[1] = -cs;
+    st = coll_allreduce(mm, mm, 2, COLL_FLOAT64, COLL_MAX, r->comm);
+    if (st != COLL_SUCCESS) {
+        die_coll(r, st, "coll_allreduce (elastic: replica check)");
+        return -1;
+    }
+    if (mm[0] != -mm[1]) {
+        fprintf(stderr, "dptrain: rank %d: replicas differ after the state broadcast: "
+                "checksums from %.17g to %.17g\n", r->rank, -mm[1], mm[0]);
+        exit(1);
+    }
+    *step_p = (long)hdr[0];
+    opt->t = (uint64_t)hdr[1];
+    if (o->diloco) {
+        dl->syncs = (long)hdr[2];
+        for (int f = 0; f < dl->nfrag; f++) {
+            dl->pending[f] = false;
+            dl->req[f] = NULL;
+        }
+    }
+    if (r->rank == 0) {
+        if (el->fail_t > 0)
+            printf("elastic: recovery %d: lost rank(s)", el->recoveries);
+        for (int i = 0; el->fail_t > 0 && i < el->nlost; i++)
+            printf(" %d (pid %lld)", el->lost[i], (long long)el->lost_pid[i]);
+        if (el->fail_t > 0)
+            printf(", %d -> %d ranks; resumed at step %ld from rank %d's state, %ld step(s) "
+                   "of work redone (%s), stall %.3f s, at %.3f\n", el->old_nranks, r->nranks,
+                   *step_p, src, key[1] - *step_p > 0 ? (long)(key[1] - *step_p) : 0L,
+                   o->diloco ? "DiLoCo: inner steps since the last outer step dropped"
+                             : "the failed step's global batch, over the survivors",
+                   now_s() - el->fail_t, wall_s());
+        else
+            printf("elastic: %d ranks in sync at step %ld (state of rank %d), checksum "
+                   "%.9g, at %.3f\n", r->nranks, *step_p, src, cs, wall_s());
+        fflush(stdout);
+    }
+    if (!el->have_state) {
+        printf("dptrain: pid %lld: rank %d holds the job's state as of step %ld\n",
+               (long long)el->dir.pid, r->rank, *step_p);
+        fflush(stdout);
+    }
+    el->fail_t = 0;
+    el->nlost = 0;
+    el->have_state = true;
+    el->need_sync = false;
+    el->reached = *step_p;
+    return 0;
+}
+
+/* After a failed call: shrink to the survivors. Ends the process when no shrink succeeds
+ * within a bounded number of tries (a peer alive but never coming: stopped, or lost in
+ * another comm), so nothing waits forever. */
+static void el_recover(struct run *r, struct el *el)
+{
+    int *dead = malloc((size_t)r->nranks * sizeof(*dead));
+    coll_comm_t *small = NULL;
+    coll_status_t st = COLL_INTERNAL_ERROR;
+    int ndead = 0;
+
+    if (!dead) {
+        fprintf(stderr, "dptrain: rank %d: out of memory\n", r->rank);
+        exit(1);
+    }
+    if (el->fail_t == 0) {
+        el->fail_t = now_s();
+        el->old_nranks = r->nranks;
+    }
+    el->recoveries++;
+    printf("elastic: rank %d: %s; recovering\n", r->rank, r->why);
+    fflush(stdout);
+    if (!el->pids) {
+        fprintf(stderr, "dptrain: rank %d: the comm failed before its processes were known: "
+                "%s\n", r->rank, r->why);
+        exit(1);
+    }
+    for (int attempt = 0; attempt < 20; attempt++) {
+        /* a dead peer's connections may close a moment before its lock file does */
+        el_nap_ms(attempt == 0 ? 50 : 200);
+        ndead = 0;
+        for (int k = 0; k < r->nranks; k++)
+            if (k != r->rank && !elastic_alive(&el->dir, el->pids[k]))
+                dead[ndead++] = k;
+        st = coll_comm_shrink(r->comm, dead, ndead, &small);
+        if (st == COLL_SUCCESS)
+            break;
+        printf("elastic: rank %d: shrink without %d rank(s) failed (%s); trying again\n",
+               r->rank, ndead, coll_last_error(NULL));
+        fflush(stdout);
+    }
+    if (st != COLL_SUCCESS) {
+        fprintf(stderr, "dptrain: rank %d: no shrink succeeded: %s\n", r->rank,
+                coll_last_error(NULL));
+        exit(1);
+    }
+    for (int i = 0; i < ndead && el->nlost < ELASTIC_MAX_JOIN; i++) {
+        el->lost[el->nlost] = dead[i];
+        el->lost_pid[el->nlost++] = el->pids[dead[i]];
+    }
+    /* pids by new rank: the survivors in their old order */
+    int k = 0;
+    for (int i = 0, j = 0; i < r->nranks; i++) {
+        if (j < ndead && dead[j] == i) {
+            j++;
+            continue;
+        }
+        el->pids[k++] = el->pids[i];
+    }
+    free(dead);
+    coll_comm_destroy(r->comm);
+    r->comm = small;
+    coll_comm_rank(r->comm, &r->rank);
+    coll_comm_size(r->comm, &r->nranks);
+    r->failed = COLL_SUCCESS;
+    el->need_sync = true;
+}
+
+/* At a step boundary: rank 0 looks for joiners and tells the others (one small broadcast
+ * a step); if there are, the members grow the comm. A grow that fails leaves the members
+ * on the old comm. Returns true when the comm changed (sync next). */
+static bool el_admit(struct run *r, struct el *el, const struct opts *o, long step)
+{
+    struct {
+        int64_t n;
+        int64_t pids[ELASTIC_MAX_JOIN];
+        coll_unique_id_t id;
+    } ctl;
+    char err[ERRLEN];
+    coll_comm_t *big = NULL;
+    coll_status_t st;
+    int64_t *pids;
+    int n;
+
+    memset(&ctl, 0, sizeof(ctl));
+    if (r->rank == 0) {
+        int room = o->batch - r->nranks; /* every rank needs a sample */
+        ctl.n = elastic_joiners(&el->dir, ctl.pids, room < ELASTIC_MAX_JOIN ? room
+                                                                           : ELASTIC_MAX_JOIN);
+    }
+    if (r->rank == 0 && ctl.n > 0) {
+        st = coll_comm_grow_id(r->comm, &ctl.id);
+        if (st != COLL_SUCCESS) {
+            fprintf(stderr, "dptrain: rank 0: coll_comm_grow_id: %s\n", coll_last_error(NULL));
+            ctl.n = 0;
+        }
+    }
+    /* the grown comm's processes by rank: the members', then the joiners' */
+    n = r->nranks + (int)ctl.n;
+    pids = malloc((size_t)(r->nranks + ELASTIC_MAX_JOIN) * sizeof(*pids));
+    if (!pids) {
+        fprintf(stderr, "dptrain: rank %d: out of memory\n", r->rank);
+        exit(1);
+    }
+    memcpy(pids, el->pids, (size_t)r->nranks * sizeof(*pids));
+    for (int j = 0; r->rank == 0 && j < (int)ctl.n; j++)
+        pids[r->nranks + j] = ctl.pids[j];
+    for (int j = 0; r->rank == 0 && j < (int)ctl.n; j++)
+        if (elastic_offer(&el->dir, ctl.pids[j], &ctl.id, n, r->nranks + j, pids, err,
+                          sizeof(err)) != 0)
+            fprintf(stderr, "dptrain: rank 0: %s\n", err);
+    if (ctl.n > 0)
+        maybe_die(r, "offer", step);
+    st = coll_broadcast(&ctl, &ctl, sizeof(ctl), COLL_UINT8, 0, r->comm);
+    if (st != COLL_SUCCESS) {
+        free(pids);
+        die_coll(r, st, "coll_broadcast (elastic: joiners)");
+        return false;
+    }
+    if (ctl.n <= 0 || ctl.n > ELASTIC_MAX_JOIN) {
+        free(pids);
+        return false;
+    }
+    n = r->nranks + (int)ctl.n;
+    for (int j = 0; j < (int)ctl.n; j++)
+        pids[r->nranks + j] = ctl.pids[j];
+    double t0 = now_s();
+    st = coll_comm_grow(r->comm, n, &ctl.id, &big);
+    if (st != COLL_SUCCESS) {
+        if (r->rank == 0)
+            printf("elastic: grow to %d ranks failed (%s); going on with %d\n", n,
+                   coll_last_error(NULL), r->nranks);
+        fflush(stdout);
+        free(pids);
+        return false;
+    }
+    coll_comm_destroy(r->comm);
+    r->comm = big;
+    r->nranks = n;
+    free(el->pids);
+    el->pids = pids;
+    el->grows++;
+    el->need_sync = true;
+    if (r->rank == 0) {
+        printf("elastic: grow %d: %lld rank(s) joined at step %ld, %d ranks, in %.3f s\n",
+               el->grows, (long long)ctl.n, step, n, now_s() - t0);
+        fflush(stdout);
+    }
+    return true;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1106,9 +1613,12 @@ int main(int argc, char **argv)
     double acc = 0, test_loss = 0;
     FILE *metrics = NULL;
     coll_status_t st;
+    struct el el = {.dir = {.live_fd = -1}};
+    long step, acc_step = -1;
 
     if (parse_opts(argc, argv, &o) != 0)
         return EXIT_USAGE;
+    r.o = &o;
     if (mlp_parse_sizes(&m, o.sizes, err, sizeof(err)) != 0) {
         fprintf(stderr, "dptrain: %s\n", err);
         return EXIT_USAGE;
@@ -1127,7 +1637,19 @@ int main(int argc, char **argv)
         return ret;
     }
 
-    if (getenv("COLL_UNIQUE_ID")) {
+    if (o.elastic) {
+        /* Recoveries and grows bootstrap while the job waits: a member or joiner that
+         * never comes must cost seconds, not the default minutes. */
+        setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "5000", 0);
+        r.elastic = true;
+        if (elastic_open(&el.dir, o.elastic, err, sizeof(err)) != 0 ||
+            el_form(&r, &el, &o, err, sizeof(err)) != 0) {
+            fprintf(stderr, "dptrain: %s\n", err);
+            elastic_close(&el.dir);
+            return 1;
+        }
+        el.need_sync = true;
+    } else if (getenv("COLL_UNIQUE_ID")) {
         st = coll_comm_init_env(&r.comm);
         if (st != COLL_SUCCESS) {
             fprintf(stderr, "dptrain: coll_comm_init_env failed: %s: %s\n",
@@ -1177,8 +1699,10 @@ int main(int argc, char **argv)
     }
     total_steps = o.steps ? o.steps : steps_per_epoch * o.epochs;
 
-    /* The micro-batch buffer holds a rank's slice, or an evaluation chunk. */
-    if (mlp_init(&m, o.batch / r.nranks + 1 > 256 ? o.batch / r.nranks + 1 : 256, err,
+    /* The micro-batch buffer holds a rank's slice, or an evaluation chunk; elastic: the
+     * slice of a comm shrunk to one rank. */
+    int cap_ranks = o.elastic ? 1 : r.nranks;
+    if (mlp_init(&m, o.batch / cap_ranks + 1 > 256 ? o.batch / cap_ranks + 1 : 256, err,
                  sizeof(err)) != 0)
         goto out_err;
     opt = (struct optim){
@@ -1241,9 +1765,17 @@ int main(int argc, char **argv)
             mlp_init_weights(&m, dp_rng_next(&rng));
         else
             dp_rng_next(&rng); /* keep every rank's generator in the same state */
-        broadcast_floats(&r, m.params, m.nparams);
+        if (!o.elastic) /* elastic: the first sync broadcasts everything */
+            broadcast_floats(&r, m.params, m.nparams);
         if (o.diloco)
             memcpy(dl.global, m.params, m.nparams * sizeof(float));
+    }
+    step = start_step;
+    if (o.elastic) {
+        /* the first members' state: rank 0's (or the checkpoint's); a joiner has none */
+        el.have_state = el.have_state && (r.rank == 0 || o.resume);
+        while (el_sync(&r, &el, &o, &m, &opt, &dl, &step, err, sizeof(err)) != 0)
+            el_recover(&r, &el);
     }
 
     if (r.rank == 0) {
@@ -1290,7 +1822,21 @@ int main(int argc, char **argv)
     r.comm_s = r.wait_s = 0; /* the run's accounting starts with its steps */
     run_t0 = epoch_t0 = now_s();
     double epoch_loss = 0, epoch_samples = 0;
-    for (long step = start_step; step < total_steps; step++) {
+    for (;;) {
+        if (o.elastic && el.need_sync &&
+            el_sync(&r, &el, &o, &m, &opt, &dl, &step, err, sizeof(err)) != 0)
+            goto recover;
+        if (step >= total_steps)
+            break;
+        if (o.elastic) {
+            /* every member is at the same step between syncs, so all look alike */
+            if (step % o.join_every == 0 && el_admit(&r, &el, &o, step))
+                continue; /* a grown comm: sync first */
+            if (r.failed)
+                goto recover;
+            el.reached = step + 1;
+        }
+        d.step = dl.step = step;
         int epoch = (int)(step / steps_per_epoch);
         long pos = step % steps_per_epoch;
         double t0 = now_s(), comm0 = r.comm_s, wait0 = r.wait_s, loss = 0;
@@ -1316,11 +1862,15 @@ int main(int argc, char **argv)
             mlp_backward(&m, yb, n, scale, ddp_layer_done, &d);
         }
         ddp_wait_all(&d);
+        if (r.failed) /* the gradients are not the global ones: no step with them */
+            goto recover;
         if (o.cosine) /* a function of the step alone, so a resumed run follows it too */
             opt.lr = o.lr * 0.5 * (1.0 + cos(M_PI * (double)step / (double)total_steps));
         optim_step(&opt, m.params, m.grads, m.nparams);
         if (o.diloco) /* the last step syncs everything, so all replicas end equal */
             diloco_step(&dl, &r, &m, &o, step + 1, step + 1 == total_steps);
+        if (r.failed)
+            goto recover;
 
         double comm = r.comm_s - comm0, wait = r.wait_s - wait0;
         double compute = now_s() - t0 - comm - wait;
@@ -1337,6 +1887,8 @@ int main(int argc, char **argv)
         if ((o.log_every && (step + 1) % o.log_every == 0) || (!o.log_every && epoch_end)) {
             double t[2] = {epoch_loss, epoch_samples};
             allreduce_doubles(&r, t, 2);
+            if (r.failed)
+                goto recover_done; /* the step itself is done */
             if (r.rank == 0)
                 printf("step %ld epoch %d: train loss %.4f (mean since last report); step "
                        "compute %.2f ms, comm %.2f ms, wait %.2f ms\n", step + 1, epoch,
@@ -1356,6 +1908,9 @@ int main(int argc, char **argv)
         if ((o.eval_every && (step + 1) % o.eval_every == 0) ||
             (!o.eval_every && epoch_end) || last) {
             evaluate(&r, &m, &test, xb, yb, &acc, &test_loss);
+            if (r.failed)
+                goto recover_done;
+            acc_step = step + 1;
             if (r.rank == 0) {
                 printf("step %ld: test accuracy %.4f, test loss %.4f\n", step + 1, acc,
                        test_loss);
@@ -1369,6 +1924,8 @@ int main(int argc, char **argv)
             save_checkpoint(&r, &o, &m, &opt, &dl, (uint64_t)(step + 1), rng.s, err,
                             sizeof(err)) != 0)
             goto out_err;
+        if (r.failed)
+            goto recover_done;
         fflush(stdout);
         if (epoch_end)
             epoch_t0 = now_s(); /* evaluation and checkpoints are not the epoch's time */
@@ -1383,6 +1940,33 @@ int main(int argc, char **argv)
             ret = 0;
             goto out_free;
         }
+        step++;
+        continue;
+    recover_done:
+        step++; /* this rank finished the step; the sync decides where all go on */
+    recover:
+        for (int k = 0; k < d.nbuckets; k++)
+            d.b[k].req = NULL; /* freed with the failed comm */
+        el_recover(&r, &el);
+    }
+    /* elastic: an evaluation of the last step lost to a failure is done again */
+    while (o.elastic && acc_step != total_steps) {
+        evaluate(&r, &m, &test, xb, yb, &acc, &test_loss);
+        if (!r.failed) {
+            acc_step = total_steps;
+            if (r.rank == 0)
+                printf("step %ld: test accuracy %.4f, test loss %.4f\n", total_steps, acc,
+                       test_loss);
+            break;
+        }
+        el_recover(&r, &el);
+        while (el_sync(&r, &el, &o, &m, &opt, &dl, &step, err, sizeof(err)) != 0)
+            el_recover(&r, &el);
+        if (step < total_steps) {
+            snprintf(err, sizeof(err), "a recovery after the last step went back to step "
+                     "%ld", step);
+            goto out_err;
+        }
     }
 
     /* Every replica must hold the same parameters now (DDP: always; DiLoCo: after the
@@ -1392,8 +1976,17 @@ int main(int argc, char **argv)
         coll_status_t cst;
         if (r.comm) {
             cst = coll_allreduce(mm, mm, 2, COLL_FLOAT64, COLL_MAX, r.comm);
-            if (cst != COLL_SUCCESS)
+            if (cst != COLL_SUCCESS && o.elastic) {
+                /* the sync after the recovery checks the replicas bit for bit itself */
                 die_coll(&r, cst, "coll_allreduce (replica check)");
+                el_recover(&r, &el);
+                while (el_sync(&r, &el, &o, &m, &opt, &dl, &step, err, sizeof(err)) != 0)
+                    el_recover(&r, &el);
+                mm[0] = cs;
+                mm[1] = -cs;
+            } else if (cst != COLL_SUCCESS) {
+                die_coll(&r, cst, "coll_allreduce (replica check)");
+            }
         }
         if (mm[0] != -mm[1]) {
             snprintf(err, sizeof(err), "replicas differ at the end: parameter checksums range "
@@ -1426,6 +2019,9 @@ int main(int argc, char **argv)
                    dl.nfrag);
         printf("weights: step %ld norm %.9g checksum %.9g\n", total_steps, mlp_norm(&m),
                mlp_checksum(&m));
+        if (o.elastic)
+            printf("summary: elastic: %d recovery(ies), %d grow(s), %d ranks at the end\n",
+                   el.recoveries, el.grows, r.nranks);
         fflush(stdout);
         if (o.plot && write_plots(o.plot, &hist, start_step, r.nranks) != 0)
             goto out_free;
@@ -1467,5 +2063,7 @@ out_free:
     dataset_free(&test);
 out_comm:
     coll_comm_destroy(r.comm);
+    free(el.pids);
+    elastic_close(&el.dir);
     return ret;
 }
