@@ -454,6 +454,24 @@ check "--explain with --algo ring: the forced pick, and why" \
           grep -q "forced by COLL_ALGO" "$TMP/out"'
 bench broadcast --explain --np 2 -r 3
 check "--explain: root out of range for the ranks explained, exit 2" test "$rc" = 2
+# the selected column is the ranking's first row (the selector prices what the ranking
+# prices: the same hosts, links, cores and chunk sizes), closed forms or --exact
+explain_first() {
+    [ "$rc" = 0 ] || return 1
+    awk '$1 ~ /^[0-9]+$/ { n++; if ($3 != $6 || $4 != substr($7, index($7, "/") + 1)) bad++ }
+         /^# .*selector:/ && !/ decisions, / { said++ }
+         END { exit (n == 6 && !bad && !said) ? 0 : 1 }' "$TMP/out"
+}
+bench allreduce --explain --np 8 --per-host 4 -b 8 -e 256K -f 8
+check "--explain --np 8 --per-host 4: selected is the ranking's first at every size" explain_first
+bench allreduce --explain --exact --np 8 --per-host 4 -b 8 -e 256K -f 8
+check "--explain --exact --np 8 --per-host 4: the walker's ranking, selected first" \
+    eval 'explain_first && grep -q "selection exact" "$TMP/out"'
+# 100,000 ranks on paper: the closed forms answer in well under the guard's minute (the
+# schedule walker took 18 GB at 4,096)
+bench allreduce --explain --np 100000 --per-host 8 -b 8 -e 128M -f 16
+check "--explain --np 100000 --per-host 8: answers, every size" \
+    eval '[ "$rc" = 0 ] && [ "$(grep -cE "^ +[0-9]+ " "$TMP/out")" = 7 ]'
 mkdir -p "$TMP/cal"
 COLL_CALIB_FILE=$TMP/cal/sub/calib.txt bench --calibrate --np 2
 calib_ok() {
@@ -593,6 +611,9 @@ bad "--compare without runs" --compare
 bad "root out of range for the communicator" broadcast -r 1 -b 8 -e 8
 bad "unknown COLL_ALGO (--algo)" allreduce -b 8 -e 8 --algo nosuch
 bad "--calibrate with --explain" allreduce --calibrate --explain
+bad "--exact without --explain" allreduce --exact -b 8 -e 8
+bad "--explain --exact beyond the walker's 1024 ranks" allreduce --explain --exact --np 2000
+bad "--np 5000 to run (4096 at most)" allreduce --np 5000 -b 8 -e 8
 bad "--bind-to without --np" allreduce -b 8 -e 8 --bind-to core
 bad "--bind-to socket" allreduce --np 2 -b 8 -e 8 --bind-to socket
 # nccl-tests 2.x flags that mean nothing here: accepted, ignored with a note

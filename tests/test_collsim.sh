@@ -189,6 +189,24 @@ else
     not_ok "--max-messages: an over-budget row should be skipped, said so" "$(tail -3 "$TMP/out")"
 fi
 
+# ---- auto among named algorithms: the selector's row beside the named ones ----------------------
+if sim --hosts 2 --per-host 4 -b 8 -e 64K -f 64 --algo auto,ring --json "$TMP/a.json" -q \
+    >"$TMP/out" 2>"$TMP/err" && python3 - "$TMP/a.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+by = {}
+for r in rows:
+    by.setdefault(r["size"], []).append(r["picked_by"])
+assert len(by) == 4 and all(sorted(v) == ["named", "selector"] for v in by.values()), by
+assert all(r["algo"] == "ring" for r in rows if r["picked_by"] == "named"), rows
+PY
+then
+    ok "--algo auto,ring: per size the selector's row and ring's"
+else
+    tap_diag
+    not_ok "--algo auto,ring: per size the selector's row and ring's"
+fi
+
 # ---- bad input: exit 2, saying what is valid ----------------------------------------------------
 sed 's|<host id="b" speed="1Gf"/>|<host id="b" speed="1Gf"|' "$TMP/good.xml" >"$TMP/bad.xml"
 usage() { # description, expected text in stderr, collsim arguments
@@ -203,6 +221,7 @@ usage() { # description, expected text in stderr, collsim arguments
     fi
 }
 usage "malformed platform file" "bad.xml:7" --platform "$TMP/bad.xml"
+usage "100,000 ranks" "collbench allreduce --explain --np N" --hosts 100000
 usage "more ranks than hosts x per host" "do not fit" --hosts 2 --per-host 2 -n 5
 usage "more ranks than the platform file's hosts" "do not fit" --platform "$TMP/good.xml" -n 3
 usage "unknown fabric" "fattree" --fabric mesh

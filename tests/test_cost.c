@@ -1312,6 +1312,153 @@ TEST(invalid_arguments)
     scheds_free(s, 2);
 }
 
+/* ---- 7 the closed forms against the schedule walker ------------------------------------ */
+
+/* Hosts of `per` consecutive ranks: shm inside, tcp between (what a comm's links are). */
+static int32_t closed_hosts[64];
+static enum coll_link closed_link(void *arg, int32_t a, int32_t b)
+{
+    (void)arg;
+    return closed_hosts[a] == closed_hosts[b] ? COLL_LINK_SHM : COLL_LINK_TCP;
+}
+
+struct pick_stats {
+    int points, same, within; /* within: a different pick priced within `tol` by the walker */
+    double worst;             /* the walker's price of the closed form's pick over its best */
+};
+
+/* Rank q both ways; count whether the closed form picks what the walker picks, and what
+ * its pick costs by the walker's own price. */
+static void compare_pick(const struct coll_cost_params *p, struct coll_cost_query q, int per,
+                         double tol, struct pick_stats *ps, bool verbose)
+{
+    static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
+    struct coll_cost_result walk[48], closed[48];
+    struct coll_cost_links links = coll__cost_links_all(COLL_LINK_SHM);
+    size_t nw = 0, nc = 0;
+    double ratio = 1;
+
+    q.chunk_bytes = chunks;
+    q.nchunk_bytes = COLL_ARRAY_SIZE(chunks);
+    if (per > 0 && per < q.nranks) {
+        for (int32_t r = 0; r < q.nranks; r++)
+            closed_hosts[r] = r / per;
+        q.hosts = closed_hosts;
+        q.nhosts = (q.nranks + per - 1) / per;
+        links = (struct coll_cost_links){closed_link, NULL, COLL_LINK_TCP};
+    }
+    q.closed = false;
+    ASSERT_OK(coll__cost_rank_algos(p, &links, &q, walk, 48, &nw));
+    q.closed = true;
+    ASSERT_OK(coll__cost_rank_algos(p, &links, &q, closed, 48, &nc));
+    ASSERT_EQ(nw, nc);
+    if (nw == 0)
+        return;
+    if (getenv("COST_CLOSED_SHOW")) {
+        char key[64];
+        snprintf(key, sizeof(key), "%s/%d/%d/%zu", coll__coll_name(q.coll), q.nranks, per,
+                 q.count * coll__dtype_size(q.dtype));
+        if (!strcmp(key, getenv("COST_CLOSED_SHOW")))
+            for (size_t i = 0; i < nw; i++)
+                for (size_t j = 0; j < nc; j++)
+                    if (walk[i].algo == closed[j].algo)
+                        printf("# %-14s walker %9.1f us (chunk %zu)  closed %9.1f us (chunk %zu)\n",
+                               walk[i].algo->name, walk[i].seconds * 1e6, walk[i].chunk_bytes,
+                               closed[j].seconds * 1e6, closed[j].chunk_bytes);
+    }
+    ps->points++;
+    for (size_t i = 0; i < nw; i++) /* a tie by the walker's price is the same pick */
+        if (walk[i].algo == closed[0].algo && walk[i].seconds <= walk[0].seconds * 1.001)
+            ratio = 0;
+    if (ratio == 0) {
+        ratio = 1;
+        ps->same++;
+    } else if (walk[0].algo == closed[0].algo) {
+        ps->same++;
+    } else {
+        for (size_t i = 0; i < nw; i++)
+            if (walk[i].algo == closed[0].algo)
+                ratio = walk[i].seconds / walk[0].seconds;
+        ps->within += ratio <= 1 + tol;
+        if (verbose)
+            printf("# %s n=%d per=%d %zu B: walker %s %.1f us, closed %s (%.1f us closed, "
+                   "%.1f us walked, x%.2f)\n",
+                   coll__coll_name(q.coll), q.nranks, per, q.count * coll__dtype_size(q.dtype),
+                   walk[0].algo->name, walk[0].seconds * 1e6, closed[0].algo->name,
+                   closed[0].seconds * 1e6, walk[0].seconds * ratio * 1e6, ratio);
+    }
+    if (ratio > ps->worst)
+        ps->worst = ratio;
+}
+
+/* Every collective, n and size of the grid; COST_CLOSED_FULL=1 for n = 2..64 and
+ * 8 B..256 MiB (minutes), else a grid that runs in seconds. */
+static void compare_grid(int per, double tol, struct pick_stats *ps)
+{
+    struct coll_cost_params p;
+    const char *full_env = getenv("COST_CLOSED_FULL");
+    bool full = full_env && full_env[0] == '1', verbose = getenv("COST_CLOSED_VERBOSE");
+    static const int32_t quick_n[] = {2, 3, 4, 5, 6, 8, 12, 16, 24, 32};
+    int32_t nmax = full ? 64 : (int32_t)COLL_ARRAY_SIZE(quick_n);
+    size_t max_bytes = full ? (size_t)256 << 20 : (size_t)4 << 20;
+
+    coll__cost_params_default(&p);
+    memset(ps, 0, sizeof(*ps));
+    for (int32_t i = 0; i < nmax; i++) {
+        int32_t n = full ? i + 2 : quick_n[i];
+        if (full && n > 64)
+            break;
+        for (int c = 0; c < COLL_NUM_COLLS; c++) {
+            size_t last = SIZE_MAX;
+            for (size_t bytes = 8; bytes <= max_bytes; bytes *= full ? 4 : 8) {
+                struct coll_cost_query q = {
+                    .coll = (enum coll_coll)c,
+                    .nranks = n,
+                    .dtype = COLL_FLOAT32,
+                };
+                size_t total = bytes;
+                /* the block collectives: bytes is the whole buffer, n blocks of it */
+                if (c == COLL_COLL_ALLGATHER || c == COLL_COLL_REDUCE_SCATTER ||
+                    c == COLL_COLL_ALLTOALL || c == COLL_COLL_GATHER || c == COLL_COLL_SCATTER)
+                    total = COLL_MAX(bytes / (size_t)n, (size_t)4);
+                q.count = c == COLL_COLL_BARRIER ? 0 : total / 4;
+                if (q.count == last)
+                    continue;
+                last = q.count;
+                if (c == COLL_COLL_BARRIER && bytes > 8)
+                    break;
+                compare_pick(&p, q, per, tol, ps, verbose);
+            }
+        }
+    }
+    printf("# closed form against the walker, %s: %d points, same pick at %d (%.1f%%), "
+           "%d more within %.0f%%, worst x%.2f\n",
+           per ? "4 ranks per host" : "one host", ps->points, ps->same,
+           100.0 * ps->same / COLL_MAX(ps->points, 1), ps->within, tol * 100, ps->worst);
+}
+
+TEST(closed_form_picks_as_the_walker_one_host)
+{
+    struct pick_stats ps;
+
+    compare_grid(0, 0.25, &ps);
+    ASSERT(ps.points > 100);
+    ASSERT_MSG(ps.same >= 0.85 * ps.points, "same pick at %d of %d", ps.same, ps.points);
+    ASSERT_MSG(ps.same + ps.within >= 0.95 * ps.points, "%d + %d of %d", ps.same, ps.within,
+               ps.points);
+}
+
+TEST(closed_form_picks_as_the_walker_hosts)
+{
+    struct pick_stats ps;
+
+    compare_grid(4, 0.25, &ps);
+    ASSERT(ps.points > 100);
+    ASSERT_MSG(ps.same >= 0.85 * ps.points, "same pick at %d of %d", ps.same, ps.points);
+    ASSERT_MSG(ps.same + ps.within >= 0.95 * ps.points, "%d + %d of %d", ps.same, ps.within,
+               ps.points);
+}
+
 int main(int argc, char **argv)
 {
     return harness_main(argc, argv);

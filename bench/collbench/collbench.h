@@ -45,6 +45,9 @@ extern char **environ;
 #define MAX_ITERS 20000
 #define MAX_RANKS_SHOWN 64 /* header lines "#  Rank ..." beyond this are summarised */
 #define HOST_MAX 64
+#define COLLBENCH_RUN_MAX 4096        /* --np to start */
+#define COLLBENCH_EXPLAIN_MAX (1 << 20) /* --explain --np: the closed forms price any count */
+#define COLLBENCH_EXACT_MAX 1024      /* --explain --exact: the walker holds every schedule */
 #define COLL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* --------------------------------------------------------------------------------------
@@ -107,6 +110,7 @@ struct opts {
     bool memtype_cuda;
     int device; /* --device: the CUDA device of every rank; -1 = local rank % devices */
     bool explain, calibrate;
+    bool exact; /* --exact: --explain with the schedule walker (COLL_SELECT=exact) */
     int nfiles; /* --compare: the files are argv[files[i]] */
     int *files;
     const char *placement; /* --placement for --compare */
@@ -151,6 +155,7 @@ enum opt_id {
     O_PLACEMENT,
     O_CALIBRATE,
     O_EXPLAIN,
+    O_EXACT,
     O_NCCL_IGNORED,
 };
 

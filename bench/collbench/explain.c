@@ -103,29 +103,44 @@ int print_topo(void)
 struct explain_ctx {
     int nranks;
     struct coll_ix_model model;
+    double pick_s, pick_max_s; /* the selector's decisions: their total and longest time */
+    int picks;
 };
+
 
 static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
 {
-    const struct explain_ctx *x = arg;
+    struct explain_ctx *x = arg;
     struct coll_ix_call c = ix_call(b, rs, x->nranks);
     struct coll_ix_pick pick;
     struct coll_ix_price price;
+    bool first;
+    double t0;
     uint64_t bytes = (uint64_t)rs->l.param * dtypes[rs->dt].size *
                      (uint64_t)(rs->l.nsend > rs->l.nrecv ? rs->l.nsend : rs->l.nrecv);
     char line[1024];
     size_t len;
 
+    /* ranks on paper: the selector picks on the hosts the ranking prices */
+    if (x->nranks != b->desc.nranks) {
+        c.hosts = x->model.hosts;
+        c.nhosts = x->model.nhosts;
+    }
     if (b->o.coll == COLL_COLL_SENDRECV) {
         printf("%12" PRIu64 "  %12zu  %-14s  point to point: no algorithm to choose\n", bytes,
                rs->l.param, "p2p");
         return 0;
     }
+    t0 = now_s();
     if (coll__ix_choose(b->comm, &c, &pick) != COLL_SUCCESS) {
         fprintf(stderr, "collbench: --explain: the selector refuses %s of %zu elements: %s\n",
                 colls[b->o.coll].name, rs->l.param, coll_last_error(b->comm));
         return 1;
     }
+    t0 = now_s() - t0;
+    x->pick_s += t0;
+    x->pick_max_s = t0 > x->pick_max_s ? t0 : x->pick_max_s;
+    x->picks++;
     if (coll__ix_price(b->comm, &c, &pick, &x->model, &price) != COLL_SUCCESS) {
         fprintf(stderr, "collbench: --explain: the cost model cannot price %s: %s\n",
                 colls[b->o.coll].name, coll_last_error(NULL));
@@ -142,8 +157,16 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
                                 price.ranked[i].algo->name, price.ranked[i].seconds * 1e6,
                                 price.ranked[i].chunk_bytes);
     printf("%s\n", line);
-    if (pick.why[0] && strncmp(pick.why, "cost model", 10) != 0) /* the ranking says the rest */
-        printf("#%12s  selector: %s\n", "", pick.why);
+    /* the selector takes the ranking's first row unless a rule overrode the model: then
+     * the rule is printed (a pick the ranking does not explain is never left unsaid) */
+    first = price.nranked > 0 && !strcmp(price.ranked[0].algo->name, pick.algo) &&
+            price.ranked[0].chunk_bytes == pick.chunk_bytes;
+    if (pick.why[0] && (strncmp(pick.why, "cost model", 10) != 0 || !first))
+        printf("#%12s  selector: %s%s\n", "", pick.why,
+               first || price.nranked == 0 ? ""
+               : !strncmp(pick.why, "cost model", 10)
+                   ? " (the ranking's first row differs: a bug; please report it)"
+                   : "");
     return 0;
 }
 
@@ -158,10 +181,10 @@ static enum coll_link explain_host_link(void *arg, int32_t src, int32_t dst)
 
 int explain(struct bench *b)
 {
-    static int32_t hosts[4096];
+    int32_t *hosts = NULL;
     const struct coll_ix_comm *d = &b->desc;
     struct coll_cost_params pooled;
-    struct explain_ctx x = {b->o.np ? b->o.np : b->nranks, d->model};
+    struct explain_ctx x = {b->o.np ? b->o.np : b->nranks, d->model, 0, 0, 0};
     char linkdesc[64];
     const char *algo = getenv("COLL_ALGO");
     int rc;
@@ -181,6 +204,11 @@ int explain(struct bench *b)
         snprintf(linkdesc, sizeof(linkdesc), "every link %s", coll__link_name(l));
     }
     if (b->o.per_host > 0 && b->o.np) {
+        hosts = malloc((size_t)x.nranks * sizeof(*hosts));
+        if (!hosts) {
+            fprintf(stderr, "collbench: --explain: no memory for %d ranks' hosts\n", x.nranks);
+            return 1;
+        }
         explain_per_host = b->o.per_host;
         for (int r = 0; r < x.nranks; r++)
             hosts[r] = r / b->o.per_host;
@@ -196,9 +224,12 @@ int explain(struct bench *b)
                  x.model.nhosts, b->o.per_host);
     }
     b->nranks = x.nranks; /* the rows' layout is for the ranks explained, not the comm's */
-    printf("# collbench %s --explain: %d ranks, %s; selection %s%s%s\n", colls[b->o.coll].name,
-           x.nranks, linkdesc, d->select, algo && *algo ? ", COLL_ALGO=" : "",
-           algo && *algo ? algo : "");
+    printf("# collbench %s --explain: %d ranks, %s; selection %s%s%s%s\n",
+           colls[b->o.coll].name, x.nranks, linkdesc, d->select,
+           !strcmp(d->select, "cost")    ? " (closed forms; --exact walks the schedules)"
+           : !strcmp(d->select, "exact") ? " (every rank's schedule walked)"
+                                         : "",
+           algo && *algo ? ", COLL_ALGO=" : "", algo && *algo ? algo : "");
     if (d->calib_file[0])
         printf("# cost model calibrated from %s\n", d->calib_file);
     else
@@ -206,6 +237,11 @@ int explain(struct bench *b)
     printf("#       size         count  selected          chunk   est(us)  model's ranking: "
            "algorithm est(us)/best chunk(B)\n");
     rc = for_each_row(b, explain_row, &x);
+    /* what a rank pays for the first call of each size (bench/select_scale.sh reads it) */
+    if (rc == 0 && x.picks > 0)
+        printf("# selector: %d decisions, %.1f us each on average, %.1f us at most\n", x.picks,
+               x.pick_s / x.picks * 1e6, x.pick_max_s * 1e6);
     fflush(stdout);
+    free(hosts);
     return rc;
 }

@@ -160,6 +160,13 @@ int main(int argc, char **argv)
         cuda_rc = cuda_pick_device(&b.o, &b.rt, &b.device, b.cuda_msg, sizeof(b.cuda_msg));
         b.cuda = cuda_rc == 0;
     }
+    /* --explain --exact: the selector and the ranking walk the schedules (COLL_SELECT is
+     * read at comm creation) */
+    if (b.o.exact && setenv("COLL_SELECT", "exact", 1) != 0) {
+        fprintf(stderr, "%s: --exact: cannot set COLL_SELECT\n", prog_name);
+        rc = 1;
+        goto out_opts;
+    }
     st = comm_open(&b.comm);
     if (st != COLL_SUCCESS) {
         fprintf(stderr, "collbench: cannot join the communicator: %s: %s\n", coll_status_string(st),

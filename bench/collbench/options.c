@@ -137,6 +137,9 @@ void usage(FILE *f, const char *prog)
             "                         the selector picks; runs no collective (--np N: on the N\n"
             "                         ranks --np starts; with --per-host K: N ranks on paper, on\n"
             "                         hosts of K ranks, shm inside, tcp between, none started)\n"
+            "  --exact                with --explain: rank by walking every rank's schedule\n"
+            "                         (COLL_SELECT=exact; up to 1024 ranks) instead of the\n"
+            "                         closed forms the selector uses\n"
             "  --calibrate            measure this machine (links between ranks 0 and 1, host\n"
             "                         reductions, copies) into COLL_CALIB_FILE or the default\n"
             "                         calibration file the selector reads\n"
@@ -258,6 +261,7 @@ static const struct opt_def opt_defs[] = {
     {0, "placement", true, O_PLACEMENT},
     {0, "calibrate", false, O_CALIBRATE},
     {0, "explain", false, O_EXPLAIN},
+    {0, "exact", false, O_EXACT},
     /* nccl-tests 2.x flags that mean nothing here (CUDA graphs, CTA policies, registration,
      * parallel init, ...): scripts pass them, so they are accepted and ignored with a note */
     {'p', "parallel_init", true, O_NCCL_IGNORED},
@@ -419,8 +423,10 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
                                a, v);
         break;
     case O_NP:
-        if (!parse_int(v, 1, 4096, &o->np))
-            return usage_error("bad rank count '%s' for --np (1..4096)", v);
+        if (!parse_int(v, 1, COLLBENCH_EXPLAIN_MAX, &o->np))
+            return usage_error("bad rank count '%s' for --np (1..%d to run, 1..%d on paper "
+                               "with --explain --per-host K)", v, COLLBENCH_RUN_MAX,
+                               COLLBENCH_EXPLAIN_MAX);
         break;
     case O_BIND:
         if (strcmp(v, "auto") && strcmp(v, "core") && strcmp(v, "none"))
@@ -482,6 +488,9 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
         break;
     case O_EXPLAIN:
         o->explain = true;
+        break;
+    case O_EXACT:
+        o->exact = true;
         break;
     case O_NCCL_IGNORED:
         if (!quiet_rank())
@@ -601,6 +610,17 @@ int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->calibrate && o->explain)
         return usage_error("--calibrate and --explain exclude each other");
+    if (o->exact && !o->explain)
+        return usage_error("--exact is --explain's (rank by walking every rank's schedule)");
+    /* the schedule walker holds every rank's schedule: 18 GB for an all-reduce at 4,096 */
+    if (o->exact && o->np > COLLBENCH_EXACT_MAX)
+        return usage_error("--explain --exact walks every rank's schedule: at most %d ranks "
+                           "(--np %d); without --exact the closed forms price any count",
+                           COLLBENCH_EXACT_MAX, o->np);
+    /* more ranks than a launch takes only on paper: --explain --per-host K starts nothing */
+    if (o->np > COLLBENCH_RUN_MAX && !(o->explain && o->per_host > 0))
+        return usage_error("bad rank count %d for --np (1..%d; on paper, --explain --per-host "
+                           "K: up to %d)", o->np, COLLBENCH_RUN_MAX, COLLBENCH_EXPLAIN_MAX);
     if (o->calibrate && !coll_set) {
         o->coll =
             COLL_COLL_ALLREDUCE; /* calibration measures links and reductions, not a collective */

@@ -1613,7 +1613,8 @@ static coll_status_t price_algo(const struct coll_cost_params *p,
         row.algo = algo;
         row.chunk_count = a.chunk_count;
         row.chunk_bytes = a.chunk_count * elem;
-        st = coll__cost_predict(p, links, algo, &a, &row.seconds, NULL);
+        st = q->closed ? coll__cost_closed(p, links, algo, &a, &row.seconds)
+                       : coll__cost_predict(p, links, algo, &a, &row.seconds, NULL);
         if (st != COLL_SUCCESS)
             return st;
         if (q->every_chunk)

@@ -151,6 +151,16 @@ COLL_INTERNAL coll_status_t coll__cost_predict(const struct coll_cost_params *p,
                                                const struct coll_algo_args *tmpl, double *time_p,
                                                double *finish_p);
 
+/* algo's price for tmpl from its closed form (cost_closed.c): the schedule walker's rules
+ * summed along the schedule's critical path and its busiest port, in O(1) time and memory
+ * (O(n) to read tmpl->hosts), so that it answers at any n. It approximates
+ * coll__cost_predict (tests/test_cost.c compares their picks). COLL_INVALID_ARGUMENT when
+ * algo cannot run tmpl. */
+COLL_INTERNAL coll_status_t coll__cost_closed(const struct coll_cost_params *p,
+                                              const struct coll_cost_links *links,
+                                              const struct coll_algo *algo,
+                                              const struct coll_algo_args *tmpl, double *time_p);
+
 /* What to rank: one collective call. */
 struct coll_cost_query {
     enum coll_coll coll;
@@ -165,6 +175,9 @@ struct coll_cost_query {
     bool every_chunk; /* one row per (algorithm, chunk size); false: per algorithm, best chunk */
     const int32_t *hosts; /* as struct coll_algo_args (NULL: one host) */
     int32_t nhosts;
+    /* Price by the closed forms (coll__cost_closed: microseconds at any n) instead of
+     * walking every rank's schedule (coll__cost_predict: exact, O(n) schedules). */
+    bool closed;
 };
 #define COLL_COST_DEFAULT_CHUNKS                                                                   \
     {                                                                                              \

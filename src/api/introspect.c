@@ -41,8 +41,8 @@ static struct coll_call call_of(coll_comm_t *comm, const struct coll_ix_call *c)
     return call;
 }
 
-/* The arguments the general path would build for c (for nranks ranks on paper: one host,
- * rank 0). */
+/* The arguments the general path would build for c (for nranks ranks on paper: c's hosts,
+ * or one host; rank 0). */
 static void args_of(coll_comm_t *comm, const struct coll_ix_call *c, int nranks,
                     struct coll_algo_args *a)
 {
@@ -52,8 +52,8 @@ static void args_of(coll_comm_t *comm, const struct coll_ix_call *c, int nranks,
     if (nranks != comm->nranks) {
         a->nranks = nranks;
         a->rank = 0;
-        a->hosts = NULL;
-        a->nhosts = 0;
+        a->hosts = c->hosts && c->nhosts > 1 ? c->hosts : NULL;
+        a->nhosts = a->hosts ? c->nhosts : 0;
     }
 }
 
@@ -126,9 +126,11 @@ coll_status_t coll__ix_price(coll_comm_t *comm, const struct coll_ix_call *c,
                              const struct coll_ix_pick *pick, const struct coll_ix_model *m,
                              struct coll_ix_price *out)
 {
+    static const size_t select_chunks[] = COLL_COST_SELECT_CHUNKS;
     int nranks = c->nranks > 0 ? c->nranks : comm->nranks;
     const struct coll_algo *algo = pick->algo ? coll__algo_find(pick->algo) : NULL;
     size_t forced_chunk = (size_t)comm->cfg.chunk_bytes;
+    bool exact = !strcmp(comm->cfg.select, "exact");
     struct coll_cost_query q = {
         .coll = c->coll,
         .nranks = nranks,
@@ -137,8 +139,12 @@ coll_status_t coll__ix_price(coll_comm_t *comm, const struct coll_ix_call *c,
         .dtype = c->dtype,
         .hosts = m->hosts,
         .nhosts = m->nhosts,
+        .chunk_bytes = select_chunks,
+        .nchunk_bytes = COLL_ARRAY_SIZE(select_chunks),
+        .closed = !exact,
     };
     struct coll_algo_args a;
+    coll_status_t st;
 
     out->est_s = NAN;
     out->nranked = 0;
@@ -151,7 +157,9 @@ coll_status_t coll__ix_price(coll_comm_t *comm, const struct coll_ix_call *c,
         out->est_s = pick->flat_s; /* the flat row's price: the path runs no schedule */
     if (algo && pick->chunk_bytes) {
         a.chunk_count = pick->chunk_bytes / a.elem_size ? pick->chunk_bytes / a.elem_size : 1;
-        if (coll__cost_predict(m->params, &m->links, algo, &a, &out->est_s, NULL) != COLL_SUCCESS)
+        st = exact ? coll__cost_predict(m->params, &m->links, algo, &a, &out->est_s, NULL)
+                   : coll__cost_closed(m->params, &m->links, algo, &a, &out->est_s);
+        if (st != COLL_SUCCESS)
             out->est_s = NAN;
     }
     /* COLL_CHUNK_BYTES given: the selector tries that chunk alone, and so does the ranking */

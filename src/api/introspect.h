@@ -46,6 +46,10 @@ struct coll_ix_call {
      * asks the general path's selector what it would pick for that many ranks on one host,
      * with this comm's settings and model. */
     int nranks;
+    /* With ranks on paper: rank r's host (NULL: one host), as coll_ix_model's hosts, so
+     * that the selector picks on the machine the ranking prices. */
+    const int32_t *hosts;
+    int32_t nhosts;
 };
 
 /* How a call runs. */
@@ -85,7 +89,9 @@ struct coll_ix_price {
 
 /* The model's price of pick (from coll__ix_choose for c) and its ranking of every algorithm
  * that can run c, on machine m, at the chunk sizes the selector tries (COLL_CHUNK_BYTES
- * alone when the comm was given it). Nothing is ranked for send/recv or one rank. An error
+ * alone when the comm was given it), priced as the selector prices (closed forms, or the
+ * schedule walker with COLL_SELECT=exact): its first row is the selector's pick unless a
+ * rule overrode the model (COLL_ALGO, COLL_SELECT=threshold, the flat path). Nothing is ranked for send/recv or one rank. An error
  * status with the model's message (coll_last_error(NULL)) when it cannot rank c. */
 COLL_INTERNAL coll_status_t coll__ix_price(coll_comm_t *comm, const struct coll_ix_call *c,
                                            const struct coll_ix_pick *pick,

@@ -41,7 +41,7 @@ struct coll_config {
     char socket_ifname[64]; /* COLL_SOCKET_IFNAME: prefix list, "^" excludes, "=" exact */
     int64_t chunk_bytes;    /* COLL_CHUNK_BYTES: pipelining unit of the schedules */
     int64_t tree_threshold; /* COLL_TREE_THRESHOLD: used by COLL_SELECT=threshold */
-    char select[16];        /* COLL_SELECT: "cost" (the model) or "threshold" */
+    char select[16];        /* COLL_SELECT: "cost" (the model), "exact" or "threshold" */
     char calib_file[512];   /* COLL_CALIB_FILE: alpha/beta/gamma calibration */
     bool chunk_forced;      /* COLL_CHUNK_BYTES came from the environment */
     int64_t nsocks;         /* COLL_NSOCKS: TCP sockets per peer (reserved for striping) */

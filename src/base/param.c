@@ -65,8 +65,9 @@ const struct coll_param coll__params[] = {
      COLL_PARAM_SIZE, CFG(chunk_bytes), 64, (int64_t)1 << 30, COLL_SCOPE_COMM},
     {"COLL_SELECT", "cost",
      "how algorithms are chosen: cost (price every applicable algorithm and chunk size with the "
-     "calibrated alpha-beta-gamma model) or threshold (trees below COLL_TREE_THRESHOLD, ring and "
-     "chain above)",
+     "calibrated alpha-beta-gamma model, in closed form), exact (the same model by walking every "
+     "rank's schedule: slow from a few hundred ranks) or threshold (trees below "
+     "COLL_TREE_THRESHOLD, ring and chain above)",
      COLL_PARAM_STRING, CFG(select), 0, 0, COLL_SCOPE_COMM},
     {"COLL_TREE_THRESHOLD", "64K",
      "with COLL_SELECT=threshold: all-reduce, broadcast and reduce below this many bytes use "

@@ -5,10 +5,13 @@
  * ("allreduce=ring,broadcast=binomial"); a name forced for every collective that cannot run
  * one of them (ring has no gather) leaves that collective to the model. Otherwise, with
  * COLL_SELECT=cost (the default), every applicable algorithm is priced at a few chunk sizes
- * by the alpha-beta-gamma model of src/algo/cost.c, with this machine's parameters from the
- * calibration file (collbench --calibrate) or the built-in defaults, and the cheapest wins.
- * COLL_SELECT=threshold is the plain rule: trees below COLL_TREE_THRESHOLD, ring and chain
- * above. Decisions are made once per request shape (the plan cache keeps them) and logged at
+ * by the alpha-beta-gamma model of src/algo/cost.c in closed form (cost_closed.c: a
+ * microsecond-scale formula per algorithm, at any n), with this machine's parameters from
+ * the calibration file (collbench --calibrate) or the built-in defaults, and the cheapest
+ * wins. COLL_SELECT=exact prices the same way by walking every rank's schedule
+ * (coll__cost_predict: exact to the model, but O(n) schedules per candidate: seconds and
+ * hundreds of MB from a few hundred ranks on). COLL_SELECT=threshold is the plain rule:
+ * trees below COLL_TREE_THRESHOLD, ring and chain above. Decisions are made once per request shape (the plan cache keeps them) and logged at
  * INFO with the estimates of the alternatives.
  */
 #include "../core/exec.h"
@@ -230,9 +233,11 @@ coll_status_t coll__select_init(struct coll_comm *comm)
     coll_status_t st;
 
     COLL_CHECK_GOTO(select_check_config(comm), st, out);
-    if (strcmp(comm->cfg.select, "cost") && strcmp(comm->cfg.select, "threshold"))
+    if (strcmp(comm->cfg.select, "cost") && strcmp(comm->cfg.select, "exact") &&
+        strcmp(comm->cfg.select, "threshold"))
         return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "COLL_SELECT='%s' is neither 'cost' nor 'threshold'", comm->cfg.select);
+                           "COLL_SELECT='%s' is none of 'cost', 'exact' and 'threshold'",
+                           comm->cfg.select);
     comm->cost = malloc(sizeof(*comm->cost));
     if (!comm->cost)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the cost model");
@@ -341,12 +346,28 @@ struct coll_cost_links coll__select_links(struct coll_comm *comm)
     return links;
 }
 
+/* Ranks on paper with hosts (collbench --explain --np N --per-host K): shared memory within
+ * a host, TCP between, as the explain's model has them. */
+static enum coll_link paper_link(void *arg, int32_t src, int32_t dst)
+{
+    const struct coll_algo_args *a = arg;
+
+    if (src < 0 || dst < 0 || src >= a->nranks || dst >= a->nranks)
+        return COLL_LINK_TCP;
+    return a->hosts[src] == a->hosts[dst] ? COLL_LINK_SHM : COLL_LINK_TCP;
+}
+
 /* The links the selector prices a's ranks on: a comm's own ranks on its own links; other
- * rank counts (collbench --explain --np N) every pair as this comm's first pair. */
+ * rank counts (collbench --explain --np N) every pair as this comm's first pair, or, with
+ * hosts on paper, shm within a host and tcp between. */
 static struct coll_cost_links links_for(struct coll_comm *comm, const struct coll_algo_args *a)
 {
     if (a->nranks == comm->nranks)
         return coll__select_links(comm);
+    if (a->hosts && a->nhosts > 1) {
+        struct coll_cost_links links = {paper_link, (void *)a, COLL_LINK_TCP};
+        return links;
+    }
     return coll__cost_links_all(comm->peers && comm->nranks > 1 ? pair_link(comm, 0, 1)
                                                                 : COLL_LINK_TCP);
 }
@@ -372,10 +393,20 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
     const char *tw;
     const struct coll_algo *algo;
 
+    struct coll_cost_params paper;
+    const struct coll_cost_params *p = comm->cost;
+
     q.chunk_bytes = comm->cfg.chunk_forced ? &forced : chunks;
     q.nchunk_bytes = comm->cfg.chunk_forced ? 1 : COLL_ARRAY_SIZE(chunks);
+    q.closed = strcmp(comm->cfg.select, "exact") != 0;
+    if (a->nranks != comm->nranks && a->hosts && a->nhosts > 1) {
+        /* hosts on paper have their own cores: no time-slicing of this machine's */
+        paper = *comm->cost;
+        paper.cores = 0;
+        p = &paper;
+    }
     struct coll_cost_links links = links_for(comm, a);
-    st = coll__cost_rank_algos(comm->cost, &links, &q, res, COLL_ARRAY_SIZE(res), &nres);
+    st = coll__cost_rank_algos(p, &links, &q, res, COLL_ARRAY_SIZE(res), &nres);
     if (st != COLL_SUCCESS || nres == 0) {
         COLL_WARN(COLL_SUB_ALGO, "cost model could not price %s on %d ranks (%s): using the "
                   "size threshold", coll__coll_name(a->coll), a->nranks,
@@ -386,15 +417,16 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
     }
     a->chunk_count = res[0].chunk_count;
     *seconds_p = res[0].seconds;
-    o = (size_t)snprintf(why, whylen, "cost model: est %.1f us", res[0].seconds * 1e6);
+    o = (size_t)snprintf(why, whylen, "cost model%s: est %.1f us", q.closed ? "" : " (exact)",
+                         res[0].seconds * 1e6);
     for (size_t i = 1; i < nres && i < 6 && o < whylen; i++)
         o += (size_t)snprintf(why + o, whylen - o, "%s %s %.1f us", i == 1 ? ";" : ",",
                               res[i].algo->name, res[i].seconds * 1e6);
     return res[0].algo;
 }
 
-/* The model's price of algo as chosen (forced, or by the threshold rule); -1 when it has
- * none. */
+/* The model's price of algo as chosen (forced, or by the threshold rule), in closed form
+ * unless COLL_SELECT=exact; -1 when it has none. */
 static double price_of(struct coll_comm *comm, const struct coll_algo *algo,
                        const struct coll_algo_args *a)
 {
@@ -404,6 +436,8 @@ static double price_of(struct coll_comm *comm, const struct coll_algo *algo,
     if (!comm->cost || a->nranks < 2)
         return -1;
     links = links_for(comm, a);
+    if (strcmp(comm->cfg.select, "exact") != 0)
+        return coll__cost_closed(comm->cost, &links, algo, a, &t) == COLL_SUCCESS ? t : -1;
     return coll__cost_predict(comm->cost, &links, algo, a, &t, NULL) == COLL_SUCCESS ? t : -1;
 }
 
@@ -447,7 +481,7 @@ coll_status_t coll__select_priced(struct coll_comm *comm, struct coll_algo_args 
                                name, coll__coll_name(a->coll), a->count, a->nranks);
         algo = NULL; /* e.g. ring for gather: the model decides */
     }
-    if (comm->cost && !strcmp(comm->cfg.select, "cost") && a->nranks > 1) {
+    if (comm->cost && strcmp(comm->cfg.select, "threshold") && a->nranks > 1) {
         algo = by_cost(comm, a, &seconds, why, whylen);
     } else {
         algo = by_threshold(comm, a, &tw);

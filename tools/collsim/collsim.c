@@ -57,6 +57,7 @@
 #define EXIT_USAGE 2
 #define NONE UINT32_MAX
 #define MAX_ALGOS 16
+#define COLLSIM_MAX_RANKS 8192 /* -n: twice the largest count docs/scale.md ran */
 #define CPU_SPEED 1e9 /* flops per second of a simulated core: seconds x this = flops */
 #define TRACE_LANES 64u
 /* Messages posted ahead per peer and direction. SimGrid's wait for any of k communications
@@ -92,6 +93,7 @@ struct opts {
     const char *algo_spec;
     double step_s, overhead_s; /* <0: from the cost model's parameters */
     bool quiet;
+    bool exact; /* --exact: the selector's ranking by the schedule walker */
 };
 
 static const char *const coll_names[COLL_NUM_COLLS] = {
@@ -132,7 +134,10 @@ static void usage(FILE *f)
           "  -d, --dtype NAME     float (default), double, int32, half, bfloat16, ...\n"
           "  -r, --root R         root of broadcast, reduce, gather, scatter (default 0)\n"
           "  --algo LIST          auto (default: the selector's pick, chunk included), all, or\n"
-          "                       names separated by commas (ring,tree,...)\n"
+          "                       names separated by commas (ring,tree,...; auto among them)\n"
+          "  --exact              the selector's pick by walking every rank's schedule\n"
+          "                       (COLL_SELECT=exact), not by the closed forms the library\n"
+          "                       uses (COLL_SELECT=cost)\n"
           "  --chunk SIZE         pipelining unit of a named algorithm (default 128K, as\n"
           "                       COLL_CHUNK_BYTES)\n"
           "  --max-messages M     coarser pieces for large sizes: every algorithm of a size\n"
@@ -1238,6 +1243,8 @@ static int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char 
             exit(0);
         } else if (!strcmp(a, "-q")) {
             o->quiet = true;
+        } else if (!strcmp(a, "--exact")) {
+            o->exact = true;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--coll")) {
             int c;
             NEEDV();
@@ -1400,7 +1407,6 @@ int main(int argc, char **argv)
     static char **sg_argv;
     int sg_argc = 1, rc, nalgos = 0;
     const struct coll_algo *algos[MAX_ALGOS];
-    bool auto_pick = false;
     char platform_path[64] = "";
     char model_cfg[96], log_cfg[] = "--log=root.thres:warning", cross_cfg[] =
         "--cfg=network/crosstraffic:0";
@@ -1484,9 +1490,13 @@ int main(int argc, char **argv)
         return usage_error("--root %d is not a rank of %d", o->root, o->nranks);
 
     /* algorithms */
+    if (!o->platform && o->nranks > COLLSIM_MAX_RANKS)
+        return usage_error("-n %d: collsim runs every rank's schedule as a SimGrid actor, up "
+                           "to %d ranks (4,096 is minutes and GBs at large sizes); the "
+                           "selector's pick at any count: collbench %s --explain --np N",
+                           o->nranks, COLLSIM_MAX_RANKS, coll_names[o->coll]);
     if (!strcmp(o->algo_spec, "auto")) {
-        auto_pick = true;
-        nalgos = 1;
+        algos[nalgos++] = NULL; /* NULL: the selector's pick */
     } else if (!strcmp(o->algo_spec, "all")) {
         for (int i = 0; coll__algos[i] && nalgos < MAX_ALGOS; i++)
             if (coll__algos[i]->colls & (1u << o->coll))
@@ -1496,6 +1506,11 @@ int main(int argc, char **argv)
         snprintf(buf, sizeof(buf), "%s", o->algo_spec);
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             const struct coll_algo *al = coll__algo_find(tok);
+            if (!strcmp(tok, "auto")) { /* the selector's pick, beside named ones */
+                if (nalgos < MAX_ALGOS)
+                    algos[nalgos++] = NULL;
+                continue;
+            }
             if (!al || !(al->colls & (1u << o->coll))) {
                 fprintf(stderr, "collsim: unknown algorithm '%s' for %s\n", tok,
                         coll_names[o->coll]);
@@ -1690,7 +1705,7 @@ int main(int argc, char **argv)
             size_t databytes;
             if (!w.chunk_count)
                 w.chunk_count = 1;
-            if (auto_pick) {
+            if (!algos[k]) {
                 /* the selector's ranking (src/algo/select.c by_cost): its chunk sizes, the
                  * platform's links, the first row wins */
                 static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
@@ -1703,6 +1718,7 @@ int main(int argc, char **argv)
                     .dtype = o->dtype, .chunk_bytes = o->chunk_given ? &forced : chunks,
                     .nchunk_bytes = o->chunk_given ? 1 : COLL_ARRAY_SIZE(chunks),
                     .hosts = o->hosts > 1 ? hostmap : NULL, .nhosts = o->hosts > 1 ? o->hosts : 0,
+                    .closed = !o->exact,
                 };
                 if (o->nranks == 1) {
                     w.algo = coll__algos[0];
@@ -1741,7 +1757,7 @@ int main(int argc, char **argv)
                                   "\"chunk_bytes\": %zu, \"picked_by\": \"%s\", "
                                   "\"skipped\": \"max-messages\", \"messages_over\": %" PRIu64
                                   "}", nrows > 0 || nskipped > 0 ? "," : "", shown, per,
-                            w.algo->name, w.chunk_count * esz, auto_pick ? "selector" : "named",
+                            w.algo->name, w.chunk_count * esz, !algos[k] ? "selector" : "named",
                             o->max_msgs);
                     fflush(json);
                 }
@@ -1754,7 +1770,7 @@ int main(int argc, char **argv)
                 if (!o->quiet)
                     printf("# %12zu  %s cannot run %s of %zu elements on %d ranks (%d hosts)\n",
                            shown, w.algo->name, coll_names[o->coll], per, o->nranks, o->hosts);
-                if (nalgos == 1 && !auto_pick) {
+                if (nalgos == 1 && algos[k]) {
                     fprintf(stderr, "collsim: %s cannot run %s of %zu elements on %d ranks "
                                     "(%d hosts)\n", w.algo->name, coll_names[o->coll], per,
                             o->nranks, o->hosts);
@@ -1797,7 +1813,7 @@ int main(int argc, char **argv)
                               ", \"sim_wall_s\": %.4g, \"coarsened_from\": %zu}",
                         nrows > 1 || nskipped ? "," : "", shown, per, w.algo->name,
                         w.chunk_count * esz,
-                        auto_pick ? "selector" : "named", w.time_s * 1e6, algbw, busbw,
+                        !algos[k] ? "selector" : "named", w.time_s * 1e6, algbw, busbw,
                         isfinite(w.model_s) ? w.model_s * 1e6 : -1.0, w.msgs, w.steps, w.wall_s,
                         w.coarsened_from);
                 fflush(json);

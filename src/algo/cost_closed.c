@@ -1,0 +1,612 @@
+/*
+ * cost_closed.c - the cost model in closed form: each algorithm's price from a formula of
+ * n, the size, the chunk and the link classes, in O(1) time and memory (O(n) only to find
+ * the hosts' shape), so that a decision at any scale costs microseconds. The schedule
+ * walker of cost.c stays the reference: tests/test_cost.c compares the picks of the two.
+ *
+ * The terms, per link class l and message of b bytes (as cost.c's machine prices them):
+ *   occ(b)  = alpha - lat + b beta M (+ rdv from rdv_bytes): the ports' occupancy
+ *   hop(b)  = step + occ(b) + lat: a message on the critical path (its issue, its
+ *             occupancy, its latency; the receive was posted earlier)
+ *   red(b)  = step + gamma b M: a reduction of b bytes of output
+ * M is the memory term (cost.c, sim_memory) over the buffers of the busiest host's ranks,
+ * and on a host of more ranks than cores the CPU's terms (and TCP's messages, which hold a
+ * core) are stretched by ranks / cores.
+ *
+ * Two pipelines cover the pipelined schedules, with H dependent stages, C chunks, h the
+ * time of one stage for one chunk, and bn the time a rank's busiest resource (send port,
+ * receive port, CPU) spends per chunk:
+ *   tree-like (every rank handles a chunk once per direction):  H h + (C - 1) bn
+ *   ring-like (a rank's port carries all H stages):  max(H h + (C - 1) bn, H C bn + h - bn)
+ * and the unpipelined ones (recursive doubling and halving, Bruck, dissemination,
+ * pairwise) are sums over their rounds of one hop of that round's size, with the messages
+ * of a round that share a port (a host's NIC, a root's port) added up.
+ *
+ * Hosts: ranks of a host are taken to be consecutive (as the launchers place them) with k
+ * per host; a hop between hosts uses the inter-host class and, where every rank of a host
+ * crosses at once (doubling rounds of distance >= k), the k messages share its NIC.
+ */
+#include "cost.h"
+
+#include <math.h>
+#include <string.h>
+
+struct cf {
+    const struct coll_cost_params *p;
+    const struct coll_link_cost *in, *out; /* within a host, between hosts */
+    bool tcp_in, tcp_out;
+    int32_t n, nh, k; /* ranks, hosts, ranks on the busiest host */
+    double e;         /* element size */
+    double M;         /* memory term */
+    double share;     /* ranks / cores on the busiest host, at least 1 */
+    double gamma, copy, step;
+};
+
+static double lat_of(const struct coll_link_cost *l)
+{
+    return l->lat > 0 ? COLL_MIN(l->lat, l->alpha) : 0;
+}
+
+static double occ_l(const struct cf *c, const struct coll_link_cost *l, bool tcp, double b)
+{
+    double t = l->alpha - lat_of(l) + b * l->beta * c->M;
+
+    if (l->rdv_bytes > 0 && b >= l->rdv_bytes)
+        t += l->rdv;
+    return tcp ? t * c->share : t;
+}
+
+static double hop_l(const struct cf *c, const struct coll_link_cost *l, bool tcp, double b)
+{
+    return c->step + occ_l(c, l, tcp, b) + lat_of(l) * (tcp ? c->share : 1);
+}
+
+/* Over the hosts when a flat algorithm's neighbours are spread over them (any hop of a
+ * tree or a doubling round of distance >= k), else within. */
+static double occ(const struct cf *c, bool cross, double b)
+{
+    return cross ? occ_l(c, c->out, c->tcp_out, b) : occ_l(c, c->in, c->tcp_in, b);
+}
+static double hop(const struct cf *c, bool cross, double b)
+{
+    return cross ? hop_l(c, c->out, c->tcp_out, b) : hop_l(c, c->in, c->tcp_in, b);
+}
+static double red(const struct cf *c, double b)
+{
+    return c->step + c->gamma * b;
+}
+
+static double pipe_tree(double H, double C, double h, double bn)
+{
+    return H * h + (C - 1) * bn;
+}
+static double pipe_ring(double H, double C, double h, double bn)
+{
+    return COLL_MAX(H * h + (C - 1) * bn, H * C * bn + h - bn);
+}
+
+static double ceil_log2(int32_t n)
+{
+    int32_t l = 0;
+    while ((1 << l) < n)
+        l++;
+    return l;
+}
+static int32_t floor_pow2(int32_t n)
+{
+    int32_t p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    return p;
+}
+
+/* The most set bits of any v < n: the depth of a binomial tree of n ranks. */
+static double max_pop(int32_t n)
+{
+    uint32_t x = (uint32_t)(n - 1);
+    int best = __builtin_popcount(x);
+
+    for (int i = 0; i < 31; i++)
+        if (x & (1u << i)) {
+            int cand = __builtin_popcount(x >> (i + 1)) + i;
+            best = cand > best ? cand : best;
+        }
+    return best;
+}
+
+/* Chunks of at most cb bytes of a range of b bytes: how many, and their size. */
+static double chunks(double b, double cb, double e, double *size_p)
+{
+    double C = b <= 0 ? 1 : ceil(b / COLL_MAX(cb, e));
+
+    *size_p = b <= 0 ? 0 : b / C;
+    return C;
+}
+
+/* Does any hop of a flat algorithm cross hosts? (one host: never) */
+static bool spread(const struct cf *c)
+{
+    return c->nh > 1;
+}
+
+/* A ring (or chain) of n ranks in rank order: nh of its n hops cross hosts. The latency
+ * of a stage is the average hop's; the bottleneck is the crossing hop. */
+static double ring_hop(const struct cf *c, double b)
+{
+    if (c->nh <= 1)
+        return hop(c, false, b);
+    return (c->nh * hop(c, true, b) + (c->n - c->nh) * hop(c, false, b)) / c->n;
+}
+static double ring_occ(const struct cf *c, double b)
+{
+    return c->nh > 1 ? occ(c, true, b) : occ(c, false, b);
+}
+
+/* ---- per algorithm -------------------------------------------------------------------- */
+
+static double ring_price(const struct cf *c, enum coll_coll coll, double m, double cb)
+{
+    double n = c->n, blk, s, C, t, hr, bnr, h, bn;
+
+    /* all-reduce: m is the vector, n blocks; all-gather / reduce-scatter: m is n blocks */
+    blk = m / n;
+    C = chunks(blk, cb, c->e, &s);
+    h = ring_hop(c, s);
+    bn = COLL_MAX(ring_occ(c, s), 2 * c->step);
+    hr = h + red(c, s);
+    bnr = COLL_MAX(ring_occ(c, s), 3 * c->step + c->gamma * s);
+    switch (coll) {
+    case COLL_COLL_ALLREDUCE:
+        t = pipe_ring(n - 1, C, hr, bnr) + pipe_ring(n - 1, C, h, bn);
+        break;
+    case COLL_COLL_REDUCE_SCATTER:
+        t = pipe_ring(n - 1, C, hr, bnr);
+        break;
+    default: /* all-gather: the own block is copied first */
+        t = pipe_ring(n - 1, C, h, bn) + c->step + c->copy * s;
+        break;
+    }
+    return t;
+}
+
+/* Pipelined trees: depth d, per interior rank and chunk `fan` children. The hops of level
+ * j (from the top) span about 2^j ranks in a heap and 2^(d-1-j) in an in-order tree: the
+ * same d distances, of which those of k or more cross hosts. `extra`: steps on the path
+ * that the tree's shape adds (a second child's send after the first's). */
+static double tree_like(const struct cf *c, enum coll_coll coll, double d, double fan, double m,
+                        double cb, double extra, bool heap, double bwd)
+{
+    bool cross = spread(c);
+    double s, C = chunks(m, cb, c->e, &s), o = occ(c, cross, s), hs = 0, nic = 0;
+    double up_x, up_bn, dn_x, dn_bn;
+
+    for (int j = 0; j < (int)d; j++) {
+        bool x = c->nh > 1 && (1 << j) >= c->k;
+        hs += hop(c, x, s);
+        /* a heap's level j has min(k, 2^j) ranks on a host, all sending over its NIC; an
+         * in-order tree's crossing levels have about one per host and tree */
+        if (x) {
+            double senders = heap ? COLL_MIN((double)c->k, (double)(1 << j)) * fan : fan;
+            hs += (senders - 1) * occ(c, true, s);
+            nic = COLL_MAX(nic, senders * occ(c, true, s));
+        }
+    }
+    o = COLL_MAX(o, nic / fan);
+    up_x = d * ((fan - 1) * o + fan * red(c, s) - (fan - 1) * c->step);
+    up_bn = COLL_MAX(fan * o, (2 * fan + 1) * c->step + fan * c->gamma * s);
+    dn_x = extra * (c->step + o);
+    /* what the walker finds for a pipelined broadcast: each level of the tree adds a chunk
+     * time to the steady state (a child's receive waits for its sibling's send, level
+     * after level), so the deeper tree costs max(fan, d) chunk times per chunk */
+    dn_bn = COLL_MAX(COLL_MAX(fan, bwd) * o, (fan + 1) * c->step);
+
+    switch (coll) {
+    case COLL_COLL_BROADCAST:
+        return hs + dn_x + (C - 1) * dn_bn + c->step + c->copy * s;
+    case COLL_COLL_REDUCE:
+        return hs + up_x + (C - 1) * up_bn;
+    default: /* all-reduce: up and down overlap chunk by chunk */
+        return 2 * hs + up_x + dn_x +
+               (C - 1) * COLL_MAX((fan + 1) * o, (3 * fan + 2) * c->step + fan * c->gamma * s);
+    }
+}
+
+static double tree_price(const struct cf *c, enum coll_coll coll, double m, double cb)
+{
+    double d = floor(log2((double)c->n)), extra = 0;
+
+    /* the path to the last rank: a second child (even position) waits for its sibling */
+    for (int32_t v = c->n - 1; v > 0; v = (v - 1) / 2)
+        extra += v % 2 == 0;
+    return tree_like(c, coll, d, c->n > 2 ? 2 : 1, m, cb, extra, true, d);
+}
+
+static double dbtree_price(const struct cf *c, enum coll_coll coll, double m, double cb)
+{
+    double d = floor(log2((double)COLL_MAX(c->n - 1, 1))) + 1, half = ceil(m / c->e / 2) * c->e;
+    /* two trees of half the data each; a rank is interior in one: about one tree's work
+     * with two children per chunk, plus the leaf's in the other, whose steps come first */
+    double s, C = chunks(half, cb, c->e, &s), o = occ(c, spread(c), s);
+    double t = tree_like(c, coll, d, c->n > 3 ? 2 : 1, half, cb, d / 2, false, COLL_MAX(d, 3));
+
+    return t + C * (coll == COLL_COLL_ALLREDUCE ? 2 : coll == COLL_COLL_REDUCE ? 1 : 0) * o +
+           (coll == COLL_COLL_REDUCE ? 1 : d + 1) * c->step;
+}
+
+static double binomial_price(const struct cf *c, enum coll_coll coll, double m, double cb)
+{
+    double L = ceil_log2(c->n), s, C, o, h = 0, up, dn, D;
+
+    if (coll == COLL_COLL_GATHER || coll == COLL_COLL_SCATTER) {
+        /* m: the root's n blocks; the root's port moves (n-1)/n of it, one message a
+         * child, subtrees of n/2, n/4, ... */
+        double b = m / c->n;
+        double delta = occ(c, spread(c), (c->n - 1) * b) - occ(c, spread(c), 0);
+        /* a gather's root takes its children one after the other (each ready when its
+         * subtree is in): ceil(log2 n) hops; a scatter's deepest path is the binomial
+         * tree's depth */
+        double hs = 0;
+        for (int j = 0; j < (int)(coll == COLL_COLL_GATHER ? L : max_pop(c->n)); j++)
+            hs += hop(c, c->nh > 1 && (1 << j) >= c->k, 0);
+        if (coll == COLL_COLL_GATHER)
+            return hs + delta + 2 * c->step + c->copy * b;
+        return hs + delta + c->step;
+    }
+    C = chunks(m, cb, c->e, &s);
+    D = max_pop(c->n);
+    /* the deepest path takes one hop of each distance 2^j below 2^D; those of distance
+     * k or more cross hosts */
+    for (int j = 0; j < (int)D; j++) {
+        bool x = c->nh > 1 && (1 << j) >= c->k;
+        h += hop(c, x, s);
+    }
+    if (c->nh > 1) { /* or the path of the crossing hops alone, where it is longer */
+        double hx = 0;
+        for (int j = 0; j < (int)L; j++)
+            hx += (1 << j) >= c->k ? hop(c, true, s) : 0;
+        h = COLL_MAX(h, hx);
+    }
+    o = occ(c, spread(c), s);
+    /* the root's L children, one after the other on its ports (the far ones over the NIC) */
+    double root = 0;
+    for (int j = 0; j < (int)L; j++)
+        root += occ(c, c->nh > 1 && (1 << j) >= c->k, s) + c->step;
+    root += lat_of(spread(c) ? c->out : c->in);
+    up = COLL_MAX(h + D * red(c, s), root + L * red(c, s)) + c->step +
+         (C - 1) * COLL_MAX(L * o, 3 * L * c->step + L * c->gamma * s);
+    /* the root sends each chunk to its L children one after the other */
+    dn = COLL_MAX(h, root) + c->step +
+         (C - 1) * COLL_MAX(L * o, 2 * L * c->step);
+    switch (coll) {
+    case COLL_COLL_BROADCAST:
+        return dn + c->step + c->copy * s;
+    case COLL_COLL_REDUCE:
+        return up;
+    default:
+        return up + dn;
+    }
+}
+
+static double chain_price(const struct cf *c, enum coll_coll coll, double m, double cb)
+{
+    double s, C = chunks(m, cb, c->e, &s), h = ring_hop(c, s), o = ring_occ(c, s);
+
+    if (coll == COLL_COLL_REDUCE)
+        return pipe_tree(c->n - 1, C, h + red(c, s),
+                         COLL_MAX(o, 3 * c->step + c->gamma * s));
+    return pipe_tree(c->n - 1, C, h, COLL_MAX(o, 2 * c->step)) + c->step + c->copy * s;
+}
+
+/* One round of `senders` ranks per host exchanging with partners at distance dist: they
+ * cross hosts when dist >= k, sharing its NIC. */
+static double rd_round_of(const struct cf *c, int32_t dist, double b, int32_t senders)
+{
+    bool cross = c->nh > 1 && dist >= c->k;
+    double h = hop(c, cross, b);
+
+    if (cross && senders > 1)
+        h += (senders - 1) * occ(c, true, b);
+    return h;
+}
+static double rd_round(const struct cf *c, int32_t dist, double b)
+{
+    return rd_round_of(c, dist, b, c->k);
+}
+/* The fold of n - p extra ranks onto ranks 0 .. n-p-1, at distance p. */
+static double fold_hop(const struct cf *c, int32_t p, double b)
+{
+    return rd_round_of(c, p, b, COLL_MIN(c->n - p, c->k));
+}
+
+static double rd_price(const struct cf *c, enum coll_coll coll, double m)
+{
+    int32_t p = floor_pow2(c->n);
+    bool fold = p != c->n;
+    double t = 0, L = log2((double)p), blk = m / c->n;
+
+    (void)L;
+    switch (coll) {
+    case COLL_COLL_ALLREDUCE:
+        for (int32_t d = 1; d < p; d *= 2)
+            t += rd_round(c, d, m) + red(c, m);
+        if (fold)
+            t += fold_hop(c, p, m) + red(c, m) + fold_hop(c, p, m);
+        return t + c->step + c->copy * m;
+    case COLL_COLL_ALLGATHER:
+        for (int32_t d = 1; d < p; d *= 2)
+            t += rd_round(c, d, (fold ? 2 : 1) * d * blk);
+        if (fold)
+            t += fold_hop(c, p, blk) + fold_hop(c, p, m);
+        return t + c->step + c->copy * blk;
+    default: /* reduce-scatter by halving */
+        for (int32_t d = p / 2; d >= 1; d /= 2)
+            t += rd_round(c, d, (double)d * (m / p)) + red(c, (double)d * (m / p));
+        if (fold)
+            t += fold_hop(c, p, m) + red(c, m) + fold_hop(c, p, blk);
+        return t;
+    }
+}
+
+static double rabenseifner_price(const struct cf *c, enum coll_coll coll, double m)
+{
+    int32_t p = floor_pow2(c->n);
+    bool fold = p != c->n;
+    double t = 0, part = m / p;
+
+    for (int32_t d = p / 2; d >= 1; d /= 2)
+        t += rd_round(c, d, d * part) + red(c, d * part);
+    for (int32_t d = 1; d < p; d *= 2)
+        t += rd_round(c, d, d * part);
+    if (fold)
+        t += fold_hop(c, p, m) + red(c, m) + (coll == COLL_COLL_ALLREDUCE ? fold_hop(c, p, m) : 0);
+    return t + c->step + c->copy * part;
+}
+
+static double vdg_price(const struct cf *c, double m, double cb)
+{
+    double L = ceil_log2(c->n), blk = m / c->n, s, C = chunks(blk, cb, c->e, &s);
+    double scatter = L * hop(c, spread(c), 0) + occ(c, spread(c), m - blk) - occ(c, spread(c), 0);
+
+    return scatter + pipe_ring(c->n - 1, C, ring_hop(c, s), COLL_MAX(ring_occ(c, s), 2 * c->step)) +
+           c->step + c->copy * blk;
+}
+
+static double bruck_price(const struct cf *c, enum coll_coll coll, double m)
+{
+    double blk = m / c->n, t = 0;
+    int32_t rounds = 0;
+
+    for (int32_t d = 1; d < c->n; d *= 2, rounds++) {
+        double b = coll == COLL_COLL_ALLGATHER ? COLL_MIN(d, c->n - d) * blk
+                                               : floor(c->n / 2.0) * blk;
+        t += rd_round(c, d, b);
+        if (coll == COLL_COLL_ALLTOALL) /* pack and unpack, a copy per run of d slots */
+            t += 2 * (ceil((c->n - d) / (2.0 * d)) * c->step + c->copy * b);
+    }
+    if (coll == COLL_COLL_ALLTOALL) /* the rotation in, one copy per block out */
+        return t + 2 * c->step + c->copy * m + c->n * c->step + c->copy * m;
+    return t + 3 * c->step + 2 * c->copy * m;
+}
+
+static double pairwise_price(const struct cf *c, double m)
+{
+    double blk = m / c->n, n = c->n;
+    bool pow2 = (c->n & (c->n - 1)) == 0;
+    /* the rounds overlap: a rank's port or its CPU (a send, a receive, and a copy out of a
+     * slot for every block when n is a power of two, half of them otherwise) */
+    double cpu = pow2 ? 3 * c->step + c->copy * blk : 2.5 * c->step + 0.5 * c->copy * blk;
+
+    double port = (n - 1) * occ(c, false, blk);
+
+    if (spread(c))
+        port = COLL_MAX((c->k - 1) * occ(c, false, blk), c->k * (n - c->k) * occ(c, true, blk));
+    return lat_of(spread(c) ? c->out : c->in) + c->step + COLL_MAX((n - 1) * cpu, port);
+}
+
+static double linear_price(const struct cf *c, enum coll_coll coll, double m)
+{
+    double n = c->n, blk = m / n, o = occ(c, spread(c), blk);
+
+    if (spread(c)) { /* the root's port for its host's ranks, the NIC for the others' */
+        double oi = occ(c, false, blk), oe = occ(c, true, blk);
+        /* all-to-all: every rank of the host sends n - k blocks over the one NIC */
+        double port = COLL_MAX((c->k - 1) * oi,
+                               (coll == COLL_COLL_ALLTOALL ? c->k : 1) * (n - c->k) * oe);
+        o = port / (n - 1);
+    }
+    if (coll == COLL_COLL_BARRIER)
+        return 2 * hop(c, spread(c), c->e) + 2 * (n - 2) * COLL_MAX(o, c->step);
+    if (coll == COLL_COLL_ALLTOALL) /* all posted at once; each receive copied out of scratch */
+        return lat_of(spread(c) ? c->out : c->in) + 2 * c->step + c->copy * blk +
+               COLL_MAX((3 * n - 6) * c->step + (n - 2) * c->copy * blk, (n - 1) * o);
+    /* the root issues its n - 1 messages (and a gather its own block's copy first), its
+     * port moves them one after the other */
+    return lat_of(spread(c) ? c->out : c->in) +
+           COLL_MAX((n - 1 + (coll == COLL_COLL_GATHER)) * c->step + o, c->step + (n - 1) * o) +
+           (coll == COLL_COLL_GATHER ? c->copy * blk : 0);
+}
+
+static double dissemination_price(const struct cf *c)
+{
+    double t = 0;
+    for (int32_t d = 1; d < c->n; d *= 2)
+        t += rd_round(c, d, c->e);
+    return t;
+}
+
+/* hier: a chain inside each host to its leader, a chain of the leaders between hosts. */
+static double hier_price(const struct cf *c, enum coll_coll coll, double m, double cb)
+{
+    double s, C = chunks(m, cb, c->e, &s);
+    double hi = hop(c, false, s), he = hop(c, true, s);
+    double oi = occ(c, false, s), oe = occ(c, true, s);
+    double H_in = c->k - 1, H_out = c->nh - 1;
+    double path_up = H_in * (hi + red(c, s)) + H_out * (he + red(c, s));
+    double path_dn = H_in * hi + H_out * he;
+    double bn_up = COLL_MAX(COLL_MAX(oi, oe), 4 * c->step + 2 * c->gamma * s);
+    double bn_dn = COLL_MAX(COLL_MAX(oi, oe), 3 * c->step);
+
+    switch (coll) {
+    case COLL_COLL_BROADCAST:
+        return path_dn + (C - 1) * bn_dn + c->step + c->copy * s;
+    case COLL_COLL_REDUCE:
+        return path_up + (C - 1) * bn_up;
+    default:
+        return path_up + path_dn +
+               (C - 1) * COLL_MAX(2 * COLL_MAX(oi, oe), 7 * c->step + 2 * c->gamma * s);
+    }
+}
+
+/* ---- the shape of the query, the price, the ranking --------------------------------- */
+
+static bool can_run(const struct coll_algo *algo, const struct coll_algo_args *a)
+{
+    return (unsigned)a->coll < COLL_NUM_COLLS && (algo->colls & (1u << a->coll)) &&
+           (!algo->applicable || algo->applicable(a));
+}
+
+static coll_status_t cf_init(struct cf *c, const struct coll_cost_params *p,
+                             const struct coll_cost_links *links, const struct coll_algo_args *a,
+                             double in_bytes, double out_bytes, double scratch_bytes)
+{
+    enum coll_link lin, lout;
+    int32_t r_in = -1, r_out = -1, k = 1;
+    double w;
+
+    memset(c, 0, sizeof(*c));
+    c->p = p;
+    c->n = a->nranks;
+    c->e = (double)a->elem_size;
+    c->nh = 1;
+    if (a->hosts && a->nhosts > 1) {
+        /* the busiest host's ranks and one partner within it and one beyond it (O(n)) */
+        int32_t h0 = a->hosts[0];
+        for (int32_t r = 1; r < a->nranks; r++) {
+            if (a->hosts[r] == h0) {
+                k++;
+                if (r_in < 0)
+                    r_in = r;
+            } else if (r_out < 0) {
+                r_out = r;
+            }
+        }
+        c->nh = a->nhosts;
+        /* hosts of equal size as launchers make them; a lopsided layout is priced by its
+         * first host */
+        k = COLL_MAX(k, (a->nranks + a->nhosts - 1) / a->nhosts);
+    } else {
+        k = a->nranks;
+        r_in = a->nranks > 1 ? 1 : -1;
+    }
+    c->k = k;
+    if (!links || !links->link_of) {
+        lin = lout = links ? links->link : COLL_LINK_TCP;
+    } else {
+        lin = r_in >= 0 ? links->link_of(links->arg, 0, r_in) : links->link;
+        lout = r_out >= 0 ? links->link_of(links->arg, 0, r_out) : lin;
+    }
+    if ((unsigned)lin >= COLL_NUM_LINKS || (unsigned)lout >= COLL_NUM_LINKS)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "closed-form cost: unknown link class");
+    c->in = &p->link[lin];
+    c->out = &p->link[lout];
+    c->tcp_in = lin == COLL_LINK_TCP;
+    c->tcp_out = lout == COLL_LINK_TCP;
+    c->share = p->cores > 0 && k > p->cores ? (double)k / p->cores : 1;
+    c->tcp_in = c->tcp_in && c->share > 1;
+    c->tcp_out = c->tcp_out && c->share > 1;
+    w = (double)k * (in_bytes + out_bytes + scratch_bytes);
+    c->M = p->mem > 1 && p->cache_bytes > 0 && w > p->cache_bytes
+               ? 1 + (p->mem - 1) * (1 - p->cache_bytes / w)
+               : 1;
+    c->gamma = p->gamma[a->dtype] * c->M * c->share;
+    c->copy = p->copy * c->M * c->share;
+    c->step = p->step * c->share;
+    return COLL_SUCCESS;
+}
+
+coll_status_t coll__cost_closed(const struct coll_cost_params *p,
+                                const struct coll_cost_links *links, const struct coll_algo *algo,
+                                const struct coll_algo_args *tmpl, double *time_p)
+{
+    struct coll_algo_args a;
+    struct cf c;
+    double count, e, m, in, out, cb, t;
+    const char *nm;
+    coll_status_t st;
+
+    if (!p || !algo || !tmpl || !time_p)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT, "closed-form cost: NULL argument");
+    a = *tmpl;
+    if (!a.elem_size)
+        a.elem_size = coll__dtype_size(a.dtype);
+    if (a.nranks < 1 || !a.elem_size || (unsigned)a.dtype >= COLL_NUM_DTYPES)
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "closed-form cost: %d ranks, dtype %d", a.nranks, (int)a.dtype);
+    if (!can_run(algo, &a))
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "closed-form cost: %s cannot run %s on %d ranks", algo->name,
+                           coll__coll_name(a.coll), a.nranks);
+    count = (double)a.count;
+    e = (double)a.elem_size;
+    cb = (double)COLL_MAX(a.chunk_count, (size_t)1) * e;
+    /* m: the bytes the formulas speak of (the vector; n blocks for the block collectives) */
+    switch (a.coll) {
+    case COLL_COLL_ALLGATHER:
+    case COLL_COLL_GATHER:
+        m = count * e * a.nranks, in = count * e, out = m;
+        break;
+    case COLL_COLL_REDUCE_SCATTER:
+    case COLL_COLL_SCATTER:
+        m = count * e * a.nranks, in = m, out = count * e;
+        break;
+    case COLL_COLL_ALLTOALL:
+        m = count * e * a.nranks, in = out = m;
+        break;
+    case COLL_COLL_BARRIER:
+        m = 0, in = out = 0;
+        break;
+    default:
+        m = count * e, in = out = m;
+        break;
+    }
+    nm = algo->name;
+    st = cf_init(&c, p, links, &a, in, out,
+                 !strcmp(nm, "rd") || !strcmp(nm, "rabenseifner") || !strcmp(nm, "bruck") ? m : 0);
+    if (st != COLL_SUCCESS)
+        return st;
+    if (a.nranks == 1 || (m == 0 && a.coll != COLL_COLL_BARRIER)) {
+        *time_p = m > 0 ? c.step + c.copy * m : 0;
+        return COLL_SUCCESS;
+    }
+    if (!strcmp(nm, "ring"))
+        t = ring_price(&c, a.coll, m, cb);
+    else if (!strcmp(nm, "tree"))
+        t = tree_price(&c, a.coll, m, cb);
+    else if (!strcmp(nm, "dbtree"))
+        t = dbtree_price(&c, a.coll, m, cb);
+    else if (!strcmp(nm, "binomial"))
+        t = binomial_price(&c, a.coll, m, cb);
+    else if (!strcmp(nm, "chain"))
+        t = chain_price(&c, a.coll, m, cb);
+    else if (!strcmp(nm, "rd"))
+        t = rd_price(&c, a.coll, m);
+    else if (!strcmp(nm, "rabenseifner"))
+        t = rabenseifner_price(&c, a.coll, m);
+    else if (!strcmp(nm, "vdg"))
+        t = vdg_price(&c, m, cb);
+    else if (!strcmp(nm, "bruck"))
+        t = bruck_price(&c, a.coll, m);
+    else if (!strcmp(nm, "pairwise"))
+        t = pairwise_price(&c, m);
+    else if (!strcmp(nm, "linear"))
+        t = linear_price(&c, a.coll, m);
+    else if (!strcmp(nm, "dissemination"))
+        t = dissemination_price(&c);
+    else if (!strcmp(nm, "hier"))
+        t = hier_price(&c, a.coll, m, cb);
+    else
+        return coll__error(NULL, COLL_INVALID_ARGUMENT,
+                           "closed-form cost: no formula for algorithm '%s'", nm);
+    *time_p = t;
+    return COLL_SUCCESS;
+}
