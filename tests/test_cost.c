@@ -23,6 +23,7 @@
 #include "algo/cost.h"
 
 #include <math.h>
+#include <time.h>
 
 /* ---- 1 helpers ----------------------------------------------------------------------- */
 
@@ -1315,7 +1316,7 @@ TEST(invalid_arguments)
 /* ---- 7 the closed forms against the schedule walker ------------------------------------ */
 
 /* Hosts of `per` consecutive ranks: shm inside, tcp between (what a comm's links are). */
-static int32_t closed_hosts[64];
+static int32_t closed_hosts[4096];
 static enum coll_link closed_link(void *arg, int32_t a, int32_t b)
 {
     (void)arg;
@@ -1457,6 +1458,56 @@ TEST(closed_form_picks_as_the_walker_hosts)
     ASSERT_MSG(ps.same >= 0.85 * ps.points, "same pick at %d of %d", ps.same, ps.points);
     ASSERT_MSG(ps.same + ps.within >= 0.95 * ps.points, "%d + %d of %d", ps.same, ps.within,
                ps.points);
+}
+
+/* The closed forms answer at any n: every collective and size at 4,096 ranks in hosts of 8
+ * and at 100,000 on one host, well inside the bound that separates milliseconds from the
+ * walker's minutes (it took 18 GB at 4,096). */
+TEST(closed_form_ranks_at_scale)
+{
+    static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
+    struct coll_cost_params p;
+    struct coll_cost_result res[48];
+    struct timespec t0, t1;
+    int rankings = 0;
+
+    coll__cost_params_default(&p);
+    for (int32_t r = 0; r < 4096; r++)
+        closed_hosts[r] = r / 8;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int big = 0; big < 2; big++) {
+        int32_t n = big ? 100000 : 4096;
+        struct coll_cost_links links = big ? coll__cost_links_all(COLL_LINK_SHM)
+                                           : (struct coll_cost_links){closed_link, NULL,
+                                                                      COLL_LINK_TCP};
+        for (int c = 0; c < COLL_NUM_COLLS; c++)
+            for (size_t count = 1; c != COLL_COLL_SENDRECV && count <= ((size_t)1 << 28);
+                 count *= 16) {
+                struct coll_cost_query q = {
+                    .coll = (enum coll_coll)c,
+                    .nranks = n,
+                    .count = c == COLL_COLL_BARRIER ? 0 : count,
+                    .dtype = COLL_FLOAT32,
+                    .chunk_bytes = chunks,
+                    .nchunk_bytes = COLL_ARRAY_SIZE(chunks),
+                    .hosts = big ? NULL : closed_hosts,
+                    .nhosts = big ? 0 : 4096 / 8,
+                    .closed = true,
+                };
+                size_t nres = 0;
+                ASSERT_OK(coll__cost_rank_algos(&p, &links, &q, res, 48, &nres));
+                ASSERT_MSG(nres > 0, "%s of %zu on %d ranks: nothing", coll__coll_name(q.coll),
+                           count, n);
+                for (size_t i = 0; i < nres; i++)
+                    ASSERT(isfinite(res[i].seconds) && res[i].seconds >= 0);
+                rankings++;
+            }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("# %d rankings at 4,096 and 100,000 ranks in %.3f s (%.1f us each)\n", rankings, s,
+           s / rankings * 1e6);
+    ASSERT_MSG(s < 5, "%d rankings took %.1f s", rankings, s);
 }
 
 int main(int argc, char **argv)

@@ -155,6 +155,16 @@ static double ring_price(const struct cf *c, enum coll_coll coll, double m, doub
     bn = COLL_MAX(ring_occ(c, s), 2 * c->step);
     hr = h + red(c, s);
     bnr = COLL_MAX(ring_occ(c, s), 3 * c->step + c->gamma * s);
+    if (coll == COLL_COLL_ALLREDUCE && m / c->e < n) {
+        /* fewer elements than ranks: the empty blocks move nothing, so a rank's port
+         * carries only count of every n stages' messages */
+        double part = (m / c->e) / n;
+        s = c->e;
+        h = ring_hop(c, s);
+        hr = h + red(c, s);
+        bn *= part;
+        bnr *= part;
+    }
     switch (coll) {
     case COLL_COLL_ALLREDUCE:
         t = pipe_ring(n - 1, C, hr, bnr) + pipe_ring(n - 1, C, h, bn);
@@ -169,36 +179,63 @@ static double ring_price(const struct cf *c, enum coll_coll coll, double m, doub
     return t;
 }
 
-/* Pipelined trees: depth d, per interior rank and chunk `fan` children. The hops of level
- * j (from the top) span about 2^j ranks in a heap and 2^(d-1-j) in an in-order tree: the
- * same d distances, of which those of k or more cross hosts. `extra`: steps on the path
- * that the tree's shape adds (a second child's send after the first's). */
-static double tree_like(const struct cf *c, enum coll_coll coll, double d, double fan, double m,
-                        double cb, double extra, bool heap, double bwd)
+/* The heap tree's crossing messages per level (hosts of k consecutive ranks): xs[j], the
+ * most that one host's NIC carries (sends or takes in) between levels j and j+1. O(n). */
+static void heap_crossings(const struct cf *c, int d, double *xs)
 {
-    bool cross = spread(c);
-    double s, C = chunks(m, cb, c->e, &s), o = occ(c, cross, s), hs = 0, nic = 0;
-    double up_x, up_bn, dn_x, dn_bn;
+    int32_t n = c->n, k = c->k;
+
+    for (int j = 0; j < d; j++) {
+        int32_t a = (1 << j) - 1, b = COLL_MIN((int32_t)(1 << (j + 1)) - 1, n);
+        int32_t h = -1, cnt = 0, most = 0;
+
+        xs[j] = 0;
+        if (c->nh <= 1)
+            continue;
+        for (int32_t v = a; v < b; v++) { /* senders: parents of this level, by host */
+            if (v / k != h)
+                h = v / k, cnt = 0;
+            for (int32_t ch = 2 * v + 1; ch <= 2 * v + 2 && ch < n; ch++)
+                cnt += ch / k != h;
+            most = COLL_MAX(most, cnt);
+        }
+        h = -1, cnt = 0;
+        for (int32_t ch = 2 * a + 1; ch < COLL_MIN(2 * b + 1, n); ch++) { /* receivers */
+            if (ch / k != h)
+                h = ch / k, cnt = 0;
+            cnt += (ch - 1) / 2 / k != h;
+            most = COLL_MAX(most, cnt);
+        }
+        xs[j] = most;
+    }
+}
+
+/* Pipelined trees: depth d, per interior rank and chunk `fan` children. xs[j]: the most
+ * messages between levels j and j+1 that one host's NIC carries (0: none cross), in a
+ * heap (heap_crossings) or an in-order tree (about one per host, at the levels whose hops
+ * span k or more ranks). `extra`: steps on the path that the tree's shape adds (a second
+ * child's send after the first's). */
+static double tree_like(const struct cf *c, enum coll_coll coll, double d, double fan, double m,
+                        double cb, double extra, const double *xs, double bwd)
+{
+    double s, C = chunks(m, cb, c->e, &s), o = occ(c, false, s), oe = occ(c, true, s);
+    double hs = 0, nic = 0, up_x, up_bn, dn_x, dn_bn, path_o = o;
 
     for (int j = 0; j < (int)d; j++) {
-        bool x = c->nh > 1 && (1 << j) >= c->k;
-        hs += hop(c, x, s);
-        /* a heap's level j has min(k, 2^j) ranks on a host, all sending over its NIC; an
-         * in-order tree's crossing levels have about one per host and tree */
-        if (x) {
-            double senders = heap ? COLL_MIN((double)c->k, (double)(1 << j)) * fan : fan;
-            hs += (senders - 1) * occ(c, true, s);
-            nic = COLL_MAX(nic, senders * occ(c, true, s));
+        hs += hop(c, xs[j] > 0, s);
+        if (xs[j] > 0) { /* the level's crossing messages queue at the NIC */
+            hs += (xs[j] - 1) * oe;
+            nic = COLL_MAX(nic, xs[j] * oe);
+            path_o = oe;
         }
     }
-    o = COLL_MAX(o, nic / fan);
-    up_x = d * ((fan - 1) * o + fan * red(c, s) - (fan - 1) * c->step);
-    up_bn = COLL_MAX(fan * o, (2 * fan + 1) * c->step + fan * c->gamma * s);
-    dn_x = extra * (c->step + o);
+    up_x = d * ((fan - 1) * path_o + fan * red(c, s) - (fan - 1) * c->step);
+    up_bn = COLL_MAX(COLL_MAX(fan * o, nic), (2 * fan + 1) * c->step + fan * c->gamma * s);
+    dn_x = extra * (c->step + path_o);
     /* what the walker finds for a pipelined broadcast: each level of the tree adds a chunk
      * time to the steady state (a child's receive waits for its sibling's send, level
      * after level), so the deeper tree costs max(fan, d) chunk times per chunk */
-    dn_bn = COLL_MAX(COLL_MAX(fan, bwd) * o, (fan + 1) * c->step);
+    dn_bn = COLL_MAX(COLL_MAX(COLL_MAX(fan, bwd) * o, nic), (fan + 1) * c->step);
 
     switch (coll) {
     case COLL_COLL_BROADCAST:
@@ -206,8 +243,10 @@ static double tree_like(const struct cf *c, enum coll_coll coll, double d, doubl
     case COLL_COLL_REDUCE:
         return hs + up_x + (C - 1) * up_bn;
     default: /* all-reduce: up and down overlap chunk by chunk */
+        /* up and down cross the NIC in opposite directions: its two ports */
         return 2 * hs + up_x + dn_x +
-               (C - 1) * COLL_MAX((fan + 1) * o, (3 * fan + 2) * c->step + fan * c->gamma * s);
+               (C - 1) * COLL_MAX(COLL_MAX((fan + 1) * o, nic),
+                                  (3 * fan + 2) * c->step + fan * c->gamma * s);
     }
 }
 
@@ -216,9 +255,12 @@ static double tree_price(const struct cf *c, enum coll_coll coll, double m, doub
     double d = floor(log2((double)c->n)), extra = 0;
 
     /* the path to the last rank: a second child (even position) waits for its sibling */
+    double xs[32];
+
     for (int32_t v = c->n - 1; v > 0; v = (v - 1) / 2)
         extra += v % 2 == 0;
-    return tree_like(c, coll, d, c->n > 2 ? 2 : 1, m, cb, extra, true, d);
+    heap_crossings(c, (int)d, xs);
+    return tree_like(c, coll, d, c->n > 2 ? 2 : 1, m, cb, extra, xs, d);
 }
 
 static double dbtree_price(const struct cf *c, enum coll_coll coll, double m, double cb)
@@ -226,8 +268,11 @@ static double dbtree_price(const struct cf *c, enum coll_coll coll, double m, do
     double d = floor(log2((double)COLL_MAX(c->n - 1, 1))) + 1, half = ceil(m / c->e / 2) * c->e;
     /* two trees of half the data each; a rank is interior in one: about one tree's work
      * with two children per chunk, plus the leaf's in the other, whose steps come first */
-    double s, C = chunks(half, cb, c->e, &s), o = occ(c, spread(c), s);
-    double t = tree_like(c, coll, d, c->n > 3 ? 2 : 1, half, cb, d / 2, false, COLL_MAX(d, 3));
+    double s, C = chunks(half, cb, c->e, &s), o = occ(c, spread(c), s), xs[32], t;
+
+    for (int j = 0; j < (int)d; j++) /* level j's hops span about 2^(d-1-j) ranks */
+        xs[j] = c->nh > 1 && (1 << ((int)d - 1 - j)) >= c->k ? (c->n > 3 ? 2 : 1) : 0;
+    t = tree_like(c, coll, d, c->n > 3 ? 2 : 1, half, cb, d / 2, xs, COLL_MAX(d, 3));
 
     return t + C * (coll == COLL_COLL_ALLREDUCE ? 2 : coll == COLL_COLL_REDUCE ? 1 : 0) * o +
            (coll == COLL_COLL_REDUCE ? 1 : d + 1) * c->step;
@@ -272,6 +317,13 @@ static double binomial_price(const struct cf *c, enum coll_coll coll, double m, 
     for (int j = 0; j < (int)L; j++)
         root += occ(c, c->nh > 1 && (1 << j) >= c->k, s) + c->step;
     root += lat_of(spread(c) ? c->out : c->in);
+    /* per chunk the root's ports: its own for its host's children, the NIC for the rest */
+    {
+        double nx = 0;
+        for (int j = 0; j < (int)L; j++)
+            nx += c->nh > 1 && (1 << j) >= c->k;
+        o = COLL_MAX((L - nx) * occ(c, false, s), nx * occ(c, true, s)) / L;
+    }
     up = COLL_MAX(h + D * red(c, s), root + L * red(c, s)) + c->step +
          (C - 1) * COLL_MAX(L * o, 3 * L * c->step + L * c->gamma * s);
     /* the root sends each chunk to its L children one after the other */
@@ -452,8 +504,10 @@ static double hier_price(const struct cf *c, enum coll_coll coll, double m, doub
     case COLL_COLL_REDUCE:
         return path_up + (C - 1) * bn_up;
     default:
+        /* a middle leader sends up and down over its NIC, each end only one way */
         return path_up + path_dn +
-               (C - 1) * COLL_MAX(2 * COLL_MAX(oi, oe), 7 * c->step + 2 * c->gamma * s);
+               (C - 1) * COLL_MAX(COLL_MAX(2 * oi, (c->nh > 2 ? 2 : 1) * oe),
+                                  7 * c->step + 2 * c->gamma * s);
     }
 }
 
