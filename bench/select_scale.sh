@@ -6,7 +6,7 @@
 # rank calls), with the process's peak RSS (/usr/bin/time). Writes OUT/select-scale.tsv
 # (default docs/results) and, with gnuplot, OUT/select-scale.png.
 #
-#   SEL_SIZES   collbench's size flags (default "-b 8 -e 16M -f 4": 13 sizes)
+#   SEL_SIZES   collbench's size flags (default "-b 8 -e 16M -f 4": 11 sizes)
 #   SEL_NS      rank counts (default 2 4 8 ... 4096, and 100000 for the closed forms)
 #   SEL_EXACT_MAXN  the walker's largest n (default 64: 256 ranks are minutes a size)
 #
@@ -41,8 +41,8 @@ for n in $ns; do
         line=$(grep '^# selector:' "$tmp/out")
         # "# selector: D decisions, M us each on average, X us at most"
         d=$(awk '{print $3}' <<<"$line")
-        mean=$(awk '{print $6}' <<<"$line")
-        max=$(awk '{print $12}' <<<"$line")
+        mean=$(awk '{print $5}' <<<"$line")
+        max=$(awk '{print $10}' <<<"$line")
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$mode" "$d" "$mean" "$max" "$wall" "$rss" |
             tee -a "$tsv"
     done
@@ -52,7 +52,7 @@ if command -v gnuplot >/dev/null; then
     awk -F'\t' 'NR > 1 && $2 == "closed" { print $1, $4, $5, $7 }' "$tsv" >"$tmp/closed"
     awk -F'\t' 'NR > 1 && $2 == "exact" { print $1, $4, $5, $7 }' "$tsv" >"$tmp/exact"
     gnuplot <<EOF
-set terminal pngcairo size 900,420 font ",10"
+set terminal pngcairo size 900,420 font ",10" noenhanced
 set output "$out/select-scale.png"
 set multiplot layout 1,2 title "all-reduce selection at the first call of a size, 8 ranks per host"
 set logscale xy
