@@ -1,8 +1,11 @@
 /*
  * cost_closed.c - the cost model in closed form: each algorithm's price from a formula of
- * n, the size, the chunk and the link classes, in O(1) time and memory (O(n) only to find
- * the hosts' shape), so that a decision at any scale costs microseconds. The schedule
- * walker of cost.c stays the reference: tests/test_cost.c compares the picks of the two.
+ * n, the size, the chunk and the link classes, in O(log n) time and no memory beyond the
+ * stack (O(n) only to read the hosts' shape: the busiest host, a heap tree's crossing
+ * edges), so that a decision costs microseconds at thousands of ranks instead of building
+ * every rank's schedule. The schedule walker of cost.c stays the reference (COLL_SELECT=
+ * exact, collbench --explain --exact, collviz): tests/test_cost.c compares the picks of
+ * the two, and what the formulas leave out is where they differ (docs/scale.md).
  *
  * The terms, per link class l and message of b bytes (as cost.c's machine prices them):
  *   occ(b)  = alpha - lat + b beta M (+ rdv from rdv_bytes): the ports' occupancy
@@ -280,7 +283,7 @@ static double dbtree_price(const struct cf *c, enum coll_coll coll, double m, do
 
 static double binomial_price(const struct cf *c, enum coll_coll coll, double m, double cb)
 {
-    double L = ceil_log2(c->n), s, C, o, h = 0, up, dn, D;
+    double L = ceil_log2(c->n), s, C, o, h = 0, up, dn, D, root = 0, nx = 0;
 
     if (coll == COLL_COLL_GATHER || coll == COLL_COLL_SCATTER) {
         /* m: the root's n blocks; the root's port moves (n-1)/n of it, one message a
@@ -311,19 +314,15 @@ static double binomial_price(const struct cf *c, enum coll_coll coll, double m, 
             hx += (1 << j) >= c->k ? hop(c, true, s) : 0;
         h = COLL_MAX(h, hx);
     }
-    o = occ(c, spread(c), s);
     /* the root's L children, one after the other on its ports (the far ones over the NIC) */
-    double root = 0;
-    for (int j = 0; j < (int)L; j++)
-        root += occ(c, c->nh > 1 && (1 << j) >= c->k, s) + c->step;
+    for (int j = 0; j < (int)L; j++) {
+        bool x = c->nh > 1 && (1 << j) >= c->k;
+        root += occ(c, x, s) + c->step;
+        nx += x;
+    }
     root += lat_of(spread(c) ? c->out : c->in);
     /* per chunk the root's ports: its own for its host's children, the NIC for the rest */
-    {
-        double nx = 0;
-        for (int j = 0; j < (int)L; j++)
-            nx += c->nh > 1 && (1 << j) >= c->k;
-        o = COLL_MAX((L - nx) * occ(c, false, s), nx * occ(c, true, s)) / L;
-    }
+    o = COLL_MAX((L - nx) * occ(c, false, s), nx * occ(c, true, s)) / L;
     up = COLL_MAX(h + D * red(c, s), root + L * red(c, s)) + c->step +
          (C - 1) * COLL_MAX(L * o, 3 * L * c->step + L * c->gamma * s);
     /* the root sends each chunk to its L children one after the other */
@@ -374,9 +373,8 @@ static double rd_price(const struct cf *c, enum coll_coll coll, double m)
 {
     int32_t p = floor_pow2(c->n);
     bool fold = p != c->n;
-    double t = 0, L = log2((double)p), blk = m / c->n;
+    double t = 0, blk = m / c->n;
 
-    (void)L;
     switch (coll) {
     case COLL_COLL_ALLREDUCE:
         for (int32_t d = 1; d < p; d *= 2)
