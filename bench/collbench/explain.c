@@ -165,7 +165,7 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
         printf("#%12s  selector: %s%s\n", "", pick.why,
                first || price.nranked == 0 ? ""
                : !strncmp(pick.why, "cost model", 10)
-                   ? " (the ranking's first row differs: a bug; please report it)"
+                   ? " (not the ranking's first row: the selector and the ranking disagree)"
                    : "");
     return 0;
 }
