@@ -192,6 +192,8 @@ struct coll_peer_info {
     char hostname[COLL_HOSTNAME_MAX]; /* NUL-terminated, for messages */
     uint16_t addr_len;                /* bytes used in addr */
     uint8_t addr[COLL_ADDR_MAX];      /* sockaddr of this rank's data listener */
+    uint16_t ctl_addr_len;            /* bytes used in ctl_addr */
+    uint8_t ctl_addr[COLL_ADDR_MAX];  /* its control plane's listener (src/core/ctl.c) */
     uint32_t tp_mask;                 /* bit i: coll__transports[i] is up on this rank */
     /* slot i: what coll__transports[i] needs to reach this rank when that is not the socket
      * address above (ib: LID, GID and the QP that answers connection requests); its init

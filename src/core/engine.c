@@ -13,6 +13,7 @@
  * needs.
  */
 #include "agree.h"
+#include "ctl.h"
 #include "exec.h"
 #include "topo.h"
 
@@ -111,6 +112,8 @@ static void check_stall(struct coll_comm *comm)
         op->stall_every_ns = op->stall_every_ns ? COLL_MIN(op->stall_every_ns * 2, 1000000000ull)
                                                 : ENGINE_STALL_MS * 1000000ull;
         coll__exec_probe_waits(op);
+        if (op->csig)
+            coll__ctl_probe(comm, op->wire_seq, op->csig);
         return;
     }
     op->stall_every_ns = ENGINE_STALL_MS * 1000000ull;
@@ -118,6 +121,30 @@ static void check_stall(struct coll_comm *comm)
         coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
         coll__comm_fail(comm, COLL_REMOTE_ERROR);
     }
+}
+
+/* A wait that has made no progress for COLL_STALL_MS says once what it waits for: who a
+ * stalled job waits on is the first thing its user asks. */
+static void log_stall(struct coll_comm *comm)
+{
+    struct coll_op *op = comm->ops_head;
+    char what[512], sig[160];
+    uint64_t idle;
+
+    if (!op || !op->started || op->stall_said || comm->stall_log_ms <= 0 ||
+        atomic_load(&comm->failed) != COLL_SUCCESS)
+        return;
+    idle = coll__now_coarse_ns() - op->last_progress_ns;
+    if (idle < (uint64_t)comm->stall_log_ms * 1000000ull)
+        return;
+    op->stall_said = true;
+    coll__exec_describe_wait(op, what, sizeof(what));
+    COLL_WARN(COLL_SUB_COLL,
+              "rank %d: call #%llu (%s) has made no progress for %llu ms (COLL_STALL_MS): "
+              "waiting for %s; SIGUSR1 to any rank prints every rank's call on rank 0",
+              comm->rank, (unsigned long long)op->wire_seq + 1,
+              op->csig ? coll__sig_describe(op->csig, sig, sizeof(sig)) : "sends and receives",
+              (unsigned long long)(idle / 1000000ull), what);
 }
 
 static void check_timeout(struct coll_comm *comm)
@@ -207,6 +234,7 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
         reap_head(comm);
     }
     check_stall(comm);
+    log_stall(comm);
     check_timeout(comm);
     return moved;
 }
@@ -265,6 +293,10 @@ coll_status_t coll__engine_init(struct coll_comm *comm)
     struct epoll_event ev = {.events = EPOLLIN};
     struct coll_pollent *pe;
 
+    {
+        const char *v = getenv("COLL_STALL_MS");
+        comm->stall_log_ms = v && *v ? strtoll(v, NULL, 10) : 10000;
+    }
     comm->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (comm->epfd < 0)
         return coll__sys_error(comm, errno, "epoll_create1");
@@ -492,6 +524,7 @@ void coll__comm_fail(struct coll_comm *comm, coll_status_t st)
             coll__transports[i]->shutdown(comm->tp_ctx[i]);
     for (struct coll_op *op = comm->ops_head; op; op = op->next)
         atomic_store(&op->status, st);
+    coll__ctl_failed(comm);
     pthread_cond_broadcast(&comm->cond);
     coll__engine_wake(comm);
 }

@@ -106,6 +106,7 @@ static coll_status_t exec_start(struct coll_op *op)
         off += scratch_bytes(&op->parts[k]);
     }
     op->started = true;
+    op->stall_said = false;
     op->last_progress_ns = coll__now_coarse_ns();
     COLL_TRACE_HOOK(comm, op_begin, op);
     if (op->csig && comm->on_call_start)
