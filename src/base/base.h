@@ -35,6 +35,7 @@ struct coll_comm;
  * defaults and help text; `collbench --help-env` prints it). */
 struct coll_config {
     int64_t timeout_ms;     /* COLL_TIMEOUT_MS: no progress for this long is COLL_TIMEOUT */
+    int64_t stall_ms;       /* COLL_STALL_MS: no progress for this long is logged, once */
     char algo[256];         /* COLL_ALGO: "" (choose), "ring", or "allreduce=ring,bcast=tree" */
     char transport[32];     /* COLL_TRANSPORT: "" (best) or a transport's name */
     char host_id[48];       /* COLL_HOST_ID: "" or a name that stands for this rank's host */

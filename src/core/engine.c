@@ -131,11 +131,11 @@ static void log_stall(struct coll_comm *comm)
     char what[512], sig[160];
     uint64_t idle;
 
-    if (!op || !op->started || op->stall_said || comm->stall_log_ms <= 0 ||
+    if (!op || !op->started || op->stall_said || comm->cfg.stall_ms <= 0 ||
         atomic_load(&comm->failed) != COLL_SUCCESS)
         return;
     idle = coll__now_coarse_ns() - op->last_progress_ns;
-    if (idle < (uint64_t)comm->stall_log_ms * 1000000ull)
+    if (idle < (uint64_t)comm->cfg.stall_ms * 1000000ull)
         return;
     op->stall_said = true;
     coll__exec_describe_wait(op, what, sizeof(what));
@@ -293,10 +293,6 @@ coll_status_t coll__engine_init(struct coll_comm *comm)
     struct epoll_event ev = {.events = EPOLLIN};
     struct coll_pollent *pe;
 
-    {
-        const char *v = getenv("COLL_STALL_MS");
-        comm->stall_log_ms = v && *v ? strtoll(v, NULL, 10) : 10000;
-    }
     comm->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (comm->epfd < 0)
         return coll__sys_error(comm, errno, "epoll_create1");

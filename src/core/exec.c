@@ -382,8 +382,25 @@ void coll__exec_describe_wait(const struct coll_op *op, char *buf, size_t n)
             listed++;
         }
     }
-    if (!listed)
-        snprintf(buf, n, "a connection to a peer, or a step blocked behind one");
+    if (listed)
+        return;
+    /* nothing posted: the first step to come names the peer it waits to reach */
+    for (int k = 0; k < op->nparts; k++) {
+        const struct coll_part *p = &op->parts[k];
+        const struct coll_schedule *s = &p->plan->sched;
+        for (uint32_t i = p->first_pending; i < s->nsteps; i++) {
+            const struct coll_step *st = &s->steps[i];
+            if (p->state[i] != STEP_PENDING ||
+                (st->kind != COLL_STEP_SEND && st->kind != COLL_STEP_RECV))
+                continue;
+            snprintf(buf, n, "%s rank %d (%s)",
+                     st->kind == COLL_STEP_SEND ? "a send to" : "a receive from", st->peer,
+                     op->comm->chans[st->peer] ? "behind an earlier step"
+                                               : "no connection to it yet");
+            return;
+        }
+    }
+    snprintf(buf, n, "a connection to a peer, or a step blocked behind one");
 }
 
 void coll__exec_release(struct coll_op *op)

@@ -95,7 +95,6 @@ struct coll_comm {
     struct coll_cost_params *cost;    /* the selector's model of this machine */
     struct coll_tracer *tracer;       /* COLL_TRACE (src/core/trace.c), NULL = off */
     struct coll_ctl *ctl;             /* the control plane (src/core/ctl.c), NULL: 1 rank */
-    int64_t stall_log_ms;             /* COLL_STALL_MS: a wait this long is logged, once */
 
     /* the shared-memory fast path (src/path/flat.c): decided at the first call that could
      * use it, the same way on every rank */
