@@ -451,10 +451,14 @@ static void ctl_local_fail(struct coll_ctl *c, int li, coll_status_t st, const c
     pthread_mutex_unlock(&comm->lock);
 }
 
-/* A FAIL frame from link li: the comm fails with the origin's text, and passes it on. */
-static void ctl_remote_fail(struct coll_ctl *c, int li, int origin, const char *text)
+/* A FAIL frame from link li: the comm fails with the origin's text, and passes it on. A
+ * usage error (ranks that disagree on a setting) is every rank's own: it keeps its status;
+ * anything else is a peer's failure here. */
+static void ctl_remote_fail(struct coll_ctl *c, int li, int origin, uint32_t status,
+                            const char *text)
 {
     struct coll_comm *comm = c->comm;
+    coll_status_t st = status == COLL_INVALID_USAGE ? COLL_INVALID_USAGE : COLL_REMOTE_ERROR;
 
     pthread_mutex_lock(&comm->lock);
     if (atomic_load(&comm->failed) == COLL_SUCCESS) {
@@ -462,9 +466,9 @@ static void ctl_remote_fail(struct coll_ctl *c, int li, int origin, const char *
         c->relay_link = li;
         c->relay_origin = origin;
         snprintf(c->relay_text, sizeof(c->relay_text), "%s", text);
-        coll__error(comm, COLL_REMOTE_ERROR, "rank %d (%s) failed, first failure: %s", origin,
+        coll__error(comm, st, "rank %d (%s) failed, first failure: %s", origin,
                     comm->peers[origin].hostname, text);
-        coll__comm_fail(comm, COLL_REMOTE_ERROR);
+        coll__comm_fail(comm, st);
         c->relaying = false;
     }
     pthread_mutex_unlock(&comm->lock);
@@ -862,7 +866,7 @@ static void handle_frame(struct coll_ctl *c, int li, const uint8_t *f, const cha
     coll__sig_get(f + 32, &sig);
     switch (type) {
     case F_FAIL:
-        ctl_remote_fail(c, li, origin, text);
+        ctl_remote_fail(c, li, origin, get32(f + 16), text);
         break;
     case F_PROBE:
         handle_probe(c, origin, cseq, &sig);

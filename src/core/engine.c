@@ -30,6 +30,7 @@
 
 #define ENGINE_SLEEP_MAX_MS 100 /* longest sleep between timeout checks */
 #define ENGINE_MAX_EVENTS 64
+#define ENGINE_STALL_MS 20      /* a collective this long without progress asks why */
 
 static void wake_cb(struct coll_pollent *pe, uint32_t events)
 {
@@ -91,7 +92,6 @@ static void run_head(struct coll_comm *comm, struct coll_op *op)
 /* A collective that has made no progress for ENGINE_STALL_MS: ask whether a peer is known to
  * have called something else (the flat path's segment logs every rank's calls), which no
  * message would ever reveal (ranks that wait on each other under different roots). */
-#define ENGINE_STALL_MS 20
 static void check_stall(struct coll_comm *comm)
 {
     struct coll_op *op = comm->ops_head;
@@ -204,6 +204,11 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
             moved |= coll__transports[i]->progress(comm->tp_ctx[i]);
     if (moved)
         timeout_ms = 0;
+    /* the first stall check of a collective comes at ENGINE_STALL_MS, not after a whole
+     * sleep: ranks that wait on each other in different calls learn it in tens of ms */
+    if (timeout_ms > ENGINE_STALL_MS && comm->ops_head && comm->ops_head->started &&
+        comm->ops_head->has_coll && !comm->ops_head->runs && !comm->ops_head->stall_checked_ns)
+        timeout_ms = ENGINE_STALL_MS;
     armed = 0;
     for (int i = 0; timeout_ms > 0 && coll__transports[i]; i++) {
         if (!comm->tp_ctx[i] || !coll__transports[i]->arm)
