@@ -5,6 +5,7 @@
  *
  *   mp_ctl first   init, READY, then one all-reduce: the comm's first collective; a rank
  *                  the script kills before it never calls it
+ *   mp_ctl bcast   as first, with a broadcast from rank 0 as the first collective
  *   mp_ctl loop    init, all-reduces until one fails; READY after the tenth
  *
  * CTL_HOLD_RANK=R CTL_HOLD_MS=T: in "first", rank R sleeps T ms before its all-reduce, so
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
     CHECK(coll_comm_size(comm, &nranks));
     for (size_t i = 0; i < n; i++)
         s[i] = rank + (int32_t)i;
-    if (!strcmp(mode, "first")) {
+    if (!strcmp(mode, "first") || !strcmp(mode, "bcast")) {
         const char *hr = getenv("CTL_HOLD_RANK"), *hm = getenv("CTL_HOLD_MS");
         printf("READY\n");
         fflush(stdout);
@@ -55,7 +56,8 @@ int main(int argc, char **argv)
             while (nanosleep(&ts, &ts) != 0)
                 ;
         }
-        st = coll_allreduce(s, r, n, COLL_INT32, COLL_SUM, comm);
+        st = !strcmp(mode, "bcast") ? coll_broadcast(s, r, n, COLL_INT32, 0, comm)
+                                    : coll_allreduce(s, r, n, COLL_INT32, COLL_SUM, comm);
     } else if (!strcmp(mode, "loop")) {
         for (long it = 1; st == COLL_SUCCESS; it++) {
             st = coll_allreduce(s, r, n, COLL_INT32, COLL_SUM, comm);

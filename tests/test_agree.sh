@@ -8,7 +8,8 @@
 # tcp-first: over TCP at 4 and 8 ranks, the disagreeing call is the comm's first (no data
 # connection exists yet), and every rank must have its error within 1 s; likewise on the
 # emulated hosts of bench/netns_hosts.sh (4 hosts x 1 rank, 2 hosts x 4 ranks) where
-# network namespaces can be made (root), under flock /tmp/coll-netns.lock.
+# network namespaces can be made (root), under flock /tmp/coll-netns.lock. tcp-destroy: the
+# ranks go from that first call straight to coll_comm_destroy, which must return the error.
 #
 #   tests/test_agree.sh COLLRUN MP_AGREE [TABLE]
 #
@@ -33,6 +34,7 @@ run() {
     general) env=(COLL_SHM_FLAT=0) ;;
     tcp) env=(COLL_TRANSPORT=tcp) ;;
     tcp-first) env=(COLL_TRANSPORT=tcp AGREE_FIRST=1 AGREE_LIMIT_MS=1000) ;;
+    tcp-destroy) env=(COLL_TRANSPORT=tcp AGREE_FIRST=1 AGREE_NO_NEXT=1 AGREE_LIMIT_MS=1000) ;;
     netns-*) # each rank enters its emulated host; the bootstrap root on the bridge
         env=(COLL_SOCKET_IFNAME="=cn${bid}br" AGREE_FIRST=1 AGREE_LIMIT_MS=1000)
         pre=("$BED" _enter "$bid" "$per") ;;
@@ -71,6 +73,12 @@ for mode in default check; do
             done
         done
     done
+done
+
+# Ranks whose only call sent (broadcast or scatter roots, reduce non-roots) and who
+# then destroy at once: destroy returns the error their receivers found.
+for c in bcastroot scatterroot reducecount; do
+    run default tcp-destroy 4 "$c"
 done
 
 # The same first calls across emulated hosts: over TCP between them, shm within a host.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_ctl.sh - the control plane (src/core/ctl.c) with ranks started here, without a
 # launcher, so that nobody kills the survivors of a failure before they report it:
-#   - a rank killed before its first collective, the others already waiting in it (4 ranks,
-#     the killed one inner in the tree so that one survivor reaches the rest only through
-#     it; 8 ranks likewise): every survivor returns an error within 1 s of the kill;
+#   - a rank killed before its first collective, the others already waiting in it (the root
+#     of a binomial broadcast at 4 and 8 ranks, which no survivor ever connects to; rank 4
+#     of an 8-rank all-reduce, the tree parent of 5 and 6): every survivor returns an error
+#     within 1 s of the kill;
 #   - a rank killed mid-run (4 ranks): every survivor errs within 1 s;
 #   - a SIGSTOPped rank: each waiting rank logs its stall once (COLL_STALL_MS), and SIGUSR1
 #     to another rank prints on rank 0 a table with every rank's call that names the stopped
@@ -65,7 +66,8 @@ wait_ready() { # NP: true once every rank printed READY (within 20 s)
 # within LIMIT_MS of the kill
 kill_case() {
     local name=$1 np=$2 mode=$3 victim=$4 worst=0 bad=""
-    start "$np" "$mode" CTL_HOLD_RANK="$victim" CTL_HOLD_MS=60000
+    shift 4
+    start "$np" "$mode" CTL_HOLD_RANK="$victim" CTL_HOLD_MS=60000 "$@"
     if ! wait_ready "$np"; then
         not_ok "$name: all $np ranks start" "$(tail -n 3 "$TMP"/out* "$TMP"/err*)"
         tap_cleanup
@@ -98,8 +100,14 @@ kill_case() {
     pids=()
 }
 
-kill_case "killed before its first collective, 4 ranks (rank 2: rank 3's only link)" 4 first 2
-kill_case "killed before its first collective, 8 ranks (rank 4: parent of 5, 6)" 8 first 4
+# The root of a binomial broadcast dies before it: no survivor ever connects to it (receivers
+# wait for their sender to connect), so only the control plane can tell them.
+kill_case "broadcast root killed before the first collective, 4 ranks" 4 bcast 0 \
+    COLL_ALGO=broadcast=binomial
+kill_case "broadcast root killed before the first collective, 8 ranks" 8 bcast 0 \
+    COLL_ALGO=broadcast=binomial
+kill_case "killed before its first all-reduce, 8 ranks (rank 4: parent of 5, 6 in the tree)" \
+    8 first 4
 kill_case "killed mid-run, 4 ranks (rank 2)" 4 loop 2
 
 # The stall table: rank 3 holds before its call and is stopped there.

@@ -534,6 +534,7 @@ coll_status_t coll__comm_init_child(struct coll_comm **comm_p, int nranks,
 
 out_free:
     /* the comm's message is already this thread's message too (coll__error sets both) */
+    coll__ctl_abandon(comm, st);
     comm_free(comm);
     return st;
 }

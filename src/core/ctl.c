@@ -94,9 +94,11 @@ struct coll_ctl {
     bool told, relaying;
     int relay_link, relay_origin;
     char relay_text[CTL_TEXT_MAX + 1];
-    /* teardown (lock) */
+    /* teardown (lock): messages sent minus received, this rank's and its subtree's */
     bool leaving, done;
     int kids_bye;
+    int64_t my_balance, kids_balance;
+    bool kids_unknown; /* a child left without its subtree's balance (it gave up waiting) */
     /* probes (the thread, and the engine under lock) */
     uint64_t fwd_cseq, fwd_ns;
     struct coll_sig fwd_sig;
@@ -604,40 +606,85 @@ static void pending_check(struct coll_ctl *c)
 
 /* ---- 4 teardown ------------------------------------------------------------------------ */
 
-/* Once this rank leaves and its whole subtree has said BYE: BYE up, or at rank 0, DONE
- * down. Lock held. */
-static void leave_step(struct coll_ctl *c)
+/* Once this rank leaves and its whole subtree has said BYE: BYE up with the subtree's
+ * message balance, or at rank 0, DONE down if every message sent was received. Returns the
+ * comm's balance where rank 0 finds it off (the caller fails the comm: the engine lock
+ * comes first), else 0. Lock held. */
+static int64_t leave_step(struct coll_ctl *c)
 {
     struct ctl_link *pl = parent_link(c);
+    int64_t sum = c->my_balance + c->kids_balance;
 
     if (!c->leaving || c->done || c->kids_bye < c->nkids)
-        return;
+        return 0;
     if (pl) {
         if (!pl->bye_out) {
             pl->bye_out = true;
-            link_send(c, pl, F_BYE, c->comm->rank, -1, 0, 0, NULL, NULL);
+            link_send(c, pl, F_BYE, c->comm->rank, -1, c->kids_unknown ? 0 : 1,
+                      (uint64_t)sum, NULL, NULL);
         }
-        return;
+        return 0;
     }
+    if (sum != 0 && !c->kids_unknown)
+        return sum;
     for (int i = 0; i < c->nlinks; i++) {
         c->links[i].bye_out = true;
         link_send(c, &c->links[i], F_DONE, c->comm->rank, -1, 0, 0, NULL, NULL);
     }
     c->done = true;
     pthread_cond_broadcast(&c->cond);
+    return 0;
+}
+
+/* Rank 0, every rank in destroy: the messages sent and received on the comm differ. */
+static void leave_mismatch(struct coll_ctl *c, int64_t sum)
+{
+    struct coll_comm *comm = c->comm;
+
+    pthread_mutex_lock(&comm->lock);
+    if (atomic_load(&comm->failed) == COLL_SUCCESS) {
+        coll__error(comm, COLL_REMOTE_ERROR,
+                    "coll_comm_destroy: %lld message%s sent on this comm %s received by no "
+                    "rank: the ranks' calls differed (a root, a collective, or a send "
+                    "without its receive) where the receiving rank had already moved on",
+                    (long long)(sum > 0 ? sum : -sum), sum == 1 || sum == -1 ? "" : "s",
+                    sum == 1 || sum == -1 ? "was" : "were");
+        coll__comm_fail(comm, COLL_REMOTE_ERROR);
+    }
+    pthread_mutex_unlock(&comm->lock);
 }
 
 void coll__ctl_leave(struct coll_comm *comm)
 {
     struct coll_ctl *c = comm->ctl;
     uint64_t deadline;
+    int64_t off;
 
     if (!c || !c->started || atomic_load(&comm->failed) != COLL_SUCCESS)
         return;
     deadline = coll__now_ns() + CTL_LEAVE_MS * 1000000ull;
+    pthread_mutex_lock(&comm->lock);
+    c->my_balance = comm->msg_balance;
+    pthread_mutex_unlock(&comm->lock);
     pthread_mutex_lock(&c->lock);
+    {
+        /* this rank's last collective goes up ahead of its BYE: a rank on the way that
+         * called otherwise names both calls, which the message count below cannot */
+        uint64_t k = atomic_load(&comm->next_coll_seq);
+        const struct coll_sig_rec *r = k ? &comm->sig_log[(k - 1) % COLL_AGREE_LOG] : NULL;
+        if (r && atomic_load(&r->cseq) == k) {
+            struct coll_sig last = r->sig;
+            c->fwd_ns = 0;
+            probe_up(c, comm->rank, k - 1, &last);
+        }
+    }
     c->leaving = true;
-    leave_step(c);
+    off = leave_step(c);
+    if (off) {
+        pthread_mutex_unlock(&c->lock);
+        leave_mismatch(c, off);
+        pthread_mutex_lock(&c->lock);
+    }
     while (!c->done && atomic_load(&comm->failed) == COLL_SUCCESS &&
            coll__now_ns() < deadline) {
         struct timespec ts;
@@ -871,16 +918,23 @@ static void handle_frame(struct coll_ctl *c, int li, const uint8_t *f, const cha
     case F_PROBE:
         handle_probe(c, origin, cseq, &sig);
         break;
-    case F_BYE:
+    case F_BYE: {
+        int64_t off = 0;
         pthread_mutex_lock(&c->lock);
         if (!l->bye_in) {
             l->bye_in = true;
-            if (l->child)
+            if (l->child) {
                 c->kids_bye++;
-            leave_step(c);
+                c->kids_balance += (int64_t)cseq;
+                c->kids_unknown |= get32(f + 16) != 1;
+            }
+            off = leave_step(c);
         }
         pthread_mutex_unlock(&c->lock);
+        if (off)
+            leave_mismatch(c, off);
         break;
+    }
     case F_DONE:
         pthread_mutex_lock(&c->lock);
         l->bye_in = true;
@@ -1107,6 +1161,19 @@ coll_status_t coll__ctl_start(struct coll_comm *comm)
         return coll__sys_error(comm, err, "control plane: cannot start its thread");
     c->started = true;
     return COLL_SUCCESS;
+}
+
+void coll__ctl_abandon(struct coll_comm *comm, coll_status_t st)
+{
+    struct coll_ctl *c = comm->ctl;
+    int expected = COLL_SUCCESS;
+
+    if (!c || !c->nlinks)
+        return;
+    pthread_mutex_lock(&comm->lock);
+    if (atomic_compare_exchange_strong(&comm->failed, &expected, (int)st))
+        coll__ctl_failed(comm);
+    pthread_mutex_unlock(&comm->lock);
 }
 
 void coll__ctl_fini(struct coll_comm *comm)

@@ -44,6 +44,9 @@ COLL_INTERNAL void coll__ctl_probe(struct coll_comm *comm, uint64_t cseq,
 /* coll_comm_destroy on a healthy comm: agree on teardown with the others, waiting at most
  * CTL_LEAVE_MS, so that a failure already on its way arrives first. */
 COLL_INTERNAL void coll__ctl_leave(struct coll_comm *comm);
+/* coll_comm_init failed after the tree was up: tell the neighbours why (a FAIL with this
+ * rank's message, no BYE), so that ranks whose init returned fail rather than wait. */
+COLL_INTERNAL void coll__ctl_abandon(struct coll_comm *comm, coll_status_t st);
 /* Stop the thread, close the connections (a BYE first on a healthy comm), free. */
 COLL_INTERNAL void coll__ctl_fini(struct coll_comm *comm);
 

@@ -236,6 +236,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     ch = comm->chans[st->peer];
     if (st->kind == COLL_STEP_SEND)
         atomic_fetch_add_explicit(&comm->bytes_sent, x->len, memory_order_relaxed);
+    comm->msg_balance += st->kind == COLL_STEP_SEND ? 1 : -1;
     *st_p = st->kind == COLL_STEP_SEND ? ch->tp->post_send(ch, x) : ch->tp->post_recv(ch, x);
     return *st_p == COLL_SUCCESS;
 }

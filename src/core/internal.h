@@ -81,6 +81,10 @@ struct coll_comm {
 
     /* payload bytes handed to the transport for sending (coll_comm_bytes_sent) */
     _Atomic uint64_t bytes_sent;
+    /* messages posted to send minus those posted to receive (engine lock): summed over the
+     * ranks at a clean destroy (src/core/ctl.c), anything but 0 is a message sent that no
+     * rank received, a disagreement no receiver could see */
+    int64_t msg_balance;
 
     /* failure: first error wins; later calls fail fast with it */
     _Atomic int failed;               /* coll_status_t, COLL_SUCCESS while healthy */
