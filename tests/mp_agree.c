@@ -15,9 +15,8 @@
  * its own outcome breaks the contract: no error anywhere for a disagreement, an error for
  * the one case whose calls agree ("nbmix": blocking against non-blocking), or an error that
  * took longer than half of COLL_TIMEOUT_MS (so it came from the timeout), unless
- * AGREE_TIMEOUT_OK=1 says that this case may wait for the timeout (ranks over TCP whose
- * disagreement moves no data, in default mode: include/coll.h), and no error at all where
- * AGREE_SENDER_OK=1 says so (over TCP, a rank whose last call only sent).
+ * AGREE_TIMEOUT_OK=1 allows the timeout, or no error at all where AGREE_SENDER_OK=1 allows
+ * it (for trying an exception by hand: the matrix allows neither).
  *
  * AGREE_FIRST=1: the disagreeing call is the comm's first (no barrier before it, so no
  * data connection exists yet); AGREE_LIMIT_MS: the bound on the time to the error instead

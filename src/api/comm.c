@@ -519,6 +519,7 @@ coll_status_t coll__comm_init_child(struct coll_comm **comm_p, int nranks,
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
     coll__stream_comm_init(comm);
     COLL_CHECK_GOTO(coll__path_comm_init(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__ctl_run(comm), st, out_free);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
         COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",

@@ -51,7 +51,6 @@
 #define CTL_PROBE_FWD_MS 100   /* a relay forwards the same probe at most this often */
 #define CTL_PENDING 16         /* probes of calls this rank has not reached yet */
 #define CTL_PENDING_MS 30000
-#define CTL_SIG_SLOTS 256      /* comms that SIGUSR1 reaches */
 #define LABEL_BYTES 9
 
 enum { F_PING = 1, F_FAIL, F_PROBE, F_BYE, F_DONE, F_DUMPREQ, F_DUMPLINE, F_MAX };
@@ -80,7 +79,7 @@ struct ctl_pending {
 
 struct coll_ctl {
     struct coll_comm *comm;
-    int lfd, evfd, sigslot;
+    int lfd, evfd;
     unsigned sig_seen;
     int nlinks, nkids, parent;
     struct ctl_link links[CTL_MAX_LINKS]; /* links[0] is the parent's when there is one */
@@ -214,7 +213,7 @@ coll_status_t coll__ctl_listen(struct coll_comm *comm, int root_fd, struct coll_
         if (!c)
             return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the control plane");
         c->comm = comm;
-        c->lfd = c->evfd = c->sigslot = -1;
+        c->lfd = c->evfd = -1;
         c->parent = -1;
         for (int i = 0; i < CTL_MAX_LINKS; i++)
             c->links[i].fd = -1;
@@ -704,26 +703,16 @@ void coll__ctl_leave(struct coll_comm *comm)
 
 /* ---- 5 the stall table and SIGUSR1 ----------------------------------------------------- */
 
-static _Atomic int sig_fds[CTL_SIG_SLOTS];
 static _Atomic unsigned sig_gen;
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool sig_installed;
 
+/* Only a counter: each comm's thread looks at it every round (50 ms at most), so the
+ * handler touches no descriptor that a destroy could be closing meanwhile. */
 static void on_sigusr1(int sig)
 {
-    uint64_t one = 1;
-    int saved = errno;
-
     (void)sig;
     atomic_fetch_add(&sig_gen, 1);
-    for (int i = 0; i < CTL_SIG_SLOTS; i++) {
-        int fd = atomic_load(&sig_fds[i]);
-        if (fd > 0) {
-            ssize_t r = write(fd, &one, sizeof(one));
-            (void)r;
-        }
-    }
-    errno = saved;
 }
 
 /* SIGUSR1 prints the stall table, unless the program handles that signal itself. */
@@ -743,23 +732,6 @@ static void sig_register(struct coll_ctl *c)
             COLL_INFO(COLL_SUB_INIT, "SIGUSR1 has a handler already: no stall table on it");
     }
     c->sig_seen = atomic_load(&sig_gen);
-    for (int i = 0; sig_installed && i < CTL_SIG_SLOTS; i++) {
-        if (atomic_load(&sig_fds[i]) == 0) {
-            atomic_store(&sig_fds[i], c->evfd);
-            c->sigslot = i;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&sig_lock);
-}
-
-static void sig_unregister(struct coll_ctl *c)
-{
-    if (c->sigslot < 0)
-        return;
-    pthread_mutex_lock(&sig_lock);
-    atomic_store(&sig_fds[c->sigslot], 0);
-    c->sigslot = -1;
     pthread_mutex_unlock(&sig_lock);
 }
 
@@ -1123,7 +1095,6 @@ coll_status_t coll__ctl_start(struct coll_comm *comm)
     struct coll_ctl *c = comm->ctl;
     int64_t tmo = comm->cfg.timeout_ms;
     uint64_t deadline, now;
-    int err;
 
     if (!c)
         return COLL_SUCCESS;
@@ -1155,6 +1126,20 @@ coll_status_t coll__ctl_start(struct coll_comm *comm)
     c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->evfd < 0)
         return coll__sys_error(comm, errno, "control plane: eventfd");
+    return COLL_SUCCESS;
+}
+
+coll_status_t coll__ctl_run(struct coll_comm *comm)
+{
+    struct coll_ctl *c = comm->ctl;
+    uint64_t now;
+    int err;
+
+    if (!c)
+        return COLL_SUCCESS;
+    now = coll__now_ns();
+    for (int i = 0; i < c->nlinks; i++)
+        c->links[i].last_rx_ns = c->links[i].last_tx_ns = now;
     sig_register(c);
     err = pthread_create(&c->thread, NULL, ctl_main, c);
     if (err)
@@ -1183,7 +1168,6 @@ void coll__ctl_fini(struct coll_comm *comm)
 
     if (!c)
         return;
-    sig_unregister(c);
     pthread_mutex_lock(&c->lock);
     c->stop = true;
     /* a healthy rank that leaves says so, or its neighbours would take it for dead */

@@ -33,8 +33,11 @@
 COLL_INTERNAL coll_status_t coll__ctl_listen(struct coll_comm *comm, int root_fd,
                                              struct coll_peer_info *self);
 /* After the bootstrap: connect to the parent, accept the children (authenticated with the
- * comm's secret, within COLL_BOOTSTRAP_TIMEOUT_MS), close the listener, start the thread. */
+ * comm's secret, within COLL_BOOTSTRAP_TIMEOUT_MS), close the listener. */
 COLL_INTERNAL coll_status_t coll__ctl_start(struct coll_comm *comm);
+/* At the end of a successful init: start the thread. Frames that came meanwhile (a peer
+ * already failed) wait in the sockets, so init itself succeeds and the first call fails. */
+COLL_INTERNAL coll_status_t coll__ctl_run(struct coll_comm *comm);
 /* comm has just failed (coll__comm_fail, engine lock held): tell the neighbours. */
 COLL_INTERNAL void coll__ctl_failed(struct coll_comm *comm);
 /* The head op, collective cseq with signature s, makes no progress: ask up the tree
