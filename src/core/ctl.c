@@ -13,8 +13,8 @@
  *                     HMAC(secret, "coll-ctlc" | nonce_p | comm_id | child | parent)
  *   parent -> child   HMAC(secret, "coll-ctlp" | nonce_c | comm_id | parent | child)
  * Frames: magic u32 | type u8 | 0 u8 | text length u16 | origin i32 | dest i32 | status u32 |
- *         0 u32 | call number u64 | signature[16] | text. Every field is checked on receipt;
- *         a malformed frame is a failure of the link that sent it.
+ *         0 u32 | call number u64 | signature[COLL_SIG_BYTES] | text. Every field is checked
+ *         on receipt; a malformed frame is a failure of the link that sent it.
  */
 #include "ctl.h"
 #include "agree.h"
@@ -41,7 +41,7 @@
 #define CTL_FMAGIC 0x46544343u /* "CCTF": frame */
 #define CTL_NONCE 16
 #define CTL_HELLO_BYTES (4 + 8 + 4 + CTL_NONCE + COLL_MAC_BYTES)
-#define CTL_HDR 48
+#define CTL_HDR (32 + COLL_SIG_BYTES)
 #define CTL_TEXT_MAX 1000
 #define CTL_OUT_MAX (1u << 20) /* a neighbour that reads nothing for this long is stuck */
 #define CTL_MAX_LINKS 33       /* the parent and at most 31 children (nranks < 2^31) */
