@@ -26,7 +26,13 @@
  * Errors: every call returns a status and never aborts the process. After
  * COLL_REMOTE_ERROR or COLL_TIMEOUT (a peer failed, disagreed or went silent; every
  * surviving rank sees one of the two) the communicator is failed: later collectives on it
- * return the same status at once, and it can only be destroyed.
+ * return the same status at once, and it can only be destroyed. A rank's failure (an error
+ * it found, a disagreement, a timeout, coll_comm_abort, its death) reaches every rank of the
+ * comm within milliseconds, on its first call as on its thousandth, across hosts and under
+ * any launcher: each comm keeps a tree of authenticated connections over its ranks, made by
+ * coll_comm_init, that carries failures whatever data connections exist. A rank in a call
+ * returns the error at once; an idle rank's next call or coll_comm_destroy returns it. Only
+ * a rank that is truly silent (stopped, hung, cut off) is found by COLL_TIMEOUT_MS.
  *
  * Agreement: every rank of a comm must make the same collective calls in the same order,
  * with the same collective, count, dtype, op and root (sends must meet receives of the same
@@ -34,19 +40,23 @@
  * other. When ranks disagree, every rank gets COLL_REMOTE_ERROR, whose message names what
  * each side called ("rank 1 called allgather of 2000 x int32 as call #3 where this rank
  * called allgather of 1000 x int32"; calls count collectives on the comm from 1): within
- * the call on every rank that receives anything in it, and on every other rank no later
- * than its next call on the comm or coll_comm_destroy, which then returns the error (a
- * failure known before destroy is not returned again). Not by waiting for COLL_TIMEOUT_MS:
+ * the call on every rank that takes part in it, and on every other rank no later than its
+ * next call on the comm or coll_comm_destroy, which then returns the error (a failure known
+ * before destroy is not returned again). Not by waiting for COLL_TIMEOUT_MS: the rank that
+ * receives a message of another call fails the comm, and that reaches every rank as above;
  * a call that makes no progress for 20 ms looks up what the others called (over shared
- * memory, in a log of every rank's calls in the comm's segment) or tells the ranks it waits
- * on which call it is in (over TCP). Where that ends, on comms that do not run over shared
- * memory (several hosts, or COLL_TRANSPORT=tcp): a cycle of ranks each waiting on another
- * that waits elsewhere (different roots at 8 ranks, say) may still end at COLL_TIMEOUT_MS,
- * and a rank whose last calls only sent data (the root of a broadcast or scatter, a non-root
- * of a reduce, a send) may see coll_comm_destroy succeed while its peers report the error.
- * COLL_CHECK=1 (checking mode) closes both: it gathers every collective's arguments from
- * every rank before the call runs, so that all ranks fail within the same call, for a small
- * all-gather per call.
+ * memory, in a log of every rank's calls in the comm's segment) or sends its call up the
+ * tree, where every rank on the way compares it with its own, so ranks that wait on each
+ * other under different roots fail too. coll_comm_destroy waits (at most 1 s) until every
+ * rank has reached its destroy, so a rank whose last calls only sent data (the root of a
+ * broadcast, a send) hears of a disagreement its receivers found. COLL_CHECK=1 (checking
+ * mode) gathers every collective's arguments from every rank before the call runs, so that
+ * all ranks fail within the same call, for a small all-gather per call.
+ *
+ * Stalls: a call that makes no progress for COLL_STALL_MS (default 10 s) logs once what it
+ * waits for; SIGUSR1 to any rank (collrun forwards it to all) prints on rank 0's stderr one
+ * line per rank with its current call and what it waits for, unless the program handles
+ * SIGUSR1 itself.
  */
 #ifndef COLL_H
 #define COLL_H
@@ -195,15 +205,18 @@ COLL_API coll_status_t coll_comm_init(coll_comm_t **comm_p, int nranks,
  * contradictory variables give COLL_INVALID_ARGUMENT naming the variable. */
 COLL_API coll_status_t coll_comm_init_env(coll_comm_t **comm_p);
 
-/* coll_comm_destroy - wait for nothing: cancel pending requests (they complete with
- * COLL_INVALID_USAGE), close connections, stop the progress thread, free the comm.
- * Not collective. NULL is accepted; a handle destroyed already, or never made, is
- * COLL_INVALID_ARGUMENT. Requests of comm must not be used afterwards. */
+/* coll_comm_destroy - cancel pending requests (they complete with COLL_INVALID_USAGE),
+ * close connections, stop the progress thread, free the comm. Not collective, but on a
+ * healthy comm it waits up to 1 s for the other ranks to reach their destroy too, so that a
+ * failure on its way (a disagreement a receiver found) is returned here rather than lost;
+ * a rank that leaves says so, and is not taken for dead. NULL is accepted; a handle
+ * destroyed already, or never made, is COLL_INVALID_ARGUMENT. Requests of comm must not be
+ * used afterwards. */
 COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm);
 
 /* coll_comm_abort - fail comm from any thread: every pending and later call on it returns
- * COLL_REMOTE_ERROR at once, and peers learn of it through closed connections. The comm
- * must still be destroyed. */
+ * COLL_REMOTE_ERROR at once, and every other rank learns of it within milliseconds (the
+ * comm's control tree). The comm must still be destroyed. */
 COLL_API coll_status_t coll_comm_abort(coll_comm_t *comm);
 
 COLL_API coll_status_t coll_comm_rank(const coll_comm_t *comm, int *rank_p);

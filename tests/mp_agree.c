@@ -15,9 +15,13 @@
  * its own outcome breaks the contract: no error anywhere for a disagreement, an error for
  * the one case whose calls agree ("nbmix": blocking against non-blocking), or an error that
  * took longer than half of COLL_TIMEOUT_MS (so it came from the timeout), unless
- * AGREE_TIMEOUT_OK=1 says that this case may wait for the timeout (ranks over TCP whose
- * disagreement moves no data, in default mode: include/coll.h), and no error at all where
- * AGREE_SENDER_OK=1 says so (over TCP, a rank whose last call only sent).
+ * AGREE_TIMEOUT_OK=1 allows the timeout, or no error at all where AGREE_SENDER_OK=1 allows
+ * it (for trying an exception by hand: the matrix allows neither).
+ *
+ * AGREE_FIRST=1: the disagreeing call is the comm's first (no barrier before it, so no
+ * data connection exists yet); AGREE_LIMIT_MS: the bound on the time to the error instead
+ * of half of COLL_TIMEOUT_MS; AGREE_NO_NEXT=1: no call after it, straight to
+ * coll_comm_destroy (which must then return the error a receiver found).
  */
 #include <coll.h>
 
@@ -94,7 +98,9 @@ int main(int argc, char **argv)
     const size_t n = argc > 2 && !strcmp(argv[2], "large") ? 300000 : 250;
     const bool agrees = !strcmp(c, "nbmix");
     const char *tmo = getenv("COLL_TIMEOUT_MS");
-    double limit = (tmo ? atof(tmo) : 600000.0) / 2, t0, t_err = -1;
+    const char *lim = getenv("AGREE_LIMIT_MS");
+    const bool first = getenv("AGREE_FIRST") && atoi(getenv("AGREE_FIRST"));
+    double limit = lim ? atof(lim) : (tmo ? atof(tmo) : 600000.0) / 2, t0, t_err = -1;
     coll_status_t st_call, st_next = COLL_SUCCESS, st_destroy;
     coll_comm_t *comm;
     int32_t *s, *r;
@@ -110,7 +116,7 @@ int main(int argc, char **argv)
     /* a fast rank may start the case, fail and fail the comm while a slow one still
      * leaves this barrier: the failure then reaches the slow one here, which counts */
     t0 = now_ms();
-    st_call = coll_barrier(comm);
+    st_call = first ? COLL_SUCCESS : coll_barrier(comm);
     if (st_call == COLL_SUCCESS) {
         t0 = now_ms();
         st_call = one_call(c, comm, n, s, r);
@@ -118,7 +124,7 @@ int main(int argc, char **argv)
     if (st_call != COLL_SUCCESS) {
         t_err = now_ms() - t0;
         snprintf(msg, sizeof(msg), "%s", coll_last_error(NULL));
-    } else {
+    } else if (!getenv("AGREE_NO_NEXT")) {
         st_next = coll_barrier(comm);
         if (st_next != COLL_SUCCESS) {
             t_err = now_ms() - t0;

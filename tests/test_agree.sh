@@ -5,6 +5,11 @@
 # mode (COLL_CHECK=1). Every case must end in an error on every rank (by its next call or
 # coll_comm_destroy; in checking mode within the call), never through COLL_TIMEOUT_MS; the
 # one case whose calls agree (blocking against non-blocking) must succeed.
+# tcp-first: over TCP at 4 and 8 ranks, the disagreeing call is the comm's first (no data
+# connection exists yet), and every rank must have its error within 1 s; likewise on the
+# emulated hosts of bench/netns_hosts.sh (4 hosts x 1 rank, 2 hosts x 4 ranks) where
+# network namespaces can be made (root), under flock /tmp/coll-netns.lock. tcp-destroy: the
+# ranks go from that first call straight to coll_comm_destroy, which must return the error.
 #
 #   tests/test_agree.sh COLLRUN MP_AGREE [TABLE]
 #
@@ -22,29 +27,20 @@ scatterroot bcastroot reduceroot reducecount p2p nbmix"
 
 # run MODE PATH NP CASE: one run; ok/not_ok, and the table line
 run() {
-    local mode=$1 path=$2 np=$3 c=$4 size=small env=()
+    local mode=$1 path=$2 np=$3 c=$4 size=small env=() pre=()
     case $path in
     flat) ;;
     flat-large) size=large ;;
     general) env=(COLL_SHM_FLAT=0) ;;
     tcp) env=(COLL_TRANSPORT=tcp) ;;
+    tcp-first) env=(COLL_TRANSPORT=tcp AGREE_FIRST=1 AGREE_LIMIT_MS=1000) ;;
+    tcp-destroy) env=(COLL_TRANSPORT=tcp AGREE_FIRST=1 AGREE_NO_NEXT=1 AGREE_LIMIT_MS=1000) ;;
+    netns-*) # each rank enters its emulated host; the bootstrap root on the bridge
+        env=(COLL_SOCKET_IFNAME="=cn${bid}br" AGREE_FIRST=1 AGREE_LIMIT_MS=1000)
+        pre=("$BED" _enter "$bid" "$per") ;;
     esac
     [ "$mode" = check ] && env+=(COLL_CHECK=1)
-    # the documented exceptions (include/coll.h): over TCP alone, ranks that wait on each
-    # other under different roots or collectives tell the peers they wait on after 20 ms,
-    # but a peer that waits on some third rank reads it only later: such cycles may end at
-    # the timeout (a short one here); the same collective with other counts, dtype or op
-    # always exchanges a message first
-    if [ "$mode" = default ] && [ "$path" = tcp ] &&
-        ! [[ " count dtype op agcount reducecount p2p nbmix " == *" $c "* ]]; then
-        env+=(COLL_TIMEOUT_MS=2000 AGREE_TIMEOUT_OK=1)
-    fi
-    # ... and a rank whose last call only sent may hear nothing before its destroy returns
-    if [ "$mode" = default ] && [ "$path" = tcp ] &&
-        [[ " bcastroot scatterroot reducecount p2p " == *" $c "* ]]; then
-        env+=(AGREE_SENDER_OK=1)
-    fi
-    if env "${env[@]}" "$COLLRUN" -n "$np" --timeout 120 "$MP" "$c" "$size" \
+    if env "${env[@]}" "$COLLRUN" -n "$np" --timeout 120 "${pre[@]}" "$MP" "$c" "$size" \
         >"$TMP/out" 2>"$TMP/err" </dev/null; then
         ok "$mode $path np $np $c"
         res=ok
@@ -65,11 +61,12 @@ run() {
 }
 
 for mode in default check; do
-    for path in flat flat-large general tcp; do
+    for path in flat flat-large general tcp tcp-first; do
         for np in 2 3 4 8; do
             # 8 ranks: the fast path and TCP (the general path over shm is the 3- and 4-rank
-            # runs'); checking mode: 3 ranks on every path
-            [ "$np" = 8 ] && [ "$path" != flat ] && [ "$path" != tcp ] && continue
+            # runs'); checking mode: 3 ranks on every path; first calls: 4 and 8 ranks
+            [ "$np" = 8 ] && [ "$path" != flat ] && [ "$path" != tcp ] && [ "$path" != tcp-first ] && continue
+            [ "$path" = tcp-first ] && { [ "$mode" = check ] || [ "$np" -lt 4 ]; } && continue
             [ "$mode" = check ] && [ "$np" != 3 ] && continue
             for c in $CASES; do
                 run "$mode" "$path" "$np" "$c"
@@ -77,4 +74,35 @@ for mode in default check; do
         done
     done
 done
+
+# Ranks whose only call sent (broadcast or scatter roots, reduce non-roots) and who
+# then destroy at once: destroy returns the error their receivers found.
+for c in bcastroot scatterroot reducecount; do
+    run default tcp-destroy 4 "$c"
+done
+
+# The same first calls across emulated hosts: over TCP between them, shm within a host.
+BED=$(dirname "$(readlink -f "$0")")/../bench/netns_hosts.sh
+if why=$("$BED" check 2>&1); then
+    exec 9>/tmp/coll-netns.lock
+    flock 9
+    export NETNS_STATE="$TMP/state"
+    tap_cleanup() { "$BED" down >/dev/null 2>&1; }
+    for cfg in "4 1" "2 4"; do
+        read -r k per <<<"$cfg"
+        np=$((k * per))
+        if ! "$BED" up "$k" -r 10gbit >"$TMP/out" 2>&1; then
+            not_ok "netns $k hosts: the test bed comes up" "$(tail -n 5 "$TMP/out")"
+            continue
+        fi
+        bid=$(cat "$NETNS_STATE")
+        for c in $CASES; do
+            run default "netns-${k}x$per" "$np" "$c"
+        done
+        "$BED" down >/dev/null 2>&1
+    done
+    flock -u 9
+else
+    skip "first calls across emulated hosts (bench/netns_hosts.sh)" "$why"
+fi
 tap_done

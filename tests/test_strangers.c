@@ -39,7 +39,7 @@
 #define HS_BYTES 56                /* the data handshake answer (tcp.c) */
 #define HS_MAGIC 0x32534843u       /* "CHS2" */
 #define JOIN_MAGIC 0x4e4a4243u     /* "CBJN" */
-#define JOIN_BYTES 8774            /* the join record (bootstrap.c) */
+#define JOIN_BYTES 8804            /* the join record (bootstrap.c) */
 #define MAX_HELD 64
 
 enum attack { A_JUNK, A_WRONG_SECRET, A_REPLAY_HS, A_REPLAY_JOIN, A_LEAVE, A_IDLE, A_NATTACKS };

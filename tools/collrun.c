@@ -11,7 +11,9 @@
  * Job control, in the manner of mpirun and timeout(1):
  *   - each rank runs in a process group of its own, so that a signal reaches whatever the
  *     rank started too (a shell's children); SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
- *     collrun are forwarded to every rank;
+ *     collrun are forwarded to every rank; so is SIGUSR1, which asks the ranks for the stall
+ *     table (every rank's call and what it waits on, printed by rank 0) and interrupts
+ *     nothing;
  *   - the first rank to fail (non-zero exit or killed by a signal) is reported on stderr;
  *     the others get SIGTERM, then SIGKILL after a grace period, and collrun exits with the
  *     failed rank's status (128 + signal for a signal, as shells do);
@@ -75,7 +77,7 @@ extern char **environ;
 #define EXIT_NOT_FOUND 127
 
 /* The signals collrun forwards to the ranks. */
-static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1};
 
 enum { BIND_AUTO, BIND_CORE, BIND_NONE };
 
@@ -692,6 +694,11 @@ static void handle_signal(struct job *job, const struct signalfd_siginfo *si)
 
     if (sig == SIGCHLD) {
         reap(job);
+        return;
+    }
+    /* SIGUSR1 asks the ranks for their stall table (rank 0 prints it): not an interruption */
+    if (sig == SIGUSR1) {
+        signal_all(job, sig);
         return;
     }
     /* Forward; the ranks decide what it means. If they die of it, that is a failure like

@@ -9,6 +9,7 @@
  * talks to a peer.
  */
 #include "../core/bootstrap.h"
+#include "../core/ctl.h"
 #include "../core/exec.h"
 #include "../core/settings.h"
 #include "comm.h"
@@ -231,6 +232,7 @@ static void comm_free(struct coll_comm *comm)
     if (!comm)
         return;
     coll__stream_comm_fini(comm); /* its worker runs collectives on the engine */
+    coll__ctl_fini(comm);         /* its thread fails the comm: before the transports go */
     coll__engine_fini(comm);
     pthread_mutex_lock(&comm->lock);
     while (comm->ops_head) {
@@ -511,11 +513,13 @@ coll_status_t coll__comm_init_child(struct coll_comm **comm_p, int nranks,
     COLL_CHECK_GOTO(coll__bootstrap_join(comm, &info), st, out_free);
     COLL_CHECK_GOTO(coll__settings_agree(comm), st, out_free);
     coll__settings_xchg_free(comm);
+    COLL_CHECK_GOTO(coll__ctl_start(comm), st, out_free);
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
     coll__stream_comm_init(comm);
     COLL_CHECK_GOTO(coll__path_comm_init(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__ctl_run(comm), st, out_free);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
         COLL_INFO(COLL_SUB_INIT, "rank %d/%d: comm %016llx ready on %s (pid %d), transport %s",
@@ -531,6 +535,7 @@ coll_status_t coll__comm_init_child(struct coll_comm **comm_p, int nranks,
 
 out_free:
     /* the comm's message is already this thread's message too (coll__error sets both) */
+    coll__ctl_abandon(comm, st);
     comm_free(comm);
     return st;
 }
@@ -561,6 +566,7 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)
      * failure known before (which a call returned, or an abort) is not told again */
     before = (coll_status_t)atomic_load(&comm->failed);
     st = coll__path_comm_end(comm);
+    coll__ctl_leave(comm); /* a failure already on its way arrives first */
     if (before == COLL_SUCCESS && st == COLL_SUCCESS)
         st = (coll_status_t)atomic_load(&comm->failed);
     if (before != COLL_SUCCESS || atomic_load(&comm->aborted) ||

@@ -35,6 +35,7 @@ struct coll_comm;
  * defaults and help text; `collbench --help-env` prints it). */
 struct coll_config {
     int64_t timeout_ms;     /* COLL_TIMEOUT_MS: no progress for this long is COLL_TIMEOUT */
+    int64_t stall_ms;       /* COLL_STALL_MS: no progress for this long is logged, once */
     char algo[256];         /* COLL_ALGO: "" (choose), "ring", or "allreduce=ring,bcast=tree" */
     char transport[32];     /* COLL_TRANSPORT: "" (best) or a transport's name */
     char host_id[48];       /* COLL_HOST_ID: "" or a name that stands for this rank's host */
@@ -192,6 +193,8 @@ struct coll_peer_info {
     char hostname[COLL_HOSTNAME_MAX]; /* NUL-terminated, for messages */
     uint16_t addr_len;                /* bytes used in addr */
     uint8_t addr[COLL_ADDR_MAX];      /* sockaddr of this rank's data listener */
+    uint16_t ctl_addr_len;            /* bytes used in ctl_addr */
+    uint8_t ctl_addr[COLL_ADDR_MAX];  /* its control plane's listener (src/core/ctl.c) */
     uint32_t tp_mask;                 /* bit i: coll__transports[i] is up on this rank */
     /* slot i: what coll__transports[i] needs to reach this rank when that is not the socket
      * address above (ib: LID, GID and the QP that answers connection requests); its init

@@ -44,6 +44,10 @@ const struct coll_param coll__params[] = {
      "an operation that makes no progress for this long fails with COLL_TIMEOUT on every rank "
      "(0 = wait forever)",
      COLL_PARAM_INT, CFG(timeout_ms), 0, INT64_MAX / 1000000, COLL_SCOPE_RANK},
+    {"COLL_STALL_MS", "10000",
+     "a call that makes no progress for this long says once (WARN) what it waits for; "
+     "SIGUSR1 then prints every rank's call on rank 0 (0 = never say)",
+     COLL_PARAM_INT, CFG(stall_ms), 0, INT64_MAX / 1000000, COLL_SCOPE_RANK},
     {"COLL_BOOTSTRAP_TIMEOUT_MS", "300000",
      "how long comm init waits for the root and for all ranks to join", COLL_PARAM_INT,
      CFG(bootstrap_timeout_ms), 1, INT64_MAX / 1000000, COLL_SCOPE_RANK},

@@ -11,7 +11,8 @@
  *
  * Wire records (little-endian):
  *   peer info   rank i32 | pid i32 | host_hash u64 | hostname[64] | addr_len u16 | addr[28] |
- *               tp_mask u32 | tp_addr[8][32] (opaque, per transport)
+ *               tp_mask u32 | tp_addr[8][32] (opaque, per transport) | ctl_addr_len u16 |
+ *               ctl_addr[28]
  *   join        magic u32 | version u32 | comm_id u64 | rank i32 | nranks i32 |
  *               rank_nonce[16] | peer info | facts[136] | blob_len u32 | blob[8192] | mac[32]
  *               mac = HMAC(secret, "coll-join" | root_nonce | join record up to the mac)
@@ -24,6 +25,7 @@
  *               mac = HMAC(secret, "coll-root" | rank_nonce | header | SHA-256(body))
  */
 #include "bootstrap.h"
+#include "ctl.h"
 #include "settings.h"
 #include "../base/wire.h"
 #include "../base/sys.h"
@@ -45,9 +47,9 @@
 #define BS_NONCE_BYTES 16
 #define PEER_WIRE_BYTES                                                                    \
     (4 + 4 + 8 + COLL_HOSTNAME_MAX + 2 + COLL_ADDR_MAX + 4 +                               \
-     COLL_MAX_TRANSPORTS * COLL_TP_ADDR_MAX) /* 370 */
+     COLL_MAX_TRANSPORTS * COLL_TP_ADDR_MAX + 2 + COLL_ADDR_MAX) /* 400 */
 #define JOIN_MAGIC 0x4e4a4243u                                              /* "CBJN" */
-#define JOIN_VERSION 3u
+#define JOIN_VERSION 4u
 #define JOIN_SETTINGS_AT (4 + 4 + 8 + 4 + 4 + BS_NONCE_BYTES + PEER_WIRE_BYTES)
 #define JOIN_BODY_BYTES (JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS + 4 + COLL_SETTINGS_BLOB_MAX)
 #define JOIN_BYTES (JOIN_BODY_BYTES + COLL_MAC_BYTES)
@@ -77,6 +79,9 @@ static void peer_encode(uint8_t *p, const struct coll_peer_info *info)
     memcpy(p + 18 + COLL_HOSTNAME_MAX, info->addr, COLL_ADDR_MAX);
     put32(p + 18 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX, info->tp_mask);
     memcpy(p + 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX, info->tp_addr, sizeof(info->tp_addr));
+    p += 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX + sizeof(info->tp_addr);
+    put16(p, info->ctl_addr_len);
+    memcpy(p + 2, info->ctl_addr, COLL_ADDR_MAX);
 }
 
 /* Decode and validate: a NUL-terminated hostname and an address that fits. */
@@ -91,7 +96,11 @@ static bool peer_decode(const uint8_t *p, struct coll_peer_info *info)
     memcpy(info->addr, p + 18 + COLL_HOSTNAME_MAX, COLL_ADDR_MAX);
     info->tp_mask = get32(p + 18 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX);
     memcpy(info->tp_addr, p + 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX, sizeof(info->tp_addr));
-    return memchr(info->hostname, '\0', COLL_HOSTNAME_MAX) && info->addr_len <= COLL_ADDR_MAX;
+    p += 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX + sizeof(info->tp_addr);
+    info->ctl_addr_len = get16(p);
+    memcpy(info->ctl_addr, p + 2, COLL_ADDR_MAX);
+    return memchr(info->hostname, '\0', COLL_HOSTNAME_MAX) && info->addr_len <= COLL_ADDR_MAX &&
+           info->ctl_addr_len <= COLL_ADDR_MAX;
 }
 
 /* A socket address as the id and the tables carry it: IPv4 or IPv6, with a port. */
@@ -1177,6 +1186,7 @@ coll_status_t coll__bootstrap_join(struct coll_comm *comm, const struct coll_id_
         COLL_CHECK_GOTO(coll__random(my_nonce, sizeof(my_nonce)), st, out);
         COLL_CHECK_GOTO(join_connect(comm, id, where, deadline, timeout_ms, &fd, root_nonce), st,
                         out);
+        COLL_CHECK_GOTO(coll__ctl_listen(comm, fd, &mine), st, out);
         put32(rec, JOIN_MAGIC);
         put32(rec + 4, JOIN_VERSION);
         put64(rec + 8, id->comm_id);

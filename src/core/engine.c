@@ -13,6 +13,7 @@
  * needs.
  */
 #include "agree.h"
+#include "ctl.h"
 #include "exec.h"
 #include "topo.h"
 
@@ -29,6 +30,7 @@
 
 #define ENGINE_SLEEP_MAX_MS 100 /* longest sleep between timeout checks */
 #define ENGINE_MAX_EVENTS 64
+#define ENGINE_STALL_MS 20      /* a collective this long without progress asks why */
 
 static void wake_cb(struct coll_pollent *pe, uint32_t events)
 {
@@ -90,7 +92,6 @@ static void run_head(struct coll_comm *comm, struct coll_op *op)
 /* A collective that has made no progress for ENGINE_STALL_MS: ask whether a peer is known to
  * have called something else (the flat path's segment logs every rank's calls), which no
  * message would ever reveal (ranks that wait on each other under different roots). */
-#define ENGINE_STALL_MS 20
 static void check_stall(struct coll_comm *comm)
 {
     struct coll_op *op = comm->ops_head;
@@ -111,6 +112,8 @@ static void check_stall(struct coll_comm *comm)
         op->stall_every_ns = op->stall_every_ns ? COLL_MIN(op->stall_every_ns * 2, 1000000000ull)
                                                 : ENGINE_STALL_MS * 1000000ull;
         coll__exec_probe_waits(op);
+        if (op->csig)
+            coll__ctl_probe(comm, op->wire_seq, op->csig);
         return;
     }
     op->stall_every_ns = ENGINE_STALL_MS * 1000000ull;
@@ -118,6 +121,30 @@ static void check_stall(struct coll_comm *comm)
         coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
         coll__comm_fail(comm, COLL_REMOTE_ERROR);
     }
+}
+
+/* A wait that has made no progress for COLL_STALL_MS says once what it waits for: who a
+ * stalled job waits on is the first thing its user asks. */
+static void log_stall(struct coll_comm *comm)
+{
+    struct coll_op *op = comm->ops_head;
+    char what[512], sig[160];
+    uint64_t idle;
+
+    if (!op || !op->started || op->stall_said || comm->cfg.stall_ms <= 0 ||
+        atomic_load(&comm->failed) != COLL_SUCCESS)
+        return;
+    idle = coll__now_coarse_ns() - op->last_progress_ns;
+    if (idle < (uint64_t)comm->cfg.stall_ms * 1000000ull)
+        return;
+    op->stall_said = true;
+    coll__exec_describe_wait(op, what, sizeof(what));
+    COLL_WARN(COLL_SUB_COLL,
+              "rank %d: call #%llu (%s) has made no progress for %llu ms (COLL_STALL_MS): "
+              "waiting for %s; SIGUSR1 to any rank prints every rank's call on rank 0",
+              comm->rank, (unsigned long long)op->wire_seq + 1,
+              op->csig ? coll__sig_describe(op->csig, sig, sizeof(sig)) : "sends and receives",
+              (unsigned long long)(idle / 1000000ull), what);
 }
 
 static void check_timeout(struct coll_comm *comm)
@@ -177,6 +204,11 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
             moved |= coll__transports[i]->progress(comm->tp_ctx[i]);
     if (moved)
         timeout_ms = 0;
+    /* the first stall check of a collective comes at ENGINE_STALL_MS, not after a whole
+     * sleep: ranks that wait on each other in different calls learn it in tens of ms */
+    if (timeout_ms > ENGINE_STALL_MS && comm->ops_head && comm->ops_head->started &&
+        comm->ops_head->has_coll && !comm->ops_head->runs && !comm->ops_head->stall_checked_ns)
+        timeout_ms = ENGINE_STALL_MS;
     armed = 0;
     for (int i = 0; timeout_ms > 0 && coll__transports[i]; i++) {
         if (!comm->tp_ctx[i] || !coll__transports[i]->arm)
@@ -207,6 +239,7 @@ static bool engine_progress(struct coll_comm *comm, int timeout_ms)
         reap_head(comm);
     }
     check_stall(comm);
+    log_stall(comm);
     check_timeout(comm);
     return moved;
 }
@@ -492,6 +525,7 @@ void coll__comm_fail(struct coll_comm *comm, coll_status_t st)
             coll__transports[i]->shutdown(comm->tp_ctx[i]);
     for (struct coll_op *op = comm->ops_head; op; op = op->next)
         atomic_store(&op->status, st);
+    coll__ctl_failed(comm);
     pthread_cond_broadcast(&comm->cond);
     coll__engine_wake(comm);
 }

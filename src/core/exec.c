@@ -106,6 +106,7 @@ static coll_status_t exec_start(struct coll_op *op)
         off += scratch_bytes(&op->parts[k]);
     }
     op->started = true;
+    op->stall_said = false;
     op->last_progress_ns = coll__now_coarse_ns();
     COLL_TRACE_HOOK(comm, op_begin, op);
     if (op->csig && comm->on_call_start)
@@ -235,6 +236,7 @@ static bool exec_try_start(struct coll_op *op, struct coll_part *p, uint32_t i,
     ch = comm->chans[st->peer];
     if (st->kind == COLL_STEP_SEND)
         atomic_fetch_add_explicit(&comm->bytes_sent, x->len, memory_order_relaxed);
+    comm->msg_balance += st->kind == COLL_STEP_SEND ? 1 : -1;
     *st_p = st->kind == COLL_STEP_SEND ? ch->tp->post_send(ch, x) : ch->tp->post_recv(ch, x);
     return *st_p == COLL_SUCCESS;
 }
@@ -381,8 +383,25 @@ void coll__exec_describe_wait(const struct coll_op *op, char *buf, size_t n)
             listed++;
         }
     }
-    if (!listed)
-        snprintf(buf, n, "a connection to a peer, or a step blocked behind one");
+    if (listed)
+        return;
+    /* nothing posted: the first step to come names the peer it waits to reach */
+    for (int k = 0; k < op->nparts; k++) {
+        const struct coll_part *p = &op->parts[k];
+        const struct coll_schedule *s = &p->plan->sched;
+        for (uint32_t i = p->first_pending; i < s->nsteps; i++) {
+            const struct coll_step *st = &s->steps[i];
+            if (p->state[i] != STEP_PENDING ||
+                (st->kind != COLL_STEP_SEND && st->kind != COLL_STEP_RECV))
+                continue;
+            snprintf(buf, n, "%s rank %d (%s)",
+                     st->kind == COLL_STEP_SEND ? "a send to" : "a receive from", st->peer,
+                     op->comm->chans[st->peer] ? "behind an earlier step"
+                                               : "no connection to it yet");
+            return;
+        }
+    }
+    snprintf(buf, n, "a connection to a peer, or a step blocked behind one");
 }
 
 void coll__exec_release(struct coll_op *op)

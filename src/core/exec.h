@@ -87,6 +87,7 @@ struct coll_op {
     uint64_t last_progress_ns;   /* coarse clock (coll__now_coarse_ns) */
     uint64_t stall_checked_ns;   /* when the engine last asked why it stalls */
     uint64_t stall_every_ns;     /* ... and how long until it asks again */
+    bool stall_said;             /* COLL_STALL_MS passed and was logged */
     _Atomic int status;          /* COLL_IN_PROGRESS until complete */
     bool is_request;             /* the user holds it (non-blocking call) */
     struct coll_op *next;

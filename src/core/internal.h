@@ -81,6 +81,10 @@ struct coll_comm {
 
     /* payload bytes handed to the transport for sending (coll_comm_bytes_sent) */
     _Atomic uint64_t bytes_sent;
+    /* messages posted to send minus those posted to receive (engine lock): summed over the
+     * ranks at a clean destroy (src/core/ctl.c), anything but 0 is a message sent that no
+     * rank received, a disagreement no receiver could see */
+    int64_t msg_balance;
 
     /* failure: first error wins; later calls fail fast with it */
     _Atomic int failed;               /* coll_status_t, COLL_SUCCESS while healthy */
@@ -94,6 +98,7 @@ struct coll_comm {
     struct coll_sched_cache *sched_cache;
     struct coll_cost_params *cost;    /* the selector's model of this machine */
     struct coll_tracer *tracer;       /* COLL_TRACE (src/core/trace.c), NULL = off */
+    struct coll_ctl *ctl;             /* the control plane (src/core/ctl.c), NULL: 1 rank */
 
     /* the shared-memory fast path (src/path/flat.c): decided at the first call that could
      * use it, the same way on every rank */
