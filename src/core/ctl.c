@@ -51,6 +51,12 @@
 #define CTL_PROBE_FWD_MS 100   /* a relay forwards the same probe at most this often */
 #define CTL_PENDING 16         /* probes of calls this rank has not reached yet */
 #define CTL_PENDING_MS 30000
+/* A neighbour that ends its control link without BYE fails the comm this much later, not at
+ * once: a rank that did its part of a call and then exited has its last messages still on
+ * their way over other connections, and the peers' call that they complete must not fail for
+ * news that outran them. A call that truly needs the dead rank fails sooner, on its own
+ * connection's end, or by this deadline. */
+#define CTL_DEATH_GRACE_MS 100
 #define LABEL_BYTES 9
 
 enum { F_PING = 1, F_FAIL, F_PROBE, F_BYE, F_DONE, F_DUMPREQ, F_DUMPLINE, F_MAX };
@@ -89,6 +95,10 @@ struct coll_ctl {
     pthread_cond_t cond;  /* destroy's wait */
     bool stop;
     int64_t ping_ms, silent_ms;
+    /* a neighbour's end without BYE, told once its grace is over (the thread only) */
+    bool death_pending;
+    uint64_t death_at_ns;
+    char death_text[CTL_TEXT_MAX];
     /* the failure being told (engine lock): a relayed one keeps its origin's text */
     bool told, relaying;
     int relay_link, relay_origin;
@@ -866,12 +876,14 @@ static void link_ended(struct coll_ctl *c, int li, const char *why)
     l->down = true;
     clean = l->bye_in;
     pthread_mutex_unlock(&c->lock);
-    if (clean || c->stop)
+    if (clean || c->stop || c->death_pending)
         return;
-    ctl_local_fail(c, li, COLL_REMOTE_ERROR,
-                   "rank %d (%s, pid %d) %s without leaving the comm: it died, was killed, "
-                   "or exited without coll_comm_destroy", l->peer, pi->hostname, (int)pi->pid,
-                   why);
+    (void)li;
+    snprintf(c->death_text, sizeof(c->death_text),
+             "rank %d (%s, pid %d) %s without leaving the comm: it died, was killed, "
+             "or exited without coll_comm_destroy", l->peer, pi->hostname, (int)pi->pid, why);
+    c->death_at_ns = coll__now_ns() + CTL_DEATH_GRACE_MS * 1000000ull;
+    c->death_pending = true;
 }
 
 static void handle_frame(struct coll_ctl *c, int li, const uint8_t *f, const char *text)
@@ -1029,6 +1041,10 @@ static void tick(struct coll_ctl *c)
                            "(COLL_TIMEOUT_MS): stopped, hung, or cut off", l->peer,
                            comm->peers[l->peer].hostname, (long long)c->silent_ms);
         l->last_rx_ns = now; /* once */
+    }
+    if (c->death_pending && now >= c->death_at_ns) {
+        c->death_pending = false;
+        ctl_local_fail(c, -1, COLL_REMOTE_ERROR, "%s", c->death_text);
     }
     if (atomic_load(&comm->failed) == COLL_SUCCESS)
         pending_check(c);
