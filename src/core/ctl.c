@@ -51,12 +51,13 @@
 #define CTL_PROBE_FWD_MS 100   /* a relay forwards the same probe at most this often */
 #define CTL_PENDING 16         /* probes of calls this rank has not reached yet */
 #define CTL_PENDING_MS 30000
-/* A neighbour that ends its control link without BYE fails the comm this much later, not at
- * once: a rank that did its part of a call and then exited has its last messages still on
- * their way over other connections, and the peers' call that they complete must not fail for
- * news that outran them. A call that truly needs the dead rank fails sooner, on its own
- * connection's end, or by this deadline. */
-#define CTL_DEATH_GRACE_MS 100
+/* News of a failure elsewhere (a FAIL frame, or a neighbour's link ending without BYE) fails
+ * this rank's comm this much later, not at once: the news travels on its own connection and
+ * can outrun the last messages of a call that the failed rank had finished (it failed in a
+ * later call, or exited after this one), and a call those messages complete must not fail
+ * for it. A call that truly needs the failed rank fails sooner, on its own link, or at this
+ * deadline. A FAIL is passed on at once, so the grace is paid once, not per hop. */
+#define CTL_GRACE_MS 100
 #define LABEL_BYTES 9
 
 enum { F_PING = 1, F_FAIL, F_PROBE, F_BYE, F_DONE, F_DUMPREQ, F_DUMPLINE, F_MAX };
@@ -95,14 +96,13 @@ struct coll_ctl {
     pthread_cond_t cond;  /* destroy's wait */
     bool stop;
     int64_t ping_ms, silent_ms;
-    /* a neighbour's end without BYE, told once its grace is over (the thread only) */
-    bool death_pending;
-    uint64_t death_at_ns;
-    char death_text[CTL_TEXT_MAX];
+    /* a failure heard of, held for CTL_GRACE_MS before it fails the comm (engine lock) */
+    bool held;
+    uint64_t held_at_ns;
+    coll_status_t held_st;
+    char held_text[CTL_TEXT_MAX + 128];
     /* the failure being told (engine lock): a relayed one keeps its origin's text */
-    bool told, relaying;
-    int relay_link, relay_origin;
-    char relay_text[CTL_TEXT_MAX + 1];
+    bool told;
     /* teardown (lock): messages sent minus received, this rank's and its subtree's */
     bool leaving, done;
     int kids_bye;
@@ -462,6 +462,23 @@ static void ctl_local_fail(struct coll_ctl *c, int li, coll_status_t st, const c
     pthread_mutex_unlock(&comm->lock);
 }
 
+/* Hold a failure heard of for CTL_GRACE_MS (engine lock held); the first one held wins. */
+static void hold(struct coll_ctl *c, coll_status_t st, const char *fmt, ...) COLL_PRINTF(3, 4);
+static void hold(struct coll_ctl *c, coll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (c->held)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(c->held_text, sizeof(c->held_text), fmt, ap);
+    va_end(ap);
+    c->held_st = st;
+    c->held_at_ns = coll__now_ns() + CTL_GRACE_MS * 1000000ull;
+    c->held = true;
+    ctl_wake(c);
+}
+
 /* A FAIL frame from link li: the comm fails with the origin's text, and passes it on. A
  * usage error (ranks that disagree on a setting) is every rank's own: it keeps its status;
  * anything else is a peer's failure here. */
@@ -472,15 +489,32 @@ static void ctl_remote_fail(struct coll_ctl *c, int li, int origin, uint32_t sta
     coll_status_t st = status == COLL_INVALID_USAGE ? COLL_INVALID_USAGE : COLL_REMOTE_ERROR;
 
     pthread_mutex_lock(&comm->lock);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS) {
-        c->relaying = true;
-        c->relay_link = li;
-        c->relay_origin = origin;
-        snprintf(c->relay_text, sizeof(c->relay_text), "%s", text);
-        coll__error(comm, st, "rank %d (%s) failed, first failure: %s", origin,
-                    comm->peers[origin].hostname, text);
-        coll__comm_fail(comm, st);
-        c->relaying = false;
+    if (atomic_load(&comm->failed) == COLL_SUCCESS && !c->held && !c->told) {
+        /* passed on now; failed here after the grace (CTL_GRACE_MS) */
+        c->told = true;
+        pthread_mutex_lock(&c->lock);
+        for (int i = 0; i < c->nlinks; i++)
+            if (i != li)
+                link_send(c, &c->links[i], F_FAIL, origin, -1, (uint32_t)st, 0, NULL, text);
+        pthread_mutex_unlock(&c->lock);
+        hold(c, st, "rank %d (%s) failed, first failure: %s", origin,
+             comm->peers[origin].hostname, text);
+    }
+    pthread_mutex_unlock(&comm->lock);
+}
+
+/* The held failure, once its time has come (or at once: force), fails the comm. */
+static void held_fire(struct coll_ctl *c, bool force)
+{
+    struct coll_comm *comm = c->comm;
+
+    pthread_mutex_lock(&comm->lock);
+    if (c->held && (force || coll__now_ns() >= c->held_at_ns)) {
+        c->held = false;
+        if (atomic_load(&comm->failed) == COLL_SUCCESS) {
+            coll__error(comm, c->held_st, "%s", c->held_text);
+            coll__comm_fail(comm, c->held_st);
+        }
     }
     pthread_mutex_unlock(&comm->lock);
 }
@@ -489,16 +523,12 @@ void coll__ctl_failed(struct coll_comm *comm)
 {
     struct coll_ctl *c = comm->ctl;
     char text[CTL_TEXT_MAX + 1];
-    int origin, skip = -1;
+    int origin;
 
     if (!c || c->told)
         return;
     c->told = true;
-    if (c->relaying) {
-        origin = c->relay_origin;
-        skip = c->relay_link;
-        snprintf(text, sizeof(text), "%s", c->relay_text);
-    } else {
+    {
         const char *first, *p;
         int r;
         origin = comm->rank;
@@ -516,9 +546,8 @@ void coll__ctl_failed(struct coll_comm *comm)
     }
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < c->nlinks; i++)
-        if (i != skip)
-            link_send(c, &c->links[i], F_FAIL, origin, -1,
-                      (uint32_t)atomic_load(&comm->failed), 0, NULL, text);
+        link_send(c, &c->links[i], F_FAIL, origin, -1, (uint32_t)atomic_load(&comm->failed), 0,
+                  NULL, text);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
 }
@@ -669,7 +698,10 @@ void coll__ctl_leave(struct coll_comm *comm)
     uint64_t deadline;
     int64_t off;
 
-    if (!c || !c->started || atomic_load(&comm->failed) != COLL_SUCCESS)
+    if (!c || !c->started)
+        return;
+    held_fire(c, true); /* a failure heard of before the destroy is the destroy's */
+    if (atomic_load(&comm->failed) != COLL_SUCCESS)
         return;
     deadline = coll__now_ns() + CTL_LEAVE_MS * 1000000ull;
     pthread_mutex_lock(&comm->lock);
@@ -709,6 +741,7 @@ void coll__ctl_leave(struct coll_comm *comm)
         COLL_INFO(COLL_SUB_COLL, "rank %d: destroy: the other ranks did not all leave within "
                   "%d ms; leaving alone", comm->rank, CTL_LEAVE_MS);
     pthread_mutex_unlock(&c->lock);
+    held_fire(c, true);
 }
 
 /* ---- 5 the stall table and SIGUSR1 ----------------------------------------------------- */
@@ -876,14 +909,15 @@ static void link_ended(struct coll_ctl *c, int li, const char *why)
     l->down = true;
     clean = l->bye_in;
     pthread_mutex_unlock(&c->lock);
-    if (clean || c->stop || c->death_pending)
+    if (clean || c->stop)
         return;
     (void)li;
-    snprintf(c->death_text, sizeof(c->death_text),
-             "rank %d (%s, pid %d) %s without leaving the comm: it died, was killed, "
-             "or exited without coll_comm_destroy", l->peer, pi->hostname, (int)pi->pid, why);
-    c->death_at_ns = coll__now_ns() + CTL_DEATH_GRACE_MS * 1000000ull;
-    c->death_pending = true;
+    pthread_mutex_lock(&comm->lock);
+    if (atomic_load(&comm->failed) == COLL_SUCCESS)
+        hold(c, COLL_REMOTE_ERROR,
+             "rank %d (%s, pid %d) %s without leaving the comm: it died, was killed, or exited "
+             "without coll_comm_destroy", l->peer, pi->hostname, (int)pi->pid, why);
+    pthread_mutex_unlock(&comm->lock);
 }
 
 static void handle_frame(struct coll_ctl *c, int li, const uint8_t *f, const char *text)
@@ -1042,10 +1076,7 @@ static void tick(struct coll_ctl *c)
                            comm->peers[l->peer].hostname, (long long)c->silent_ms);
         l->last_rx_ns = now; /* once */
     }
-    if (c->death_pending && now >= c->death_at_ns) {
-        c->death_pending = false;
-        ctl_local_fail(c, -1, COLL_REMOTE_ERROR, "%s", c->death_text);
-    }
+    held_fire(c, false);
     if (atomic_load(&comm->failed) == COLL_SUCCESS)
         pending_check(c);
     if (c->dumping && now >= c->dump_end_ns)
