@@ -55,6 +55,13 @@
 
 enum { SLOT_EAGER = 1, SLOT_RDV = 2 };
 
+/* A ring's owner_closed word. FAILED (shutdown: its comm failed or was aborted) makes every
+ * peer with work for it fail at once. LEFT (fini on a healthy comm: it destroyed the comm,
+ * or is exiting) is not a failure by itself: the owner finished its calls, and what it wrote
+ * before may still be unread, so a peer fails only when it needs something more from it
+ * (as for a peer whose pidfd says it exited). Any other value is read as FAILED. */
+enum { SHM_OPEN = 0, SHM_CLOSED_FAILED = 1, SHM_CLOSED_LEFT = 2 };
+
 /* A slot's header as written by the sender; the receiver copies it out before checking. */
 struct shm_slot_hdr {
     uint64_t seq;
@@ -80,7 +87,7 @@ struct shm_ring {
     uint64_t probe_value;
     char closed_reason[256];   /* the owner's error when it closes, NUL-terminated */
     _Alignas(SHM_CL) _Atomic uint32_t owner_sleeping;
-    _Alignas(SHM_CL) _Atomic uint32_t owner_closed;
+    _Alignas(SHM_CL) _Atomic uint32_t owner_closed; /* SHM_OPEN, SHM_CLOSED_* */
     _Alignas(SHM_CL) _Atomic uint64_t head;     /* slots produced (sender) */
     _Alignas(SHM_CL) _Atomic uint64_t tail;     /* slots consumed (owner) */
     _Alignas(SHM_CL) _Atomic uint64_t rdv_done; /* single-copy reads finished (owner) */
@@ -336,6 +343,8 @@ static struct shm_ring *ring_map(int fd)
 }
 
 /* ---- 4 channels and connect ---------------------------------------------------------- */
+
+void (*coll__shm_test_hold)(int peer);
 
 static coll_status_t chan_fail(struct shm_chan *ch, coll_status_t st, const char *fmt, ...)
     COLL_PRINTF(3, 4);
@@ -735,9 +744,30 @@ static bool pull_recvs(struct shm_chan *ch)
             struct iovec l = {x->buf, x->len};
             struct iovec rv = {(void *)(uintptr_t)h.addr, x->len};
             ssize_t n = process_vm_readv(ch->ctx->net->peers[ch->peer].pid, &l, 1, &rv, 1, 0);
+            /* The sender's send completes only when our rdv_done covers it, so a sender that
+             * closed its rings before that abandoned the offer (it destroyed the comm, or
+             * failed, with the send in flight): its buffer may already hold something else,
+             * and what was read is not the message. */
+            if (n == (ssize_t)x->len && atomic_load(&ch->tx->owner_closed) != SHM_OPEN) {
+                if (atomic_load(&ch->tx->owner_closed) == SHM_CLOSED_LEFT)
+                    chan_fail(ch, COLL_REMOTE_ERROR,
+                              "rank %d (%s, pid %d) left the communicator before rank %d read "
+                              "its single-copy message",
+                              ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid,
+                              ch->ctx->net->rank);
+                else
+                    peer_closed(ch);
+                return true;
+            }
             if (n != (ssize_t)x->len) {
                 int err = n < 0 ? errno : 0;
-                if (atomic_load(&ch->tx->owner_closed))
+                if (atomic_load(&ch->tx->owner_closed) == SHM_CLOSED_LEFT)
+                    chan_fail(ch, COLL_REMOTE_ERROR,
+                              "rank %d (%s, pid %d) left the communicator before rank %d read "
+                              "its single-copy message",
+                              ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid,
+                              ch->ctx->net->rank);
+                else if (atomic_load(&ch->tx->owner_closed))
                     peer_closed(ch);
                 else if (err == ESRCH || ch->dead)
                     chan_fail(ch, COLL_REMOTE_ERROR,
@@ -766,28 +796,49 @@ static bool pull_recvs(struct shm_chan *ch)
     return moved;
 }
 
-/* A peer that failed, aborted or left while we still need it. */
+/* What a peer that is gone did before it went can still complete our transfers: data it
+ * wrote into our ring for a posted receive, or its finished reads of our single-copy sends.
+ * Read after its exit or its LEFT mark was seen, this is the last word on them. */
+static bool chan_deliverable(struct shm_chan *ch)
+{
+    if (ch->rq_head &&
+        atomic_load_explicit(&ch->rx->head, memory_order_acquire) != ch->rx_tail)
+        return true;
+    return ch->wq_head &&
+           atomic_load_explicit(&ch->tx->rdv_done, memory_order_acquire) >= ch->wq_head->off;
+}
+
+/* A peer that failed, aborted or left while we still need it. The caller found nothing to
+ * move just before; the peer may have written its last messages (or finished reading ours),
+ * completed its call and left since, so its being gone is a failure only once nothing it
+ * did is left to take (the next progress takes it). */
 static bool check_peer(struct shm_chan *ch)
 {
     bool pending = ch->sq_head || ch->wq_head || ch->rq_head;
+    uint32_t closed;
 
     if (!pending)
         return false;
-    if (atomic_load_explicit(&ch->tx->owner_closed, memory_order_acquire)) {
+    closed = atomic_load_explicit(&ch->tx->owner_closed, memory_order_seq_cst);
+    if (closed != SHM_OPEN && closed != SHM_CLOSED_LEFT) {
         peer_closed(ch);
         return true;
     }
-    if (ch->dead) {
-        /* what it wrote before it died can still be read: fail only when nothing is left */
-        bool data = ch->rq_head && atomic_load(&ch->rx->head) != ch->rx_tail;
-        if (!data) {
-            chan_fail(ch, COLL_REMOTE_ERROR,
-                      "rank %d (%s, pid %d) exited in the middle of a collective", ch->peer,
-                      peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid);
-            return true;
-        }
-    }
-    return false;
+    if (closed == SHM_OPEN && !ch->dead)
+        return false;
+    if (chan_deliverable(ch))
+        return false;
+    if (ch->dead)
+        chan_fail(ch, COLL_REMOTE_ERROR,
+                  "rank %d (%s, pid %d) exited in the middle of a collective", ch->peer,
+                  peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid);
+    else
+        chan_fail(ch, COLL_REMOTE_ERROR,
+                  "rank %d (%s, pid %d) left the communicator (destroyed it or exited) while "
+                  "rank %d still needed it in a collective",
+                  ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid,
+                  ch->ctx->net->rank);
+    return true;
 }
 
 static bool chan_progress(struct shm_chan *ch)
@@ -802,6 +853,8 @@ static bool chan_progress(struct shm_chan *ch)
         moved |= finish_rdv_sends(ch);
     if (ch->rq_head)
         moved |= pull_recvs(ch);
+    if (!moved && coll__shm_test_hold && (ch->sq_head || ch->wq_head || ch->rq_head))
+        coll__shm_test_hold(ch->peer);
     if (!moved && check_peer(ch))
         moved = true;
     return moved;
@@ -1019,7 +1072,7 @@ static void shm_shutdown(void *arg)
         struct shm_chan *ch = ctx->chans[p];
         if (!ch)
             continue;
-        atomic_store(&ch->rx->owner_closed, 1u);
+        atomic_store(&ch->rx->owner_closed, (uint32_t)SHM_CLOSED_FAILED);
         (void)bell_send(ctx, p, BELL_RING, -1);
         chan_fail_all(ch, st);
     }
@@ -1042,8 +1095,14 @@ static void shm_fini(void *arg)
             close(ctx->peer_fd[p]);
         if (!ch)
             continue;
-        /* leaving: a peer still waiting on us learns it from the flag */
-        atomic_store(&ch->rx->owner_closed, 1u);
+        /* leaving: a peer still waiting on us learns it from the flag (after a shutdown it
+         * already says FAILED, which stays). Everything this rank wrote before is visible to
+         * a peer that sees LEFT (seq_cst). */
+        {
+            uint32_t open = SHM_OPEN;
+            atomic_compare_exchange_strong(&ch->rx->owner_closed, &open,
+                                           (uint32_t)SHM_CLOSED_LEFT);
+        }
         if (ch->up)
             wake_peer(ch);
         chan_fail_all(ch, COLL_INVALID_USAGE);

@@ -151,6 +151,10 @@ COLL_INTERNAL uint64_t coll__shm_refused(const void *ctx);
 enum { COLL_SHM_CORRUPT_JUNK = 1, COLL_SHM_CORRUPT_HEAD, COLL_SHM_CORRUPT_FRAG,
        COLL_SHM_CORRUPT_RDV };
 COLL_INTERNAL void coll__shm_test_corrupt(void *ctx, int peer, int how);
+/* Test hook: when set, called (engine lock held) where a rank with transfers pending on its
+ * channel to peer has just found nothing to move, before it asks whether the peer is gone:
+ * a test holds the rank there while the peer finishes its call and exits. */
+COLL_INTERNAL extern void (*coll__shm_test_hold)(int peer);
 
 /* Registry in preference order, NULL-terminated (src/transport/transport.c). */
 COLL_INTERNAL extern const struct coll_transport *const coll__transports[];
