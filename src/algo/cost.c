@@ -322,41 +322,57 @@ coll_status_t coll__cost_params_parse(struct coll_cost_params *p, const char *te
     return parse_text(p, text, strlen(text), name ? name : "(text)");
 }
 
-coll_status_t coll__cost_params_load(struct coll_cost_params *p, const char *path)
+coll_status_t coll__cost_file_read(const char *path, size_t max, char **text_p)
 {
     FILE *f;
     char *buf;
     size_t len = 0, got;
+    coll_status_t st = COLL_SUCCESS;
+
+    *text_p = NULL;
+    f = fopen(path, "r");
+    if (!f)
+        return coll__sys_error(NULL, errno, "cannot open cost parameters '%s'", path);
+    buf = malloc(max + 1);
+    if (!buf) {
+        st = coll__sys_error(NULL, ENOMEM, "cannot read cost parameters '%s'", path);
+        goto out_close;
+    }
+    while ((got = fread(buf + len, 1, max + 1 - len, f)) > 0 && len <= max)
+        len += got;
+    if (ferror(f))
+        st = coll__sys_error(NULL, errno ? errno : EIO, "cannot read cost parameters '%s'", path);
+    else if (len > max)
+        st = coll__error(NULL, COLL_INVALID_ARGUMENT,
+                         "cost parameters '%s': larger than %zu bytes, not a calibration file",
+                         path, max);
+    else if (memchr(buf, '\0', len))
+        st = coll__error(NULL, COLL_INVALID_ARGUMENT,
+                         "cost parameters '%s': NUL byte (not a text file)", path);
+    if (st != COLL_SUCCESS) {
+        free(buf);
+        goto out_close;
+    }
+    buf[len] = '\0';
+    *text_p = buf;
+out_close:
+    fclose(f);
+    return st;
+}
+
+coll_status_t coll__cost_params_load(struct coll_cost_params *p, const char *path)
+{
+    char *text;
     coll_status_t st;
 
     if (!p || !path)
         return coll__error(NULL, COLL_INVALID_ARGUMENT, "cost parameters: NULL %s",
                            p ? "path" : "params");
-    f = fopen(path, "r");
-    if (!f)
-        return coll__sys_error(NULL, errno, "cannot open cost parameters '%s'", path);
-    buf = malloc(COST_FILE_MAX + 1);
-    if (!buf) {
-        st = coll__sys_error(NULL, ENOMEM, "cannot read cost parameters '%s'", path);
-        goto out_close;
-    }
-    while ((got = fread(buf + len, 1, COST_FILE_MAX + 1 - len, f)) > 0 && len <= COST_FILE_MAX)
-        len += got;
-    if (ferror(f)) {
-        st = coll__sys_error(NULL, errno ? errno : EIO, "cannot read cost parameters '%s'", path);
-        goto out_free;
-    }
-    if (len > COST_FILE_MAX) {
-        st = coll__error(NULL, COLL_INVALID_ARGUMENT,
-                         "cost parameters '%s': larger than %u bytes, not a calibration file", path,
-                         COST_FILE_MAX);
-        goto out_free;
-    }
-    st = parse_text(p, buf, len, path);
-out_free:
-    free(buf);
-out_close:
-    fclose(f);
+    st = coll__cost_file_read(path, COST_FILE_MAX, &text);
+    if (st != COLL_SUCCESS)
+        return st;
+    st = parse_text(p, text, strlen(text), path);
+    free(text);
     return st;
 }
 

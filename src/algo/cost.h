@@ -105,6 +105,9 @@ COLL_INTERNAL void coll__cost_params_default(struct coll_cost_params *p);
  * unreadable file is COLL_SYSTEM_ERROR naming the path, a malformed line
  * COLL_INVALID_ARGUMENT naming the path and the line number. */
 COLL_INTERNAL coll_status_t coll__cost_params_load(struct coll_cost_params *p, const char *path);
+/* A calibration file's text (NUL-terminated, malloc'ed into *text_p) when it is readable text
+ * of at most max bytes; else the status, with the reason in coll_last_error(NULL). */
+COLL_INTERNAL coll_status_t coll__cost_file_read(const char *path, size_t max, char **text_p);
 /* As load, from text in memory; name is what messages call it ("COLL_COST_FILE", a path). */
 COLL_INTERNAL coll_status_t coll__cost_params_parse(struct coll_cost_params *p, const char *text,
                                                     const char *name);

@@ -11,8 +11,9 @@
  * wins. COLL_SELECT=exact prices the same way by walking every rank's schedule
  * (coll__cost_predict: exact to the model, but O(n) schedules per candidate: seconds and
  * hundreds of MB from a few hundred ranks on). COLL_SELECT=threshold is the plain rule:
- * trees below COLL_TREE_THRESHOLD, ring and chain above. Decisions are made once per request shape (the plan cache keeps them) and logged at
- * INFO with the estimates of the alternatives.
+ * trees below COLL_TREE_THRESHOLD, ring and chain above. Decisions are made once per request
+ * shape (the plan cache keeps them) and logged at INFO with the estimates of the
+ * alternatives.
  */
 #include "../core/exec.h"
 #include "../core/settings.h"
@@ -21,7 +22,6 @@
 #include "flat.h"
 #include "path.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 
@@ -177,34 +177,6 @@ static coll_status_t with_cores(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
-/* The calibration file's text, for the model and for the other ranks (src/core/settings.c
- * sends it at comm creation, so that every rank prices with rank 0's): NULL, with errno,
- * when it cannot be read or is larger than a rank may send. */
-static char *calib_read(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf = f ? malloc(COLL_SETTINGS_BLOB_MAX + 1) : NULL;
-    size_t len = 0, got;
-
-    if (!buf) {
-        if (f)
-            fclose(f);
-        return NULL;
-    }
-    while ((got = fread(buf + len, 1, COLL_SETTINGS_BLOB_MAX + 1 - len, f)) > 0 &&
-           len <= COLL_SETTINGS_BLOB_MAX)
-        len += got;
-    if (ferror(f) || len > COLL_SETTINGS_BLOB_MAX || memchr(buf, '\0', len)) {
-        errno = ferror(f) ? EIO : EFBIG;
-        fclose(f);
-        free(buf);
-        return NULL;
-    }
-    fclose(f);
-    buf[len] = '\0';
-    return buf;
-}
-
 /* Parse text (from src) over the defaults into the model and keep it as the comm's. */
 static coll_status_t calib_take(struct coll_comm *comm, char *text, const char *src)
 {
@@ -252,7 +224,7 @@ coll_status_t coll__select_init(struct coll_comm *comm)
         st = calib_take(comm, text, path);
         if (st != COLL_SUCCESS)
             return coll__error(comm, st, "the parent comm's calibration: %s",
-                               coll_last_error(NULL));
+                               coll__thread_error());
         return with_cores(comm);
     }
     if (!file[0]) {
@@ -267,16 +239,16 @@ coll_status_t coll__select_init(struct coll_comm *comm)
             return with_cores(comm); /* no calibration yet: the defaults */
         file = path;
     }
-    text = calib_read(file);
-    st = text ? calib_take(comm, text, file)
-              : coll__sys_error(NULL, errno, "cannot read calibration file '%s'%s", file,
-                                errno == EFBIG ? " (larger than a rank may send)" : "");
+    /* at most what a rank may send (src/core/settings.c passes it on to the others) */
+    st = coll__cost_file_read(file, COLL_SETTINGS_BLOB_MAX, &text);
+    if (st == COLL_SUCCESS)
+        st = calib_take(comm, text, file);
     if (st != COLL_SUCCESS) {
         if (comm->cfg.calib_file[0]) /* asked for by name: an error */
             return coll__error(comm, st, "COLL_CALIB_FILE='%s': %s", file,
-                               coll_last_error(NULL));
+                               coll__thread_error());
         COLL_WARN(COLL_SUB_ALGO, "ignoring calibration file '%s' (%s): using defaults", file,
-                  coll_last_error(NULL));
+                  coll__thread_error());
         coll__cost_params_default(comm->cost);
         return with_cores(comm);
     }
@@ -410,7 +382,7 @@ static const struct coll_algo *by_cost(struct coll_comm *comm, struct coll_algo_
     if (st != COLL_SUCCESS || nres == 0) {
         COLL_WARN(COLL_SUB_ALGO, "cost model could not price %s on %d ranks (%s): using the "
                   "size threshold", coll__coll_name(a->coll), a->nranks,
-                  st != COLL_SUCCESS ? coll_last_error(NULL) : "no applicable algorithm");
+                  st != COLL_SUCCESS ? coll__thread_error() : "no applicable algorithm");
         algo = by_threshold(comm, a, &tw);
         snprintf(why, whylen, "%s", tw);
         return algo;

@@ -698,6 +698,16 @@ static bool check_slot(struct shm_chan *ch, const struct shm_slot_hdr *h,
     return true;
 }
 
+/* The peer left the comm (a normal close) with our single-copy read of its message not done:
+ * its send was abandoned, so the message is lost. */
+static void rdv_left(struct shm_chan *ch)
+{
+    chan_fail(ch, COLL_REMOTE_ERROR,
+              "rank %d (%s, pid %d) left the communicator before rank %d read its single-copy "
+              "message", ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid,
+              ch->ctx->net->rank);
+}
+
 /* The peer closed its rings: it failed or was aborted, and says why (its text is copied
  * out once and cut at the field's end: it is the peer's memory). */
 static void peer_closed(struct shm_chan *ch)
@@ -750,11 +760,7 @@ static bool pull_recvs(struct shm_chan *ch)
              * and what was read is not the message. */
             if (n == (ssize_t)x->len && atomic_load(&ch->tx->owner_closed) != SHM_OPEN) {
                 if (atomic_load(&ch->tx->owner_closed) == SHM_CLOSED_LEFT)
-                    chan_fail(ch, COLL_REMOTE_ERROR,
-                              "rank %d (%s, pid %d) left the communicator before rank %d read "
-                              "its single-copy message",
-                              ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid,
-                              ch->ctx->net->rank);
+                    rdv_left(ch);
                 else
                     peer_closed(ch);
                 return true;
@@ -762,11 +768,7 @@ static bool pull_recvs(struct shm_chan *ch)
             if (n != (ssize_t)x->len) {
                 int err = n < 0 ? errno : 0;
                 if (atomic_load(&ch->tx->owner_closed) == SHM_CLOSED_LEFT)
-                    chan_fail(ch, COLL_REMOTE_ERROR,
-                              "rank %d (%s, pid %d) left the communicator before rank %d read "
-                              "its single-copy message",
-                              ch->peer, peer_host(ch), (int)ch->ctx->net->peers[ch->peer].pid,
-                              ch->ctx->net->rank);
+                    rdv_left(ch);
                 else if (atomic_load(&ch->tx->owner_closed))
                     peer_closed(ch);
                 else if (err == ESRCH || ch->dead)

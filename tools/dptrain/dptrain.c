@@ -1071,12 +1071,6 @@ static double wall_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void el_nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The first comm: collrun's environment, or --rank/--world through DIR/init.id, or, for a
  * restarted process, a join. */
 static int el_form(struct run *r, struct el *el, const struct opts *o, char *err,
@@ -1298,7 +1292,7 @@ static void el_recover(struct run *r, struct el *el)
     }
     for (int attempt = 0; attempt < 20; attempt++) {
         /* a dead peer's connections may close a moment before its lock file does */
-        el_nap_ms(attempt == 0 ? 50 : 200);
+        elastic_nap_ms(attempt == 0 ? 50 : 200);
         ndead = 0;
         for (int k = 0; k < r->nranks; k++)
             if (k != r->rank && !elastic_alive(&el->dir, el->pids[k]))

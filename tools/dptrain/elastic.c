@@ -24,7 +24,7 @@ static double mono_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void nap_ms(long ms)
+void elastic_nap_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -152,7 +152,7 @@ int elastic_initial_id(const struct elastic *e, int rank, double timeout_s,
                      path, timeout_s);
             return -1;
         }
-        nap_ms(20);
+        elastic_nap_ms(20);
     }
     return 0;
 }
@@ -257,7 +257,7 @@ int elastic_join_wait(const struct elastic *e, double timeout_s, coll_unique_id_
             free(text);
             return -1;
         }
-        nap_ms(20);
+        elastic_nap_ms(20);
     }
 }
 

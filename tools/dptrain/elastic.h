@@ -65,4 +65,7 @@ int elastic_joiners(const struct elastic *e, int64_t *pids, int max);
 int elastic_offer(const struct elastic *e, int64_t pid, const coll_unique_id_t *id,
                   int nranks, int rank, const int64_t *pids, char *err, size_t errlen);
 
+/* Sleep ms milliseconds (the waits between tries, here and in dptrain.c). */
+void elastic_nap_ms(long ms);
+
 #endif /* DPTRAIN_ELASTIC_H */
