@@ -54,19 +54,12 @@ extern char **environ;
  * Collectives, dtypes and ops, by the names nccl-tests prints.
  */
 
-/* The collectives are the library's own enum coll_coll (COLL_COLL_ALLREDUCE, ...). */
+/* The collectives are the library's own enum coll_coll (COLL_COLL_ALLREDUCE, ...) and their
+ * rows (coll__colls: names, nccl-tests' program, shapes). */
 
 /* How the swept size maps onto a call (see the file comment). */
 enum size_rule { RULE_SAME, RULE_GATHER, RULE_SCATTER, RULE_ALLTOALL, RULE_NONE };
 
-struct coll_desc {
-    const char *name;  /* first argument */
-    const char *prog;  /* nccl-tests' program name: argv[0] selects */
-    const char *alias; /* another accepted name, or NULL */
-    enum size_rule rule;
-    bool has_op, has_root, reduces;
-    double (*bus_factor)(int n);
-};
 struct dtype_info {
     const char *name;
     const char *alias1, *alias2; /* other spellings accepted by -d */
@@ -276,7 +269,6 @@ struct rowspec {
 };
 
 /* The tables (options.c). */
-extern const struct coll_desc colls[COLL_NUM_COLLS];
 extern const struct dtype_info dtypes[COLL_NUM_DTYPES];
 extern const char *const op_names[COLL_NUM_OPS];
 extern const char *const average_names[4];
@@ -286,6 +278,8 @@ extern const char *prog_name; /* argv[0]'s basename, for messages */
 void usage(FILE *f, const char *prog);
 __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 bool coll_by_name(const char *s, enum coll_coll *c_p);
+enum size_rule size_rule(enum coll_coll c);
+double bus_factor(enum coll_coll c, int n);
 const struct opt_def *find_opt(const char *a, const char **inline_p);
 int parse_opts(int argc, char **argv, struct opts *o);
 

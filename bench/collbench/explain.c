@@ -134,7 +134,7 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
     t0 = now_s();
     if (coll__ix_choose(b->comm, &c, &pick) != COLL_SUCCESS) {
         fprintf(stderr, "collbench: --explain: the selector refuses %s of %zu elements: %s\n",
-                colls[b->o.coll].name, rs->l.param, coll_last_error(b->comm));
+                coll__colls[b->o.coll].name, rs->l.param, coll_last_error(b->comm));
         return 1;
     }
     t0 = now_s() - t0;
@@ -143,7 +143,7 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
     x->picks++;
     if (coll__ix_price(b->comm, &c, &pick, &x->model, &price) != COLL_SUCCESS) {
         fprintf(stderr, "collbench: --explain: the cost model cannot price %s: %s\n",
-                colls[b->o.coll].name, coll_last_error(NULL));
+                coll__colls[b->o.coll].name, coll_last_error(NULL));
         return 1;
     }
     len = (size_t)snprintf(line, sizeof(line), "%12" PRIu64 "  %12zu  %-14s %8zu  ", bytes,
@@ -225,7 +225,7 @@ int explain(struct bench *b)
     }
     b->nranks = x.nranks; /* the rows' layout is for the ranks explained, not the comm's */
     printf("# collbench %s --explain: %d ranks, %s; selection %s%s%s%s\n",
-           colls[b->o.coll].name, x.nranks, linkdesc, d->select,
+           coll__colls[b->o.coll].name, x.nranks, linkdesc, d->select,
            !strcmp(d->select, "cost")    ? " (closed forms; --exact walks the schedules)"
            : !strcmp(d->select, "exact") ? " (every rank's schedule walked)"
                                          : "",

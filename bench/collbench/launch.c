@@ -41,7 +41,7 @@ int exec_launcher(const struct opts *o, int argc, char **argv)
     args[k++] = "--";
     args[k++] = self;
     /* the collective by name: the ranks run as collbench, whatever argv[0] said */
-    args[k++] = (char *)colls[o->coll].name;
+    args[k++] = (char *)coll__colls[o->coll].name;
     for (int i = 1; i < argc; i++) {
         const char *inl;
         const struct opt_def *d = argv[i][0] == '-' ? find_opt(argv[i], &inl) : NULL;

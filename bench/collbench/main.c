@@ -199,7 +199,7 @@ int main(int argc, char **argv)
 #endif
     {
         int n = paper ? b.o.np : b.nranks;
-        if (colls[b.o.coll].has_root && !b.o.all_roots && b.o.root >= n) {
+        if (coll__colls[b.o.coll].root != COLL_ROOT_NONE && !b.o.all_roots && b.o.root >= n) {
             if (b.rank == 0) {
                 fprintf(stderr, "%s: root %d out of range for %d rank%s\n", prog_name, b.o.root, n,
                         n == 1 ? "" : "s");

@@ -4,46 +4,37 @@
  */
 #include "collbench.h"
 
-static double factor_one(int n)
+/* nccl-tests' bus bandwidth factor of the collective (its row's bus) on n ranks. */
+double bus_factor(enum coll_coll c, int n)
 {
-    (void)n;
-    return 1.0;
-}
-static double factor_allreduce(int n)
-{
-    return 2.0 * (n - 1) / n;
-}
-static double factor_spread(int n)
-{
-    return (double)(n - 1) / n;
-}
-static double factor_zero(int n)
-{
-    (void)n;
-    return 0.0;
+    switch (coll__colls[c].bus) {
+    case COLL_BUS_ONE:
+        return 1.0;
+    case COLL_BUS_SPREAD:
+        return (double)(n - 1) / n;
+    case COLL_BUS_ALLREDUCE:
+        return 2.0 * (n - 1) / n;
+    default:
+        return 0.0;
+    }
 }
 
-const struct coll_desc colls[COLL_NUM_COLLS] = {
-    [COLL_COLL_ALLREDUCE] = {"allreduce", "all_reduce_perf", NULL, RULE_SAME, true, false, true,
-                             factor_allreduce},
-    [COLL_COLL_BROADCAST] = {"broadcast", "broadcast_perf", "bcast", RULE_SAME, false, true, false,
-                             factor_one},
-    [COLL_COLL_REDUCE] = {"reduce", "reduce_perf", NULL, RULE_SAME, true, true, true, factor_one},
-    [COLL_COLL_ALLGATHER] = {"allgather", "all_gather_perf", NULL, RULE_GATHER, false, false, false,
-                             factor_spread},
-    [COLL_COLL_REDUCE_SCATTER] = {"reducescatter", "reduce_scatter_perf", "reduce_scatter",
-                                  RULE_SCATTER, true, false, true, factor_spread},
-    [COLL_COLL_ALLTOALL] = {"alltoall", "alltoall_perf", NULL, RULE_ALLTOALL, false, false, false,
-                            factor_spread},
-    [COLL_COLL_GATHER] = {"gather", "gather_perf", NULL, RULE_GATHER, false, true, false,
-                          factor_spread},
-    [COLL_COLL_SCATTER] = {"scatter", "scatter_perf", NULL, RULE_SCATTER, false, true, false,
-                           factor_spread},
-    [COLL_COLL_SENDRECV] = {"sendrecv", "sendrecv_perf", NULL, RULE_SAME, false, false, false,
-                            factor_one},
-    [COLL_COLL_BARRIER] = {"barrier", "barrier_perf", NULL, RULE_NONE, false, false, false,
-                           factor_zero},
-};
+/* How the swept size maps onto a call: from the row's block shape. */
+enum size_rule size_rule(enum coll_coll c)
+{
+    const struct coll_coll_desc *d = &coll__colls[c];
+
+    if (d->send_blocks == COLL_BLOCKS_NONE && d->recv_blocks == COLL_BLOCKS_NONE)
+        return RULE_NONE;
+    if (d->send_blocks == COLL_BLOCKS_N && d->recv_blocks == COLL_BLOCKS_N)
+        return RULE_ALLTOALL;
+    if (d->recv_blocks == COLL_BLOCKS_N)
+        return RULE_GATHER;
+    if (d->send_blocks == COLL_BLOCKS_N)
+        return RULE_SCATTER;
+    return RULE_SAME;
+}
+
 const struct dtype_info dtypes[COLL_NUM_DTYPES] = {
     [COLL_INT8] = {"int8", "char", NULL, 1, true, false, INT8_MAX, 0, 0, 0},
     [COLL_UINT8] = {"uint8", NULL, NULL, 1, false, false, UINT8_MAX, 0, 0, 0},
@@ -63,12 +54,6 @@ const char *const op_names[COLL_NUM_OPS] = {
     [COLL_SUM] = "sum", [COLL_PROD] = "prod", [COLL_MAX] = "max",
     [COLL_MIN] = "min", [COLL_AVG] = "avg",
 };
-
-/* Device buffers go through the stream-ordered calls (coll.h), which exist for these. */
-static bool has_stream_call(enum coll_coll c)
-{
-    return c != COLL_COLL_GATHER && c != COLL_COLL_SCATTER && c != COLL_COLL_BARRIER;
-}
 
 const char *const average_names[4] = {"rank 0", "mean", "min", "max"};
 
@@ -195,12 +180,7 @@ static bool parse_int(const char *s, long lo, long hi, int *v_p)
 
 bool coll_by_name(const char *s, enum coll_coll *c_p)
 {
-    for (int c = 0; c < COLL_NUM_COLLS; c++)
-        if (strcmp(s, colls[c].name) == 0 || (colls[c].alias && strcmp(s, colls[c].alias) == 0)) {
-            *c_p = (enum coll_coll)c;
-            return true;
-        }
-    return false;
+    return coll__coll_from_name(s, strlen(s), c_p);
 }
 
 /* argv[0]'s basename as nccl-tests names its programs; "_mpi" suffixes too. */
@@ -214,7 +194,7 @@ static bool coll_by_prog(const char *argv0, enum coll_coll *c_p)
     if (len > 4 && strcmp(base + len - 4, "_mpi") == 0)
         len -= 4;
     for (int c = 0; c < COLL_NUM_COLLS; c++)
-        if (strlen(colls[c].prog) == len && strncmp(base, colls[c].prog, len) == 0) {
+        if (strlen(coll__colls[c].perf) == len && strncmp(base, coll__colls[c].perf, len) == 0) {
             *c_p = (enum coll_coll)c;
             return true;
         }
@@ -642,11 +622,11 @@ int parse_opts(int argc, char **argv, struct opts *o)
     if (o->min_bytes > o->max_bytes)
         return usage_error("minimum size %" PRIu64 " (-b) exceeds the maximum %" PRIu64 " (-e)",
                            o->min_bytes, o->max_bytes);
-    if (!colls[o->coll].has_op) {
+    if (!coll__colls[o->coll].reduces) {
         o->nops = 1; /* one pass, printed "none" */
         o->op_list[0] = COLL_SUM;
     }
-    if (!colls[o->coll].has_root) {
+    if (coll__colls[o->coll].root == COLL_ROOT_NONE) {
         o->root = -1;
         o->all_roots = false;
     }
@@ -654,11 +634,11 @@ int parse_opts(int argc, char **argv, struct opts *o)
         o->ndtypes = 1;
         o->dtype_list[0] = COLL_UINT8;
     }
-    if (o->memtype_cuda && !has_stream_call(o->coll))
+    if (o->memtype_cuda && !coll__colls[o->coll].stream)
         return usage_error("--memtype cuda: coll has no stream-ordered %s (device buffers go "
                            "through the coll_*_stream calls: allreduce, broadcast, reduce, "
                            "allgather, reducescatter, alltoall, sendrecv)",
-                           colls[o->coll].name);
+                           coll__colls[o->coll].name);
     if (o->memtype_cuda && o->calibrate)
         return usage_error("%s", "--calibrate measures host memory: drop --memtype cuda");
     if (o->device >= 0 && !o->memtype_cuda)

@@ -221,7 +221,7 @@ static uint64_t count_wrong(const void *buf, const void *exp, size_t count, size
 
 struct pat send_pat(const struct bench *b, int blk)
 {
-    struct pat p = {colls[b->o.coll].reduces ? PAT_RED_SEND : PAT_MOVE, b->rank, blk};
+    struct pat p = {coll__colls[b->o.coll].reduces ? PAT_RED_SEND : PAT_MOVE, b->rank, blk};
     return p;
 }
 

@@ -38,7 +38,7 @@ static void csv_field(FILE *f, const char *s)
 
 const char *op_label(const struct bench *b, coll_op_t op)
 {
-    return colls[b->o.coll].has_op ? op_names[op] : "none";
+    return coll__colls[b->o.coll].reduces ? op_names[op] : "none";
 }
 
 const char *dtype_label(const struct bench *b, coll_dtype_t dt)
@@ -70,7 +70,7 @@ void csv_row(struct bench *b, const struct row_rec *rec)
             snprintf(wrong, sizeof(wrong), "%" PRIu64, c->wrong);
         else
             wrong[0] = '\0';
-        csv_field(b->csv, colls[b->o.coll].name);
+        csv_field(b->csv, coll__colls[b->o.coll].name);
         fprintf(b->csv, ",%d,", b->nranks);
         csv_field(b->csv, transport_name(b));
         fputc(',', b->csv);
@@ -148,7 +148,7 @@ void write_json(struct bench *b, FILE *f, const char *status)
     utc_now(date, sizeof(date));
     version_string(ver, sizeof(ver));
     fputs("{\n  \"tool\": \"collbench\",\n  \"format\": 1,\n  \"collective\": ", f);
-    coll__json_str(f, colls[o->coll].name);
+    coll__json_str(f, coll__colls[o->coll].name);
     fprintf(f, ",\n  \"coll_version\": \"%s\",\n  \"date\": ", ver);
     coll__json_str(f, date);
     fputs(",\n  \"host\": ", f);
@@ -507,7 +507,7 @@ bool open_outputs(struct bench *b)
         version_string(ver, sizeof(ver));
         utc_now(date, sizeof(date));
         fprintf(b->csv, "# collbench %s, coll %s, %s, host %s, nranks %d, transport %s%s\n",
-                colls[o->coll].name, ver, date, b->hostname, b->nranks, transport_name(b),
+                coll__colls[o->coll].name, ver, date, b->hostname, b->nranks, transport_name(b),
                 b->cuda ? ", memtype cuda" : "");
         for (char **e = environ; *e; e++)
             if (strncmp(*e, "COLL_", 5) == 0 && strncmp(*e, "COLL_UNIQUE_ID=", 15) != 0)

@@ -125,7 +125,7 @@ static struct layout layout_for(const struct bench *b, uint64_t size, coll_dtype
     size_t count = (size_t)(size / dtypes[dt].size), n = (size_t)b->nranks;
     struct layout l = {count, 1, 1};
 
-    switch (colls[b->o.coll].rule) {
+    switch (size_rule(b->o.coll)) {
     case RULE_SAME:
         break;
     case RULE_GATHER:
@@ -406,7 +406,7 @@ static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, 
 #endif
     st = run_calls(b, s, r, l->param, rs->dt, rs->op, rs->root, 1, 1);
     if (st != COLL_SUCCESS)
-        return lib_error(b, colls[b->o.coll].name, st);
+        return lib_error(b, coll__colls[b->o.coll].name, st);
     if (b->cuda) {
         st = cuda_copy(b, b->hsend, b->sendbuf, sbytes, CUDA_MEMCPY_D2H);
         if (st == COLL_SUCCESS)
@@ -449,7 +449,7 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
     const struct layout *l = &rs->l;
     size_t es = dtypes[rs->dt].size;
     void *s, *r;
-    const char *what = colls[b->o.coll].name;
+    const char *what = coll__colls[b->o.coll].name;
     int warmup = b->o.warmup, one = 1, agg = b->o.agg_iters;
     double t0, t, sum = 0;
     int64_t iters = b->o.iters;
@@ -549,12 +549,12 @@ static void format_time(char *buf, size_t n, double us)
 static void bandwidths(const struct bench *b, const struct rowspec *rs, struct col_rec *col)
 {
     double bytes = (double)rs->l.param * (double)dtypes[rs->dt].size;
-    const struct coll_desc *c = &colls[b->o.coll];
+    enum size_rule rule = size_rule(b->o.coll);
 
-    if (c->rule == RULE_GATHER || c->rule == RULE_SCATTER || c->rule == RULE_ALLTOALL)
+    if (rule == RULE_GATHER || rule == RULE_SCATTER || rule == RULE_ALLTOALL)
         bytes *= b->nranks;
     col->algbw = col->time_us > 0 ? bytes / (col->time_us * 1e3) : 0;
-    col->busbw = col->algbw * c->bus_factor(b->nranks);
+    col->busbw = col->algbw * bus_factor(b->o.coll, b->nranks);
 }
 
 /* ---- progress (rank 0, stderr a terminal) -------------------------------------------- */
@@ -586,7 +586,7 @@ static void progress_show(struct bench *b, const struct rowspec *rs)
         double left = el * (b->cost_total - b->cost_done) / b->cost_done;
         snprintf(eta, sizeof(eta), "%d:%02d", (int)(left / 60), (int)fmod(left, 60));
     }
-    fprintf(stderr, "\r\033[K[collbench] %s %s %" PRIu64 " B  row %ld", colls[b->o.coll].name,
+    fprintf(stderr, "\r\033[K[collbench] %s %s %" PRIu64 " B  row %ld", coll__colls[b->o.coll].name,
             dtypes[rs->dt].name, rs->size, b->rows_done + 1);
     if (b->rows_total > 0)
         fprintf(stderr, "/%ld  eta %s", b->rows_total, eta);
@@ -801,7 +801,7 @@ void print_header(const struct bench *b)
         snprintf(iters, sizeof(iters), "auto (%g s per size)", o->budget_s);
     else
         snprintf(iters, sizeof(iters), "%d", o->iters);
-    printf("# collbench %s: nranks %d minBytes %" PRIu64 " maxBytes %" PRIu64, colls[o->coll].name,
+    printf("# collbench %s: nranks %d minBytes %" PRIu64 " maxBytes %" PRIu64, coll__colls[o->coll].name,
            b->nranks, o->min_bytes, o->max_bytes);
     if (o->step_factor)
         printf(" step: %" PRIu64 "(factor)", o->step_factor);

@@ -602,24 +602,13 @@ coll_status_t coll__cost_closed(const struct coll_cost_params *p,
     e = (double)a.elem_size;
     cb = (double)COLL_MAX(a.chunk_count, (size_t)1) * e;
     /* m: the bytes the formulas speak of (the vector; n blocks for the block collectives) */
-    switch (a.coll) {
-    case COLL_COLL_ALLGATHER:
-    case COLL_COLL_GATHER:
-        m = count * e * a.nranks, in = count * e, out = m;
-        break;
-    case COLL_COLL_REDUCE_SCATTER:
-    case COLL_COLL_SCATTER:
-        m = count * e * a.nranks, in = m, out = count * e;
-        break;
-    case COLL_COLL_ALLTOALL:
-        m = count * e * a.nranks, in = out = m;
-        break;
-    case COLL_COLL_BARRIER:
-        m = 0, in = out = 0;
-        break;
-    default:
-        m = count * e, in = out = m;
-        break;
+    {
+        const struct coll_coll_desc *d = coll__coll_desc(a.coll);
+        double blk = count * e;
+        /* the row's block shape; in and out are what this rank's buffers hold */
+        in = (double)coll__blocks_count(d->send_blocks, 1, a.nranks) * blk;
+        out = (double)coll__blocks_count(d->recv_blocks, 1, a.nranks) * blk;
+        m = COLL_MAX(in, out);
     }
     nm = algo->name;
     st = cf_init(&c, p, links, &a, in, out,

@@ -14,24 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const coll_names[COLL_NUM_COLLS] = {
-    [COLL_COLL_ALLREDUCE] = "allreduce",
-    [COLL_COLL_BROADCAST] = "broadcast",
-    [COLL_COLL_REDUCE] = "reduce",
-    [COLL_COLL_ALLGATHER] = "allgather",
-    [COLL_COLL_REDUCE_SCATTER] = "reducescatter",
-    [COLL_COLL_ALLTOALL] = "alltoall",
-    [COLL_COLL_GATHER] = "gather",
-    [COLL_COLL_SCATTER] = "scatter",
-    [COLL_COLL_BARRIER] = "barrier",
-    [COLL_COLL_SENDRECV] = "sendrecv",
-};
-
-const char *coll__coll_name(enum coll_coll c)
-{
-    return (unsigned)c < COLL_NUM_COLLS ? coll_names[c] : "unknown";
-}
-
 static const char *const kind_names[] = {"send", "recv", "reduce", "copy"};
 static const char *const buf_names[COLL_NUM_BUFS] = {"send", "recv", "scratch"};
 

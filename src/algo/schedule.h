@@ -20,22 +20,9 @@
 #define COLL_SCHEDULE_H
 
 #include "../base/base.h"
+#include "colls.h"
 
-/* Collectives (the builders' view; the public calls map onto these). */
-enum coll_coll {
-    COLL_COLL_ALLREDUCE = 0,
-    COLL_COLL_BROADCAST,
-    COLL_COLL_REDUCE,
-    COLL_COLL_ALLGATHER,
-    COLL_COLL_REDUCE_SCATTER,
-    COLL_COLL_ALLTOALL,
-    COLL_COLL_GATHER,
-    COLL_COLL_SCATTER,
-    COLL_COLL_BARRIER,
-    COLL_COLL_SENDRECV, /* point-to-point: one send or one receive, no builder */
-    COLL_NUM_COLLS
-};
-const char *coll__coll_name(enum coll_coll c); /* "allreduce", "broadcast", ... */
+/* The collectives, enum coll_coll and the table of what each is, are colls.h's. */
 
 enum coll_buf { COLL_BUF_SEND = 0, COLL_BUF_RECV = 1, COLL_BUF_SCRATCH = 2, COLL_NUM_BUFS };
 enum coll_step_kind {
@@ -44,6 +31,8 @@ enum coll_step_kind {
     COLL_STEP_REDUCE,   /* dst = src op src2 (elementwise; dst may be src or src2 exactly) */
     COLL_STEP_COPY,     /* dst = src (no-op when they are the same memory) */
 };
+/* colls.h names the point-to-point directions by these values */
+_Static_assert(COLL_STEP_SEND == 0 && COLL_STEP_RECV == 1, "colls.h's p2p directions");
 
 struct coll_slice {
     uint8_t buf;      /* enum coll_buf */

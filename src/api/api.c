@@ -8,6 +8,7 @@
  */
 #include "comm.h"
 #include "../core/agree.h"
+#include "../core/check.h"
 #include "../core/exec.h"
 #include "qallreduce.h"
 #include "stream.h"
@@ -42,72 +43,21 @@ bool coll__group_active(void)
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
+/* The comm is live (a handle coll made and has not destroyed), then coll__check_common. */
 static coll_status_t check_common(struct coll_comm *comm, const char *fn, size_t count,
                                   coll_dtype_t dtype, coll_op_t op, bool has_op)
 {
-    int failed;
-    size_t size;
-
     if (coll__comm_check(comm, fn) != COLL_SUCCESS) /* NULL, destroyed or never made */
         return COLL_INVALID_ARGUMENT;
-    failed = atomic_load(&comm->failed);
-    if (failed != COLL_SUCCESS) {
-        /* keep the first failure's message: it is the one that explains */
-        coll__set_thread_error(comm->errmsg);
-        return (coll_status_t)failed;
-    }
-    if ((unsigned)dtype >= COLL_NUM_DTYPES)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: dtype %d is not a coll_dtype_t",
-                           fn, (int)dtype);
-    if (has_op && (unsigned)op >= COLL_NUM_OPS && op != COLL_BAND && op != COLL_BOR &&
-        op != COLL_BXOR)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: op %d is not a coll_op_t", fn,
-                           (int)op);
-    if (has_op && (int)op < 0 && dtype > COLL_UINT64)
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: op %s is bitwise: integer dtypes only, not %s", fn,
-                           coll__op_name(op), coll__dtype_name(dtype));
-    size = coll__dtype_size(dtype);
-    if (count > SIZE_MAX / size / (size_t)comm->nranks)
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: count %zu of %s overflows the size of a buffer", fn, count,
-                           coll__dtype_name(dtype));
-    return COLL_SUCCESS;
+    return coll__check_common(comm, fn, count, dtype, op, has_op, 0);
 }
 
-static coll_status_t check_root(struct coll_comm *comm, const char *fn, const char *what,
-                                int root)
+/* Every argument of a call, by its collective's row (src/core/check.c). */
+static coll_status_t check_call(struct coll_call *c, const char *fn)
 {
-    if (root >= 0 && root < comm->nranks)
-        return COLL_SUCCESS;
-    return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", fn,
-                       what, root, comm->nranks);
-}
-
-static coll_status_t check_buf(struct coll_comm *comm, const char *fn, const char *name,
-                               const void *buf, size_t count)
-{
-    if (buf || count == 0)
-        return COLL_SUCCESS;
-    return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", fn, name,
-                       count);
-}
-
-/* [a, a + alen) and [b, b + blen) overlap, other than b == a + alias_off exactly (in place). */
-static coll_status_t check_overlap(struct coll_comm *comm, const char *fn, const void *a,
-                                   size_t alen, const void *b, size_t blen, size_t alias_off,
-                                   bool alias_ok)
-{
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-
-    if (!a || !b || alen == 0 || blen == 0)
-        return COLL_SUCCESS;
-    if (alias_ok && y == x + alias_off)
-        return COLL_SUCCESS;
-    if (x < y + blen && y < x + alen)
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: sendbuf and recvbuf overlap without being in place", fn);
-    return COLL_SUCCESS;
+    if (coll__comm_check(c->comm, fn) != COLL_SUCCESS)
+        return COLL_INVALID_ARGUMENT;
+    return coll__check_call(c, fn, 0);
 }
 
 /* ---- issuing --------------------------------------------------------------------------- */
@@ -370,23 +320,32 @@ static coll_status_t check_req_p(coll_comm_t *comm, coll_request_t **req_p, cons
 
 /* ---- collectives ----------------------------------------------------------------------- */
 
-static coll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                  coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
-                                  coll_request_t **req_p, const char *fn)
+static struct coll_call call_of(coll_comm_t *comm, enum coll_coll coll, const void *sendbuf,
+                                void *recvbuf, size_t count, coll_dtype_t dtype, coll_op_t op,
+                                int root)
 {
-    struct coll_call c = {.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = sendbuf,
-                          .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
-                          .peer = -1};
-    size_t bytes;
+    return (struct coll_call){.comm = comm, .coll = coll, .sendbuf = sendbuf,
+                              .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
+                              .root = root, .peer = -1};
+}
 
-    CHECK_CALL(check_common(comm, fn, count, dtype, op, true));
-    bytes = count * coll__dtype_size(dtype);
-    CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
-    CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
-    CHECK_CALL(check_overlap(comm, fn, sendbuf, bytes, recvbuf, bytes, 0, true));
-    if (coll__quant_wanted(comm, count, dtype, op)) {
+/* A collective: checked by its row, then run or recorded in the open group. */
+static coll_status_t do_call(struct coll_call c, coll_request_t **req_p, const char *fn)
+{
+    CHECK_CALL(check_call(&c, fn));
+    return run(&c, req_p, fn);
+}
+
+/* All-reduce may be quantized (COLL_QUANT), which no other collective is. */
+static coll_status_t do_allreduce(struct coll_call c, coll_request_t **req_p, const char *fn)
+{
+    struct coll_comm *comm = c.comm;
+
+    CHECK_CALL(check_call(&c, fn));
+    if (coll__quant_wanted(comm, c.count, c.dtype, c.op)) {
         if (!req_p && grp.depth == 0)
-            return coll__allreduce_quant_env(comm, sendbuf, recvbuf, count, dtype, op);
+            return coll__allreduce_quant_env(comm, c.sendbuf, c.recvbuf, c.count, c.dtype,
+                                             c.op);
         /* the quantized all-reduce is a blocking sequence of collectives: a request or a
          * group member runs plain, which the user who set COLL_QUANT hears of once */
         if (!comm->quant_nb_said) {
@@ -399,183 +358,85 @@ static coll_status_t do_allreduce(const void *sendbuf, void *recvbuf, size_t cou
     return run(&c, req_p, fn);
 }
 
-static coll_status_t do_rooted(enum coll_coll coll, const void *sendbuf, void *recvbuf,
-                               size_t count, coll_dtype_t dtype, coll_op_t op, int root,
-                               coll_comm_t *comm, coll_request_t **req_p, const char *fn)
-{
-    struct coll_call c = {.comm = comm, .coll = coll, .count = count, .dtype = dtype,
-                          .op = COLL_SUM, .root = root, .peer = -1};
-    bool need_send, need_recv;
-    size_t bytes;
-
-    CHECK_CALL(check_common(comm, fn, count, dtype, op, coll == COLL_COLL_REDUCE));
-    CHECK_CALL(check_root(comm, fn, "root", root));
-    /* broadcast reads sendbuf on root only; reduce writes recvbuf on root only */
-    need_send = coll == COLL_COLL_REDUCE || comm->rank == root;
-    need_recv = coll == COLL_COLL_BROADCAST || comm->rank == root;
-    if (need_send)
-        CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
-    if (need_recv)
-        CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
-    bytes = count * coll__dtype_size(dtype);
-    if (need_send && need_recv)
-        CHECK_CALL(check_overlap(comm, fn, sendbuf, bytes, recvbuf, bytes, 0, true));
-    c.sendbuf = need_send ? sendbuf : NULL;
-    c.recvbuf = need_recv ? recvbuf : NULL;
-    if (coll == COLL_COLL_REDUCE)
-        c.op = op;
-    return run(&c, req_p, fn);
-}
-
-/* allgather, reduce-scatter, all-to-all: one buffer of count, one of nranks * count (or two
- * of nranks * count for all-to-all), in place at an offset. */
-static coll_status_t do_blocked(enum coll_coll coll, const void *sendbuf, void *recvbuf,
-                                size_t count, coll_dtype_t dtype, coll_op_t op,
-                                coll_comm_t *comm, coll_request_t **req_p, const char *fn)
-{
-    struct coll_call c = {.comm = comm, .coll = coll, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                          .count = count, .dtype = dtype, .op = COLL_SUM, .peer = -1};
-    size_t esz, sbytes, rbytes;
-
-    CHECK_CALL(check_common(comm, fn, count, dtype, op, coll == COLL_COLL_REDUCE_SCATTER));
-    esz = coll__dtype_size(dtype);
-    sbytes = rbytes = count * esz;
-    if (coll == COLL_COLL_ALLGATHER || coll == COLL_COLL_ALLTOALL)
-        rbytes *= (size_t)comm->nranks;
-    if (coll == COLL_COLL_REDUCE_SCATTER || coll == COLL_COLL_ALLTOALL)
-        sbytes *= (size_t)comm->nranks;
-    CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
-    CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
-    if (coll == COLL_COLL_ALLGATHER)
-        CHECK_CALL(check_overlap(comm, fn, recvbuf, rbytes, sendbuf, sbytes,
-                                 (size_t)comm->rank * count * esz, true));
-    else if (coll == COLL_COLL_REDUCE_SCATTER)
-        CHECK_CALL(check_overlap(comm, fn, sendbuf, sbytes, recvbuf, rbytes,
-                                 (size_t)comm->rank * count * esz, true));
-    else
-        CHECK_CALL(check_overlap(comm, fn, sendbuf, sbytes, recvbuf, rbytes, 0, true));
-    if (coll == COLL_COLL_REDUCE_SCATTER)
-        c.op = op;
-    return run(&c, req_p, fn);
-}
-
-static coll_status_t do_gather_scatter(enum coll_coll coll, const void *sendbuf, void *recvbuf,
-                                       size_t count, coll_dtype_t dtype, int root,
-                                       coll_comm_t *comm, coll_request_t **req_p,
-                                       const char *fn)
-{
-    struct coll_call c = {.comm = comm, .coll = coll, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                          .count = count, .dtype = dtype, .op = COLL_SUM, .root = root,
-                          .peer = -1};
-    bool gather = coll == COLL_COLL_GATHER, is_root;
-    size_t esz, big;
-
-    CHECK_CALL(check_common(comm, fn, count, dtype, COLL_SUM, false));
-    CHECK_CALL(check_root(comm, fn, "root", root));
-    is_root = comm->rank == root;
-    esz = coll__dtype_size(dtype);
-    big = count * esz * (size_t)comm->nranks;
-    /* gather: sendbuf everywhere, recvbuf on root; scatter: the reverse */
-    if (gather || is_root)
-        CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, count));
-    if (!gather || is_root)
-        CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, count));
-    if (is_root && gather)
-        CHECK_CALL(check_overlap(comm, fn, recvbuf, big, sendbuf, count * esz,
-                                 (size_t)root * count * esz, true));
-    if (is_root && !gather)
-        CHECK_CALL(check_overlap(comm, fn, sendbuf, big, recvbuf, count * esz,
-                                 (size_t)root * count * esz, true));
-    if (gather && !is_root)
-        c.recvbuf = NULL;
-    if (!gather && !is_root)
-        c.sendbuf = NULL;
-    return run(&c, req_p, fn);
-}
-
-static coll_status_t do_barrier(coll_comm_t *comm, coll_request_t **req_p, const char *fn)
-{
-    struct coll_call c = {.comm = comm, .coll = COLL_COLL_BARRIER, .dtype = COLL_UINT8,
-                          .op = COLL_SUM, .peer = -1};
-
-    CHECK_CALL(check_common(comm, fn, 0, COLL_UINT8, COLL_SUM, false));
-    return run(&c, req_p, fn);
-}
-
 static coll_status_t do_p2p(uint8_t kind, const void *buf, size_t count, coll_dtype_t dtype,
                             int peer, coll_comm_t *comm, coll_request_t **req_p, const char *fn)
 {
     struct coll_call c = {.comm = comm, .coll = COLL_COLL_SENDRECV, .count = count,
                           .dtype = dtype, .op = COLL_SUM, .p2p = kind, .peer = peer};
 
-    CHECK_CALL(check_common(comm, fn, count, dtype, COLL_SUM, false));
-    CHECK_CALL(check_root(comm, fn, "peer", peer));
-    CHECK_CALL(check_buf(comm, fn, kind == COLL_STEP_SEND ? "sendbuf" : "recvbuf", buf, count));
     if (kind == COLL_STEP_SEND)
         c.sendbuf = buf;
     else
         c.recvbuf = (void *)buf;
-    return run(&c, req_p, fn);
+    return do_call(c, req_p, fn);
 }
 
 COLL_API coll_status_t coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                       coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm)
 {
-    return do_allreduce(sendbuf, recvbuf, count, dtype, op, comm, NULL, "coll_allreduce");
+    return do_allreduce(call_of(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0),
+                        NULL, "coll_allreduce");
 }
 
 COLL_API coll_status_t coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                       coll_dtype_t dtype, int root, coll_comm_t *comm)
 {
-    return do_rooted(COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM, root, comm,
-                     NULL, "coll_broadcast");
+    return do_call(call_of(comm, COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM,
+                           root),
+                   NULL, "coll_broadcast");
 }
 
 COLL_API coll_status_t coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                    coll_dtype_t dtype, coll_op_t op, int root, coll_comm_t *comm)
 {
-    return do_rooted(COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm, NULL,
-                     "coll_reduce");
+    return do_call(call_of(comm, COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root),
+                   NULL, "coll_reduce");
 }
 
 COLL_API coll_status_t coll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                       coll_dtype_t dtype, coll_comm_t *comm)
 {
-    return do_blocked(COLL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, comm,
-                      NULL, "coll_allgather");
+    return do_call(call_of(comm, COLL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
+                           COLL_SUM, 0),
+                   NULL, "coll_allgather");
 }
 
 COLL_API coll_status_t coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                            coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm)
 {
-    return do_blocked(COLL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, comm,
-                      NULL, "coll_reduce_scatter");
+    return do_call(call_of(comm, COLL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+                           op, 0),
+                   NULL, "coll_reduce_scatter");
 }
 
 COLL_API coll_status_t coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                                      coll_dtype_t dtype, coll_comm_t *comm)
 {
-    return do_blocked(COLL_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COLL_SUM, comm, NULL,
-                      "coll_alltoall");
+    return do_call(call_of(comm, COLL_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COLL_SUM,
+                           0),
+                   NULL, "coll_alltoall");
 }
 
 COLL_API coll_status_t coll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                    coll_dtype_t dtype, int root, coll_comm_t *comm)
 {
-    return do_gather_scatter(COLL_COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, root, comm,
-                             NULL, "coll_gather");
+    return do_call(call_of(comm, COLL_COLL_GATHER, sendbuf, recvbuf, sendcount, dtype,
+                           COLL_SUM, root),
+                   NULL, "coll_gather");
 }
 
 COLL_API coll_status_t coll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                     coll_dtype_t dtype, int root, coll_comm_t *comm)
 {
-    return do_gather_scatter(COLL_COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, root, comm,
-                             NULL, "coll_scatter");
+    return do_call(call_of(comm, COLL_COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+                           COLL_SUM, root),
+                   NULL, "coll_scatter");
 }
 
 COLL_API coll_status_t coll_barrier(coll_comm_t *comm)
 {
-    return do_barrier(comm, NULL, "coll_barrier");
+    return do_call(call_of(comm, COLL_COLL_BARRIER, NULL, NULL, 0, COLL_UINT8, COLL_SUM, 0),
+                   NULL, "coll_barrier");
 }
 
 COLL_API coll_status_t coll_send(const void *sendbuf, size_t count, coll_dtype_t dtype, int peer,
@@ -687,8 +548,8 @@ COLL_API coll_status_t coll_alltoallv(const void *sendbuf, const size_t *sendcou
             rdispls[j] > SIZE_MAX / esz - recvcounts[j])
             return fail_call(coll__error(comm, COLL_INVALID_ARGUMENT,
                                          "%s: displacement of rank %d overflows", fn, j));
-        CHECK_CALL(check_buf(comm, fn, "sendbuf", sendbuf, sendcounts[j]));
-        CHECK_CALL(check_buf(comm, fn, "recvbuf", recvbuf, recvcounts[j]));
+        CHECK_CALL(coll__check_buf(comm, fn, "sendbuf", sendbuf, sendcounts[j]));
+        CHECK_CALL(coll__check_buf(comm, fn, "recvbuf", recvbuf, recvcounts[j]));
         /* in place, as MPI_IN_PLACE: block j goes from and comes back to the same place */
         if (inplace && (sendcounts[j] != recvcounts[j] || sdispls[j] != rdispls[j]))
             return fail_call(coll__error(
@@ -745,7 +606,8 @@ COLL_API coll_status_t coll_iallreduce(const void *sendbuf, void *recvbuf, size_
                                        coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_iallreduce"));
-    return do_allreduce(sendbuf, recvbuf, count, dtype, op, comm, req_p, "coll_iallreduce");
+    return do_allreduce(call_of(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0),
+                        req_p, "coll_iallreduce");
 }
 
 COLL_API coll_status_t coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
@@ -753,8 +615,9 @@ COLL_API coll_status_t coll_ibroadcast(const void *sendbuf, void *recvbuf, size_
                                        coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_ibroadcast"));
-    return do_rooted(COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM, root, comm,
-                     req_p, "coll_ibroadcast");
+    return do_call(call_of(comm, COLL_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, COLL_SUM,
+                           root),
+                   req_p, "coll_ibroadcast");
 }
 
 COLL_API coll_status_t coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -762,8 +625,8 @@ COLL_API coll_status_t coll_ireduce(const void *sendbuf, void *recvbuf, size_t c
                                     coll_comm_t *comm, coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_ireduce"));
-    return do_rooted(COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm, req_p,
-                     "coll_ireduce");
+    return do_call(call_of(comm, COLL_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root),
+                   req_p, "coll_ireduce");
 }
 
 COLL_API coll_status_t coll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -771,8 +634,9 @@ COLL_API coll_status_t coll_iallgather(const void *sendbuf, void *recvbuf, size_
                                        coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_iallgather"));
-    return do_blocked(COLL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, COLL_SUM, comm,
-                      req_p, "coll_iallgather");
+    return do_call(call_of(comm, COLL_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
+                           COLL_SUM, 0),
+                   req_p, "coll_iallgather");
 }
 
 COLL_API coll_status_t coll_ireduce_scatter(const void *sendbuf, void *recvbuf,
@@ -780,8 +644,9 @@ COLL_API coll_status_t coll_ireduce_scatter(const void *sendbuf, void *recvbuf,
                                             coll_comm_t *comm, coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_ireduce_scatter"));
-    return do_blocked(COLL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, comm,
-                      req_p, "coll_ireduce_scatter");
+    return do_call(call_of(comm, COLL_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+                           op, 0),
+                   req_p, "coll_ireduce_scatter");
 }
 
 COLL_API coll_status_t coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
@@ -789,8 +654,9 @@ COLL_API coll_status_t coll_ialltoall(const void *sendbuf, void *recvbuf, size_t
                                       coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_ialltoall"));
-    return do_blocked(COLL_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COLL_SUM, comm, req_p,
-                      "coll_ialltoall");
+    return do_call(call_of(comm, COLL_COLL_ALLTOALL, sendbuf, recvbuf, count, dtype, COLL_SUM,
+                           0),
+                   req_p, "coll_ialltoall");
 }
 
 COLL_API coll_status_t coll_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -798,8 +664,9 @@ COLL_API coll_status_t coll_igather(const void *sendbuf, void *recvbuf, size_t s
                                     coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_igather"));
-    return do_gather_scatter(COLL_COLL_GATHER, sendbuf, recvbuf, sendcount, dtype, root, comm,
-                             req_p, "coll_igather");
+    return do_call(call_of(comm, COLL_COLL_GATHER, sendbuf, recvbuf, sendcount, dtype,
+                           COLL_SUM, root),
+                   req_p, "coll_igather");
 }
 
 COLL_API coll_status_t coll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -807,14 +674,16 @@ COLL_API coll_status_t coll_iscatter(const void *sendbuf, void *recvbuf, size_t 
                                      coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_iscatter"));
-    return do_gather_scatter(COLL_COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype, root, comm,
-                             req_p, "coll_iscatter");
+    return do_call(call_of(comm, COLL_COLL_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+                           COLL_SUM, root),
+                   req_p, "coll_iscatter");
 }
 
 COLL_API coll_status_t coll_ibarrier(coll_comm_t *comm, coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_ibarrier"));
-    return do_barrier(comm, req_p, "coll_ibarrier");
+    return do_call(call_of(comm, COLL_COLL_BARRIER, NULL, NULL, 0, COLL_UINT8, COLL_SUM, 0),
+                   req_p, "coll_ibarrier");
 }
 
 COLL_API coll_status_t coll_isend(const void *sendbuf, size_t count, coll_dtype_t dtype,

@@ -98,17 +98,10 @@ struct ncclWindow_vidmem {
     struct shim_reg reg;
 };
 
-enum shim_kind {
-    K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCE_SCATTER, K_ALLTOALL, K_GATHER,
-    K_SCATTER, K_SEND, K_RECV
-};
-static const char *const kind_names[] = {
-    "ncclAllReduce", "ncclBroadcast", "ncclReduce",  "ncclAllGather", "ncclReduceScatter",
-    "ncclAlltoAll",  "ncclGather",    "ncclScatter", "ncclSend",      "ncclRecv",
-};
-
+/* A call: its collective's row (src/algo/colls.h) gives its names and what it takes. */
 struct shim_call {
-    enum shim_kind kind;
+    enum coll_coll coll;
+    uint8_t dir; /* a send or receive: COLL_STEP_SEND or COLL_STEP_RECV */
     const void *sbuf;
     void *rbuf;
     size_t count;
@@ -1266,14 +1259,21 @@ static void premul_scale(void *dst, const void *src, size_t n, ncclDataType_t dt
 
 /* ---- 6 collectives and groups -------------------------------------------------------- */
 
-static bool has_op(enum shim_kind k)
+static bool has_op(const struct shim_call *k)
 {
-    return k == K_ALLREDUCE || k == K_REDUCE || k == K_REDUCE_SCATTER;
+    return coll__colls[k->coll].reduces;
 }
 
-static bool has_root(enum shim_kind k)
+static bool has_root(const struct shim_call *k)
 {
-    return k == K_BROADCAST || k == K_REDUCE || k == K_GATHER || k == K_SCATTER;
+    return coll__colls[k->coll].root != COLL_ROOT_NONE;
+}
+
+/* NCCL's name of the call, for messages. */
+static const char *shim_name(const struct shim_call *k)
+{
+    const struct coll_coll_desc *d = &coll__colls[k->coll];
+    return d->p2p && k->dir == COLL_STEP_RECV ? d->nccl_recv : d->nccl;
 }
 
 /* Whether p is CUDA device memory (*dev_p set), before anything touches it. */
@@ -1292,7 +1292,7 @@ static ncclResult_t mem_check(struct ncclComm *comm, const void *p, const char *
 
 static ncclResult_t call_check(struct shim_call *k)
 {
-    const char *fn = kind_names[k->kind];
+    const char *fn = shim_name(k);
     struct ncclComm *comm = k->comm;
     ncclResult_t st = comm_ready(comm, fn);
 
@@ -1300,7 +1300,7 @@ static ncclResult_t call_check(struct shim_call *k)
         return st;
     if (!dt_size(k->dt))
         return fail(comm, ncclInvalidArgument, "%s: datatype %d is not a type", fn, (int)k->dt);
-    if (has_op(k->kind) && (int)k->op >= ncclNumOps) {
+    if (has_op(k) && (int)k->op >= ncclNumOps) {
         int i = (int)k->op - ncclNumOps;
 
         if (i >= comm->npremul || !comm->premul[i].used)
@@ -1310,23 +1310,23 @@ static ncclResult_t call_check(struct shim_call *k)
             return fail(comm, ncclInvalidArgument,
                         "%s: op %d was created for datatype %d, not %d", fn, (int)k->op,
                         (int)comm->premul[i].dtype, (int)k->dt);
-    } else if (has_op(k->kind) && (int)k->op < 0) {
+    } else if (has_op(k) && (int)k->op < 0) {
         return fail(comm, ncclInvalidArgument, "%s: op %d is not an operator", fn, (int)k->op);
     }
-    if ((has_root(k->kind) || k->kind == K_SEND || k->kind == K_RECV) &&
+    if ((has_root(k) || coll__colls[k->coll].p2p) &&
         (k->root < 0 || k->root >= comm->nranks))
         return fail(comm, ncclInvalidArgument, "%s: %s %d is out of range for %d ranks", fn,
-                    has_root(k->kind) ? "root" : "peer", k->root, comm->nranks);
+                    has_root(k) ? "root" : "peer", k->root, comm->nranks);
     k->dev = false;
     if ((st = mem_check(comm, k->sbuf, fn, &k->dev)) != ncclSuccess ||
         (st = mem_check(comm, k->rbuf, fn, &k->dev)) != ncclSuccess)
         return st;
     /* device buffers: what coll's stream-ordered collectives cover */
-    if (k->dev && (k->kind == K_GATHER || k->kind == K_SCATTER))
+    if (k->dev && !coll__colls[k->coll].stream)
         return fail(comm, ncclInvalidUsage,
                     "%s: CUDA device buffers are not supported for this collective by coll's "
                     "NCCL library (host buffers are)", fn);
-    if (k->dev && has_op(k->kind) && (int)k->op >= ncclNumOps)
+    if (k->dev && has_op(k) && (int)k->op >= ncclNumOps)
         return fail(comm, ncclInvalidUsage,
                     "%s: PreMulSum operators (ncclRedOpCreatePreMulSum) on CUDA device buffers "
                     "are not supported by coll's NCCL library (host buffers are)", fn);
@@ -1345,50 +1345,56 @@ static coll_status_t call_issue(const struct shim_call *k, void **tmp_p)
     *tmp_p = NULL;
     if (k->dev) {
         void *s = k->stream;
-        switch (k->kind) {
-        case K_ALLREDUCE: return coll_allreduce_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
-        case K_BROADCAST: return coll_broadcast_stream(sbuf, k->rbuf, k->count, dt, k->root, c, s);
-        case K_REDUCE:
+        switch (k->coll) {
+        case COLL_COLL_ALLREDUCE: return coll_allreduce_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
+        case COLL_COLL_BROADCAST: return coll_broadcast_stream(sbuf, k->rbuf, k->count, dt, k->root, c, s);
+        case COLL_COLL_REDUCE:
             return coll_reduce_stream(sbuf, k->rbuf, k->count, dt, op, k->root, c, s);
-        case K_ALLGATHER: return coll_allgather_stream(sbuf, k->rbuf, k->count, dt, c, s);
-        case K_REDUCE_SCATTER:
+        case COLL_COLL_ALLGATHER: return coll_allgather_stream(sbuf, k->rbuf, k->count, dt, c, s);
+        case COLL_COLL_REDUCE_SCATTER:
             return coll_reduce_scatter_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
-        case K_ALLTOALL: return coll_alltoall_stream(sbuf, k->rbuf, k->count, dt, c, s);
-        case K_SEND: return coll_send_stream(sbuf, k->count, dt, k->root, c, s);
-        case K_RECV: return coll_recv_stream(k->rbuf, k->count, dt, k->root, c, s);
+        case COLL_COLL_ALLTOALL: return coll_alltoall_stream(sbuf, k->rbuf, k->count, dt, c, s);
+        case COLL_COLL_SENDRECV:
+            return k->dir == COLL_STEP_SEND
+                       ? coll_send_stream(sbuf, k->count, dt, k->root, c, s)
+                       : coll_recv_stream(k->rbuf, k->count, dt, k->root, c, s);
         default: return COLL_INTERNAL_ERROR; /* refused by call_check */
         }
     }
-    if (has_op(k->kind) && (int)k->op >= ncclNumOps) {
+    if (has_op(k) && (int)k->op >= ncclNumOps) {
         const struct shim_premul *p = &k->comm->premul[(int)k->op - ncclNumOps];
-        size_t n = k->kind == K_REDUCE_SCATTER ? k->count * (size_t)k->comm->nranks : k->count;
+        size_t n = coll__blocks_count(coll__colls[k->coll].send_blocks, k->count,
+                                      k->comm->nranks);
         size_t bytes = n * dt_size(k->dt);
         void *tmp;
 
         if (!sbuf)
             return coll__error(NULL, COLL_INVALID_ARGUMENT, "%s: sendbuff is NULL",
-                               kind_names[k->kind]);
+                               shim_name(k));
         tmp = malloc(bytes ? bytes : 1);
         if (!tmp)
             return coll__error(NULL, COLL_SYSTEM_ERROR, "%s: out of memory for a %zu-byte "
-                               "scaled copy", kind_names[k->kind], bytes);
+                               "scaled copy", shim_name(k), bytes);
         premul_scale(tmp, sbuf, n, k->dt,
                      p->residence == ncclScalarHostImmediate ? p->value : p->ptr);
         *tmp_p = tmp;
         sbuf = tmp;
         op = COLL_SUM;
     }
-    switch (k->kind) {
-    case K_ALLREDUCE: return coll_allreduce(sbuf, k->rbuf, k->count, dt, op, c);
-    case K_BROADCAST: return coll_broadcast(sbuf, k->rbuf, k->count, dt, k->root, c);
-    case K_REDUCE: return coll_reduce(sbuf, k->rbuf, k->count, dt, op, k->root, c);
-    case K_ALLGATHER: return coll_allgather(sbuf, k->rbuf, k->count, dt, c);
-    case K_REDUCE_SCATTER: return coll_reduce_scatter(sbuf, k->rbuf, k->count, dt, op, c);
-    case K_ALLTOALL: return coll_alltoall(sbuf, k->rbuf, k->count, dt, c);
-    case K_GATHER: return coll_gather(sbuf, k->rbuf, k->count, dt, k->root, c);
-    case K_SCATTER: return coll_scatter(sbuf, k->rbuf, k->count, dt, k->root, c);
-    case K_SEND: return coll_send(sbuf, k->count, dt, k->root, c);
-    case K_RECV: return coll_recv(k->rbuf, k->count, dt, k->root, c);
+    switch (k->coll) {
+    case COLL_COLL_ALLREDUCE: return coll_allreduce(sbuf, k->rbuf, k->count, dt, op, c);
+    case COLL_COLL_BROADCAST: return coll_broadcast(sbuf, k->rbuf, k->count, dt, k->root, c);
+    case COLL_COLL_REDUCE: return coll_reduce(sbuf, k->rbuf, k->count, dt, op, k->root, c);
+    case COLL_COLL_ALLGATHER: return coll_allgather(sbuf, k->rbuf, k->count, dt, c);
+    case COLL_COLL_REDUCE_SCATTER: return coll_reduce_scatter(sbuf, k->rbuf, k->count, dt, op, c);
+    case COLL_COLL_ALLTOALL: return coll_alltoall(sbuf, k->rbuf, k->count, dt, c);
+    case COLL_COLL_GATHER: return coll_gather(sbuf, k->rbuf, k->count, dt, k->root, c);
+    case COLL_COLL_SCATTER: return coll_scatter(sbuf, k->rbuf, k->count, dt, k->root, c);
+    case COLL_COLL_SENDRECV:
+        return k->dir == COLL_STEP_SEND ? coll_send(sbuf, k->count, dt, k->root, c)
+                                        : coll_recv(k->rbuf, k->count, dt, k->root, c);
+    default:
+        break; /* no NCCL call makes a barrier */
     }
     return COLL_INTERNAL_ERROR;
 }
@@ -1401,7 +1407,7 @@ static ncclResult_t call_submit(struct shim_call *k)
 
     if (grp.depth > 0) {
         if (st == ncclSuccess)
-            st = group_mode(k->comm, false, kind_names[k->kind]);
+            st = group_mode(k->comm, false, shim_name(k));
         if (st != ncclSuccess) {
             if (grp.err == ncclSuccess)
                 grp.err = st;
@@ -1413,7 +1419,7 @@ static ncclResult_t call_submit(struct shim_call *k)
 
             if (!p)
                 return grp.err = fail(k->comm, ncclSystemError, "%s: out of memory",
-                                      kind_names[k->kind]);
+                                      shim_name(k));
             grp.calls = p;
             grp.cap = cap;
         }
@@ -1527,12 +1533,6 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd(void)
  * bound. */
 NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
-    static const enum coll_coll kinds[] = {
-        COLL_COLL_ALLREDUCE, COLL_COLL_BROADCAST,      COLL_COLL_REDUCE,
-        COLL_COLL_ALLGATHER, COLL_COLL_REDUCE_SCATTER, COLL_COLL_ALLTOALL,
-        COLL_COLL_GATHER,    COLL_COLL_SCATTER,        COLL_COLL_SENDRECV,
-        COLL_COLL_SENDRECV,
-    };
     struct coll_cost_params p;
     double total = 0;
     ncclResult_t st = ncclSuccess;
@@ -1561,8 +1561,8 @@ NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     coll__cost_params_default(&p);
     for (i = 0; i < grp.ncalls; i++) {
         const struct shim_call *k = &grp.calls[i];
-        struct coll_cost_query q = {.coll = kinds[k->kind], .nranks = k->comm->nranks,
-                                    .root = has_root(k->kind) ? k->root : 0,
+        struct coll_cost_query q = {.coll = k->coll, .nranks = k->comm->nranks,
+                                    .root = has_root(k) ? k->root : 0,
                                     .count = k->count, .dtype = (coll_dtype_t)k->dt};
         struct coll_cost_result res[4];
         size_t nres = 0;
@@ -1587,16 +1587,19 @@ NCCL_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, siz
                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                        cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
-                                           0, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_ALLREDUCE, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = op, .comm = comm, .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                        ncclDataType_t datatype, int root, ncclComm_t comm,
                                        cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_BROADCAST, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, root, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_BROADCAST, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = ncclSum, .root = root, .comm = comm,
+                                           .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
@@ -1609,62 +1612,74 @@ NCCL_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t
                                     ncclDataType_t datatype, ncclRedOp_t op, int root,
                                     ncclComm_t comm, cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_REDUCE, sendbuff, recvbuff, count, datatype, op,
-                                           root, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_REDUCE, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = op, .root = root, .comm = comm, .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                        ncclDataType_t datatype, ncclComm_t comm,
                                        cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype,
-                                           ncclSum, 0, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_ALLGATHER, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = sendcount, .dt = datatype,
+                                           .op = ncclSum, .comm = comm, .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                                            size_t recvcount, ncclDataType_t datatype,
                                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_REDUCE_SCATTER, sendbuff, recvbuff, recvcount,
-                                           datatype, op, 0, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_REDUCE_SCATTER, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = recvcount, .dt = datatype,
+                                           .op = op, .comm = comm, .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                       ncclDataType_t datatype, ncclComm_t comm,
                                       cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_ALLTOALL, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, 0, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_ALLTOALL, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = ncclSum, .comm = comm, .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, int root, ncclComm_t comm,
                                     cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_GATHER, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, root, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_GATHER, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = ncclSum, .root = root, .comm = comm,
+                                           .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
                                      cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_SCATTER, sendbuff, recvbuff, count, datatype,
-                                           ncclSum, root, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_SCATTER, .sbuf = sendbuff,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = ncclSum, .root = root, .comm = comm,
+                                           .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                   int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_SEND, sendbuff, NULL, count, datatype, ncclSum,
-                                           peer, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_SENDRECV, .dir = COLL_STEP_SEND,
+                                           .sbuf = sendbuff, .count = count, .dt = datatype,
+                                           .op = ncclSum, .root = peer, .comm = comm,
+                                           .stream = stream});
 }
 
 NCCL_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
                                   int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    return call_submit(&(struct shim_call){K_RECV, NULL, recvbuff, count, datatype, ncclSum,
-                                           peer, comm, stream, false});
+    return call_submit(&(struct shim_call){.coll = COLL_COLL_SENDRECV, .dir = COLL_STEP_RECV,
+                                           .rbuf = recvbuff, .count = count, .dt = datatype,
+                                           .op = ncclSum, .root = peer, .comm = comm,
+                                           .stream = stream});
 }
 
 /* ---- 7 memory and registration ------------------------------------------------------- */

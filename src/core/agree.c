@@ -14,58 +14,42 @@
 const char *coll__sig_describe(const struct coll_sig *s, char *buf, size_t n)
 {
     const char *dt = coll__dtype_name((coll_dtype_t)s->dtype);
+    const struct coll_coll_desc *d = coll__coll_desc((enum coll_coll)s->coll);
     int w;
 
-    if (s->coll == COLL_COLL_SENDRECV) {
+    if (d && d->p2p) {
         snprintf(buf, n, "%s of %llu x %s", s->kind == COLL_STEP_SEND ? "send" : "receive",
                  (unsigned long long)s->count, dt);
         return buf;
     }
-    if (s->coll == COLL_COLL_BARRIER) {
-        snprintf(buf, n, "barrier");
+    if (d && d->send_blocks == COLL_BLOCKS_NONE && d->recv_blocks == COLL_BLOCKS_NONE) {
+        snprintf(buf, n, "%s", d->name); /* no data: no count or dtype to speak of */
         return buf;
     }
-    w = snprintf(buf, n, "%s of %llu x %s",
-                 s->coll < COLL_NUM_COLLS ? coll__coll_name((enum coll_coll)s->coll)
-                                          : "an unknown collective",
+    w = snprintf(buf, n, "%s of %llu x %s", d ? d->name : "an unknown collective",
                  (unsigned long long)s->count, dt);
+    if (w < 0 || (size_t)w >= n || !d)
+        return buf;
+    if (d->reduces)
+        w += snprintf(buf + w, n - (size_t)w, " (%s)", coll__op_name((coll_op_t)s->op));
     if (w < 0 || (size_t)w >= n)
         return buf;
-    switch (s->coll) {
-    case COLL_COLL_ALLREDUCE:
-    case COLL_COLL_REDUCE_SCATTER:
-        snprintf(buf + w, n - (size_t)w, " (%s)", coll__op_name((coll_op_t)s->op));
-        break;
-    case COLL_COLL_REDUCE:
-        snprintf(buf + w, n - (size_t)w, " (%s) to root %d", coll__op_name((coll_op_t)s->op),
-                 (int)s->root);
-        break;
-    case COLL_COLL_BROADCAST:
-    case COLL_COLL_SCATTER:
-        snprintf(buf + w, n - (size_t)w, " from root %d", (int)s->root);
-        break;
-    case COLL_COLL_GATHER:
-        snprintf(buf + w, n - (size_t)w, " to root %d", (int)s->root);
-        break;
-    default:
-        break;
-    }
+    if (d->root != COLL_ROOT_NONE)
+        snprintf(buf + w, n - (size_t)w, " %s root %d",
+                 d->root == COLL_ROOT_SINK ? "to" : "from", (int)s->root);
     return buf;
 }
 
 void coll__call_sig(const struct coll_call *c, struct coll_sig *s)
 {
-    const bool reduces = c->coll == COLL_COLL_ALLREDUCE || c->coll == COLL_COLL_REDUCE ||
-                         c->coll == COLL_COLL_REDUCE_SCATTER;
-    const bool rooted = c->coll == COLL_COLL_BROADCAST || c->coll == COLL_COLL_REDUCE ||
-                        c->coll == COLL_COLL_GATHER || c->coll == COLL_COLL_SCATTER;
+    const struct coll_coll_desc *d = coll__coll_desc(c->coll);
 
     *s = (struct coll_sig){
         .coll = (uint8_t)c->coll,
         .dtype = (uint8_t)c->dtype,
-        .op = reduces ? (uint8_t)c->op : 0,
-        .kind = c->coll == COLL_COLL_SENDRECV ? c->p2p : 0,
-        .root = rooted ? c->root : 0,
+        .op = d && d->reduces ? (uint8_t)c->op : 0,
+        .kind = d && d->p2p ? c->p2p : 0,
+        .root = d && d->root != COLL_ROOT_NONE ? c->root : 0,
         .count = c->count,
     };
 }
@@ -73,7 +57,10 @@ void coll__call_sig(const struct coll_call *c, struct coll_sig *s)
 /* The same call, however each side runs it. */
 static bool same_call(const struct coll_sig *a, const struct coll_sig *b)
 {
-    if (a->coll == COLL_COLL_SENDRECV || b->coll == COLL_COLL_SENDRECV)
+    const struct coll_coll_desc *da = coll__coll_desc((enum coll_coll)a->coll);
+    const struct coll_coll_desc *db = coll__coll_desc((enum coll_coll)b->coll);
+
+    if ((da && da->p2p) || (db && db->p2p))
         return a->coll == b->coll && a->kind != b->kind && a->dtype == b->dtype &&
                a->count == b->count;
     return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op &&

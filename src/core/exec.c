@@ -129,18 +129,15 @@ static bool deps_done(const struct coll_part *p, const struct coll_step *st)
     return true;
 }
 
-/* Where the result of a reducing collective lands on this rank, for the division of AVG. */
+/* Where the result of a reducing collective lands on this rank, for the division of AVG:
+ * its receive buffer, where it passes one. */
 static size_t avg_count(const struct coll_comm *comm, const struct coll_part *p)
 {
-    switch (p->coll) {
-    case COLL_COLL_ALLREDUCE:
-    case COLL_COLL_REDUCE_SCATTER:
-        return p->plan->args.count;
-    case COLL_COLL_REDUCE:
-        return comm->rank == p->root ? p->plan->args.count : 0;
-    default:
+    const struct coll_coll_desc *d = coll__coll_desc(p->coll);
+
+    if (!d || !d->reduces || !coll__desc_uses_recv(d, comm->rank, p->root, 0))
         return 0;
-    }
+    return coll__blocks_count(d->recv_blocks, p->plan->args.count, comm->nranks);
 }
 
 static void part_finish(struct coll_op *op, struct coll_part *p)

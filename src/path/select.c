@@ -45,22 +45,6 @@ static const char *default_large[COLL_NUM_COLLS] = {
     [COLL_COLL_BARRIER] = "dissemination",
 };
 
-static bool coll_from_name(const char *name, size_t len, enum coll_coll *c_p)
-{
-    for (int c = 0; c < COLL_NUM_COLLS; c++) {
-        const char *cn = coll__coll_name((enum coll_coll)c);
-        if (strlen(cn) == len && !strncasecmp(cn, name, len)) {
-            *c_p = (enum coll_coll)c;
-            return true;
-        }
-    }
-    if (len == 5 && !strncasecmp(name, "bcast", 5)) {
-        *c_p = COLL_COLL_BROADCAST;
-        return true;
-    }
-    return false;
-}
-
 static void list_algos(char *buf, size_t n)
 {
     size_t o = 0;
@@ -96,7 +80,7 @@ static bool forced_for(const char *spec, enum coll_coll c, char *name, size_t n,
             }
             continue;
         }
-        if (coll_from_name(tok, (size_t)(eq - tok), &tc) && tc == c) {
+        if (coll__coll_from_name(tok, (size_t)(eq - tok), &tc) && tc == c) {
             snprintf(name, n, "%s", eq + 1);
             *explicit_p = true;
             return true;
@@ -118,7 +102,7 @@ static coll_status_t select_check_config(struct coll_comm *comm)
         const struct coll_algo *algo = coll__algo_find(name);
         enum coll_coll c;
 
-        if (eq && !coll_from_name(tok, (size_t)(eq - tok), &c))
+        if (eq && !coll__coll_from_name(tok, (size_t)(eq - tok), &c))
             return coll__error(comm, COLL_INVALID_ARGUMENT,
                                "COLL_ALGO='%s': unknown collective '%.*s' (allreduce, "
                                "broadcast, reduce, ...)",

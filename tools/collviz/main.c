@@ -13,8 +13,9 @@ static void usage(FILE *f)
             "  draws the schedule that coll's executor runs, round by round\n"
             "  COLLECTIVE       (or --collective NAME; 'list': the algorithms of each)\n"
             "                   ");
-    for (int c = 0; c < COLL_COLL_SENDRECV; c++)
-        fprintf(f, "%s%s", c ? ", " : "", coll__coll_name((enum coll_coll)c));
+    for (int c = 0; c < COLL_NUM_COLLS; c++)
+        if (!coll__colls[c].p2p)
+            fprintf(f, "%s%s", c ? ", " : "", coll__colls[c].name);
     fprintf(f, "\n"
                "  --algo NAME      algorithm (default: the first in coll's table that can run it;\n"
                "                   'list': the algorithms of this collective)\n"
@@ -97,16 +98,8 @@ static bool usable(const struct coll_algo *algo, const struct coll_algo_args *a)
 
 int parse_coll(const char *name, enum coll_coll *c_p)
 {
-    for (int c = 0; c < COLL_COLL_SENDRECV; c++)
-        if (!strcasecmp(name, coll__coll_name((enum coll_coll)c))) {
-            *c_p = (enum coll_coll)c;
-            return 0;
-        }
-    if (!strcasecmp(name, "reduce_scatter") || !strcasecmp(name, "reduce-scatter")) {
-        *c_p = COLL_COLL_REDUCE_SCATTER;
-        return 0;
-    }
-    return 1;
+    /* a send or a receive has no schedule to draw */
+    return !coll__coll_from_name(name, strlen(name), c_p) || coll__colls[*c_p].p2p;
 }
 
 int parse_dtype(const char *name, coll_dtype_t *dt_p)
@@ -241,8 +234,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (o->op_given)
         return usage_error("--op goes with a trace");
     if (coll && !strcmp(coll, "list")) {
-        for (int c = 0; c < COLL_COLL_SENDRECV; c++)
-            list_algos(stdout, (enum coll_coll)c);
+        for (int c = 0; c < COLL_NUM_COLLS; c++)
+            if (!coll__colls[c].p2p)
+                list_algos(stdout, (enum coll_coll)c);
         exit(0);
     }
     if (!coll)
@@ -250,8 +244,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
                            "reducescatter, alltoall, gather, scatter, barrier");
     if (parse_coll(coll, &o->coll)) {
         fprintf(stderr, "collviz: unknown collective '%s'; collectives:", coll);
-        for (int c = 0; c < COLL_COLL_SENDRECV; c++)
-            fprintf(stderr, " %s", coll__coll_name((enum coll_coll)c));
+        for (int c = 0; c < COLL_NUM_COLLS; c++)
+            if (!coll__colls[c].p2p)
+                fprintf(stderr, " %s", coll__colls[c].name);
         fprintf(stderr, "\n");
         return EXIT_USAGE;
     }

@@ -419,35 +419,21 @@ bool expected(const struct viz *v, int32_t r, size_t i, uint64_t *mask_p, size_t
     const struct coll_algo_args *a = &v->args;
     const uint64_t all = v->n == 64 ? ~0ull : (1ull << v->n) - 1;
     const size_t c = a->count;
+    const struct coll_coll_desc *d = coll__coll_desc(a->coll);
+    size_t blk, in;
 
-    switch (a->coll) {
-    case COLL_COLL_ALLREDUCE:
-        *mask_p = all, *origin_p = i;
-        return i < c;
-    case COLL_COLL_BROADCAST:
-        *mask_p = 1ull << a->root, *origin_p = i;
-        return i < c;
-    case COLL_COLL_REDUCE:
-        *mask_p = all, *origin_p = i;
-        return r == a->root && i < c;
-    case COLL_COLL_ALLGATHER:
-        *mask_p = 1ull << (i / c), *origin_p = i % c;
-        return c && i < (size_t)v->n * c;
-    case COLL_COLL_REDUCE_SCATTER:
-        *mask_p = all, *origin_p = (size_t)r * c + i;
-        return i < c;
-    case COLL_COLL_ALLTOALL:
-        *mask_p = 1ull << (i / c), *origin_p = (size_t)r * c + i % c;
-        return c && i < (size_t)v->n * c;
-    case COLL_COLL_GATHER:
-        *mask_p = 1ull << (i / c), *origin_p = i % c;
-        return r == a->root && c && i < (size_t)v->n * c;
-    case COLL_COLL_SCATTER:
-        *mask_p = 1ull << a->root, *origin_p = (size_t)r * c + i;
-        return i < c;
-    default:
+    /* from the row: block b of an n-block RECV comes from rank b (or from every rank, or
+     * the root's), at this rank's block of an n-block SEND */
+    if (!d || d->p2p || !coll__desc_uses_recv(d, r, a->root, 0) ||
+        i >= coll__blocks_count(d->recv_blocks, c, v->n))
         return false;
-    }
+    blk = d->recv_blocks == COLL_BLOCKS_N ? i / c : 0;
+    in = d->recv_blocks == COLL_BLOCKS_N ? i % c : i;
+    *origin_p = (d->send_blocks == COLL_BLOCKS_N ? (size_t)r * c : 0) + in;
+    *mask_p = d->reduces                    ? all
+              : d->root == COLL_ROOT_SOURCE ? 1ull << a->root
+                                            : 1ull << blk;
+    return true;
 }
 
 /* Check every rank's RECV against the collective's promise; writes a sentence into msg. */

@@ -176,8 +176,7 @@ void print_header(const struct render *rd, FILE *f)
     fprintf(f, "%s with %s: %s\n", coll__coll_name(a->coll), v->algo_name, v->algo_desc);
     fprintf(f, "  %d ranks, count %zu x %s (%s), chunk %zu elements (%s)", v->n, a->count,
             coll__dtype_name(a->dtype), b1, a->chunk_count, b2);
-    if (a->coll == COLL_COLL_BROADCAST || a->coll == COLL_COLL_REDUCE ||
-        a->coll == COLL_COLL_GATHER || a->coll == COLL_COLL_SCATTER)
+    if (coll__colls[a->coll].root != COLL_ROOT_NONE)
         fprintf(f, ", root %d", a->root);
     fprintf(f, "\n  %u steps over all ranks, %u rounds with messages\n", v->total,
             v->nrounds ? v->nrounds - 1 : 0);
