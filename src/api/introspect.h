@@ -1,6 +1,6 @@
 /*
- * introspect.h - what the tools (collbench, collviz, and collsim as it moves onto it)
- * may ask of the library beyond coll.h: how a call would run and what the model says it
+ * introspect.h - what the tools (collbench, collviz, collsim) may ask of the library beyond
+ * coll.h: how a call would run and what the model says it
  * costs, the COLL_* settings, what a communicator is made of, and the few hooks that
  * --calibrate needs. Everything takes the opaque coll_comm_t and answers in plain structs;
  * the communicator's layout stays in core/internal.h, which no tool includes.
@@ -15,7 +15,11 @@
  * (src/algo/cost.h), settings the table of src/base/param.c. The cost model's header comes
  * with this one: its parameters, links and results are plain structs and pure functions,
  * which explaining and calibrating are about; and with it the schedules' (algo/schedule.h:
- * the builders and their steps), which collviz draws.
+ * the builders and their steps), which collviz draws and collsim runs, and the base's
+ * helpers (base/base.h: names, sizes, parsing). The base's JSON writer comes with it too
+ * (base/json.h), so that what one tool writes another reads back. A tool includes this
+ * header and coll.h, nothing else of src/; tools/layers.py --check holds the tools' objects
+ * to the symbols these headers declare.
  *
  * Divisions: 1 how a call runs, 2 settings, 3 the communicator, 4 --calibrate, 5 device
  * memory and launchers.
@@ -25,6 +29,7 @@
 
 #include "../algo/cost.h"
 #include "../base/base.h"
+#include "../base/json.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -12,9 +12,10 @@
 #ifndef COLLSIM_H
 #define COLLSIM_H
 
-#include "algo/cost.h"
-#include "algo/schedule.h"
-#include "base/json.h"
+/* Beyond the public API, collsim asks the library through one header, api/introspect.h: the
+ * schedules' builders, the cost model and the selector's ranking, and the base's helpers
+ * (names, sizes, the JSON writer) that come with it. */
+#include "api/introspect.h"
 
 #include <simgrid/host.h>
 #include <simgrid/link.h>

@@ -32,12 +32,10 @@
 #ifndef COLLVIZ_H
 #define COLLVIZ_H
 
-/* Beyond the public API, collviz asks the library through one header: the schedules and the
- * cost model that prices them (api/introspect.h); and it uses the base's helpers (sizes,
- * names, the JSON writer). */
+/* Beyond the public API, collviz asks the library through one header, api/introspect.h: the
+ * schedules, the cost model that prices them, and the base's helpers (sizes, names, the
+ * JSON writer) that come with it. */
 #include "api/introspect.h"
-#include "base/base.h"
-#include "base/json.h"
 
 /* The cost model is left out with -DCOLLVIZ_NO_COST (no prices, no --compare). */
 #ifdef COLLVIZ_NO_COST
