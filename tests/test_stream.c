@@ -11,7 +11,7 @@
  *   - the stream order refills a slot only after the piece that used it was waited for and
  *     copied out, and each piece is waited for after its copy in.
  */
-#include "api/stream.h"
+#include "path/stream.h"
 
 #include "harness.h"
 

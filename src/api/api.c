@@ -10,8 +10,8 @@
 #include "../core/agree.h"
 #include "../core/check.h"
 #include "../core/exec.h"
-#include "qallreduce.h"
-#include "stream.h"
+#include "../path/qallreduce.h"
+#include "../path/stream.h"
 #include "../path/path.h"
 
 #include <assert.h>

@@ -16,7 +16,7 @@
 #include "launcher.h"
 #include "../core/trace.h"
 #include "../algo/cost.h"
-#include "stream.h"
+#include "../path/stream.h"
 #include "../path/path.h"
 #include "../reduce/quant.h"
 #include "../reduce/reduce.h"
