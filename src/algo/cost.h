@@ -253,4 +253,51 @@ COLL_INTERNAL coll_status_t coll__cost_predict_flat(const struct coll_cost_param
                                                     const struct coll_cost_flat_sizes *sizes,
                                                     double *time_p);
 
+/*
+ * The rows of the paths made of other calls (src/path/path.h: stream, quant), beside the flat
+ * path's: closed forms (cost_paths.c), for reading next to the other rows (collbench
+ * --explain, COLL_DEBUG); the paths' rules, not these prices, decide which path runs a call.
+ */
+
+/* A stream-ordered call, this rank's part. Through staging, its input is copied device to
+ * host (in_bytes) and its output back (out_bytes) at the copy rate, around the host
+ * collective on the staging memory (host_seconds: that call's own row, flat or sched):
+ *   host_seconds + (in_bytes + out_bytes) copy
+ * (no overlap counted: piece j + 1's copies overlap piece j's collective, so this is an upper
+ * bound, by at most the smaller of the two terms). Through CUDA IPC, in pieces, each with
+ * one host barrier (host_seconds: one barrier's price) and a kernel launch, the copy in, the
+ * kernels' reads out of the peers' scratch (read_bytes) and the gather out all at the cuda
+ * link's beta:
+ *   (pieces + 1) host_seconds + pieces cuda.alpha + (in_bytes + read_bytes + out_bytes)
+ *   cuda.beta */
+struct coll_cost_stream {
+    bool ipc;
+    size_t in_bytes, out_bytes; /* copied into and out of staging or the IPC scratch */
+    size_t read_bytes;          /* IPC: read by the kernels out of every rank's scratch */
+    size_t pieces;              /* IPC: pieces of the call (one barrier each, and one more) */
+    double host_seconds;        /* staging: the host call; IPC: one host barrier */
+};
+COLL_INTERNAL double coll__cost_predict_stream(const struct coll_cost_params *p,
+                                               const struct coll_cost_stream *q);
+
+/* The quantized all-reduce of count elements of elem_size bytes on n ranks (docs/
+ * quantization.md), the codec sending ratio bytes per byte of input (E = ratio count
+ * elem_size encoded bytes of a whole input). Encoding and decoding are passes over the
+ * elements widened to fp32 (F = 4 count bytes), priced at gamma.float per byte as a
+ * reduction; messages at link's alpha and beta, a rank's n - 1 sends one after another:
+ *   GATHER  (n - 1) (alpha + E beta) + F gamma (1 + n)        encode once, decode n inputs
+ *   SCATTER 2 (n - 1) (alpha + E / n beta) + F gamma (3 + 1 / n)
+ *                       encode, decode and sum n slices of F / n, encode the own slice,
+ *                       decode the whole result
+ * (HIER, between hosts, is priced as SCATTER over the link given); n = 1: F gamma 2. */
+struct coll_cost_quant {
+    int32_t nranks;
+    size_t count, elem_size;
+    double ratio;
+    bool gather;
+    enum coll_link link;
+};
+COLL_INTERNAL double coll__cost_predict_quant(const struct coll_cost_params *p,
+                                              const struct coll_cost_quant *q);
+
 #endif /* COLL_COST_H */

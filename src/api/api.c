@@ -10,7 +10,6 @@
 #include "../core/agree.h"
 #include "../core/check.h"
 #include "../core/exec.h"
-#include "../path/qallreduce.h"
 #include "../path/stream.h"
 #include "../path/path.h"
 
@@ -257,8 +256,10 @@ static coll_status_t check_mode(const struct coll_call *c)
 }
 
 /* A checked call: record it in the open group, or issue it. */
-static coll_status_t run(const struct coll_call *c, coll_request_t **req_p, const char *fn)
+static coll_status_t run(const struct coll_call *call, coll_request_t **req_p, const char *fn)
 {
+    struct coll_call form = *call;
+    const struct coll_call *c = &form;
     struct coll_op *op = NULL;
     struct coll_choice ch;
     coll_status_t st;
@@ -267,21 +268,28 @@ static coll_status_t run(const struct coll_call *c, coll_request_t **req_p, cons
         if (req_p)
             return grp.err = coll__error(c->comm, COLL_INVALID_USAGE,
                                          "%s: non-blocking calls cannot be grouped", fn);
+        form.form = COLL_FORM_GROUPED;
         return group_record(c);
     }
+    form.form = req_p ? COLL_FORM_REQUEST : COLL_FORM_BLOCKING;
     if (c->coll == COLL_COLL_SENDRECV && c->peer == c->comm->rank)
         return coll__error(c->comm, COLL_INVALID_USAGE,
                            "%s: a send to or receive from oneself outside a group would wait "
                            "for itself; pair them in coll_group_start/end",
                            fn);
+    /* the chooser decides locally (no message): asked before COLL_CHECK's gather, so that a
+     * path that takes the call over (COLL_QUANT's, a sequence of collectives of its own)
+     * runs it as it always has, without the check */
+    st = coll__choose(c->comm, c, false, &ch);
+    if (st != COLL_SUCCESS)
+        return st;
+    if (ch.path->submit)
+        return ch.path->submit(c->comm, c);
     if (c->comm->cfg.check && c->coll != COLL_COLL_SENDRECV && fn != check_fn) {
         st = check_mode(c);
         if (st != COLL_SUCCESS)
             return st;
     }
-    st = coll__choose(c->comm, c, false, &ch);
-    if (st != COLL_SUCCESS)
-        return st;
     /* a blocking call on a path that runs calls by itself runs right here: no op, no queue */
     if (!req_p && ch.path->run)
         return coll__path_run_now(c->comm, ch.path, c);
@@ -329,32 +337,11 @@ static struct coll_call call_of(coll_comm_t *comm, enum coll_coll coll, const vo
                               .root = root, .peer = -1};
 }
 
-/* A collective: checked by its row, then run or recorded in the open group. */
+/* A collective: checked by its row, then run or recorded in the open group (the chooser
+ * then names its path: COLL_QUANT's quantized all-reduce among them). */
 static coll_status_t do_call(struct coll_call c, coll_request_t **req_p, const char *fn)
 {
     CHECK_CALL(check_call(&c, fn));
-    return run(&c, req_p, fn);
-}
-
-/* All-reduce may be quantized (COLL_QUANT), which no other collective is. */
-static coll_status_t do_allreduce(struct coll_call c, coll_request_t **req_p, const char *fn)
-{
-    struct coll_comm *comm = c.comm;
-
-    CHECK_CALL(check_call(&c, fn));
-    if (coll__quant_wanted(comm, c.count, c.dtype, c.op)) {
-        if (!req_p && grp.depth == 0)
-            return coll__allreduce_quant_env(comm, c.sendbuf, c.recvbuf, c.count, c.dtype,
-                                             c.op);
-        /* the quantized all-reduce is a blocking sequence of collectives: a request or a
-         * group member runs plain, which the user who set COLL_QUANT hears of once */
-        if (!comm->quant_nb_said) {
-            comm->quant_nb_said = true;
-            COLL_WARN(COLL_SUB_ENV, "rank %d: COLL_QUANT=%s applies to blocking all-reduce "
-                      "outside groups; %s runs unquantized (so do later ones like it)",
-                      comm->rank, comm->cfg.quant, fn);
-        }
-    }
     return run(&c, req_p, fn);
 }
 
@@ -374,7 +361,7 @@ static coll_status_t do_p2p(uint8_t kind, const void *buf, size_t count, coll_dt
 COLL_API coll_status_t coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                       coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm)
 {
-    return do_allreduce(call_of(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0),
+    return do_call(call_of(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0),
                         NULL, "coll_allreduce");
 }
 
@@ -606,7 +593,7 @@ COLL_API coll_status_t coll_iallreduce(const void *sendbuf, void *recvbuf, size_
                                        coll_request_t **req_p)
 {
     CHECK_CALL(check_req_p(comm, req_p, "coll_iallreduce"));
-    return do_allreduce(call_of(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0),
+    return do_call(call_of(comm, COLL_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0),
                         req_p, "coll_iallreduce");
 }
 

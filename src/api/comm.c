@@ -16,7 +16,6 @@
 #include "launcher.h"
 #include "../core/trace.h"
 #include "../algo/cost.h"
-#include "../path/stream.h"
 #include "../path/path.h"
 #include "../reduce/quant.h"
 #include "../reduce/reduce.h"
@@ -231,7 +230,7 @@ static void comm_free(struct coll_comm *comm)
 {
     if (!comm)
         return;
-    coll__stream_comm_fini(comm); /* its worker runs collectives on the engine */
+    coll__path_comm_fini(comm); /* the stream worker runs collectives on the engine */
     coll__ctl_fini(comm);         /* its thread fails the comm: before the transports go */
     coll__engine_fini(comm);
     pthread_mutex_lock(&comm->lock);
@@ -517,8 +516,7 @@ coll_status_t coll__comm_init_child(struct coll_comm **comm_p, int nranks,
     COLL_CHECK_GOTO(choose_transports(comm), st, out_free);
     COLL_CHECK_GOTO(coll__trace_init(comm), st, out_free);
     COLL_CHECK_GOTO(coll__engine_start(comm), st, out_free);
-    coll__stream_comm_init(comm);
-    COLL_CHECK_GOTO(coll__path_comm_init(comm), st, out_free);
+    COLL_CHECK_GOTO(coll__path_comm_init(comm, &coll__api_host), st, out_free);
     COLL_CHECK_GOTO(coll__ctl_run(comm), st, out_free);
     if (coll__log_level >= COLL_LOG_INFO) {
         char names[128];
@@ -560,7 +558,7 @@ COLL_API coll_status_t coll_comm_destroy(coll_comm_t *comm)
     if (coll__comm_check(comm, "coll_comm_destroy") != COLL_SUCCESS)
         return COLL_INVALID_ARGUMENT;
     /* the stream worker's queued calls run on comm first, while it is still live */
-    coll__stream_comm_fini(comm);
+    coll__path_comm_fini(comm);
     /* a disagreement this rank's calls did not see (a peer found it after they returned, or
      * nobody could until now: src/path/flat.c coll__flat_comm_end) is this call's error; a
      * failure known before (which a call returned, or an abort) is not told again */

@@ -11,7 +11,7 @@
  * they were. Members keep their rank; joiners take the ranks from the parent's size up.
  */
 #include "../core/bootstrap.h"
-#include "../path/qallreduce.h"
+#include "comm.h"
 
 COLL_API coll_status_t coll_comm_grow_id(coll_comm_t *comm, coll_unique_id_t *id_p)
 {

@@ -2,11 +2,10 @@
  * introspect.c - the tools' view of the library (introspect.h): each answer is read from
  * the part of the library that decides it, and handed out as plain structs.
  *
- * Two calls cannot go to the chooser as they stand, and go to the general path's selector
- * instead, with the chooser's own view of the call (coll__call_args): device buffers (the
- * chooser, asked in full, sees no buffers, and the flat path never takes device memory) and
- * ranks on paper (the chooser answers for the comm it is given, and a comm that is not
- * there has no flat path).
+ * A call on device buffers is asked as the stream-ordered call it is (the stream path's).
+ * Ranks on paper cannot go to the chooser (it answers for the comm it is given, and a comm
+ * that is not there has no flat path): they go to the general path's selector instead, with
+ * the chooser's own view of the call (coll__call_args).
  */
 #include "introspect.h"
 
@@ -82,26 +81,32 @@ coll_status_t coll__ix_choose(coll_comm_t *comm, const struct coll_ix_call *c,
 
     memset(out, 0, sizeof(*out));
     out->flat_s = NAN;
+    out->path_s = NAN;
     if (c->coll == COLL_COLL_SENDRECV) {
         out->path = coll__path_sched.name;
         out->algo = "p2p";
         snprintf(out->why, sizeof(out->why), "point to point");
         return COLL_SUCCESS;
     }
-    if (!c->device && nranks == comm->nranks) {
+    if (nranks == comm->nranks) {
         struct coll_call call = call_of(comm, c);
         struct coll_choice ch;
 
+        if (c->device)
+            call.form = COLL_FORM_STREAM;
         st = coll__choose(comm, &call, true, &ch);
         if (st != COLL_SUCCESS)
             return st;
         out->path = ch.path->name;
         if (ch.flat_seconds >= 0)
             out->flat_s = ch.flat_seconds;
+        if (ch.path_seconds >= 0)
+            out->path_s = ch.path_seconds;
         path_reason(&ch, out->why, sizeof(out->why));
         /* asked in full, the chooser also names what the general path would run where a
-         * path that runs calls by itself takes this one: that path is what runs it */
-        if (ch.path->run || !ch.algo) {
+         * path that runs calls by itself, or takes them over, takes this one: that path is
+         * what runs it */
+        if (ch.path->run || ch.path->submit || !ch.algo) {
             out->algo = ch.path->name;
         } else {
             out->algo = ch.algo->name;
@@ -155,6 +160,8 @@ coll_status_t coll__ix_price(coll_comm_t *comm, const struct coll_ix_call *c,
     a.nhosts = m->nhosts;
     if (pick->path && !strcmp(pick->path, coll__path_flat.name))
         out->est_s = pick->flat_s; /* the flat row's price: the path runs no schedule */
+    if (isfinite(pick->path_s))
+        out->est_s = pick->path_s; /* the stream or quant path's own row */
     if (algo && pick->chunk_bytes) {
         a.chunk_count = pick->chunk_bytes / a.elem_size ? pick->chunk_bytes / a.elem_size : 1;
         st = exact ? coll__cost_predict(m->params, &m->links, algo, &a, &out->est_s, NULL)

@@ -45,7 +45,7 @@ struct coll_ix_call {
     coll_dtype_t dtype;
     coll_op_t op;
     int root;
-    /* Buffers from cudaMalloc: the stream-ordered calls, which never take the flat path. */
+    /* Buffers from cudaMalloc: a stream-ordered call (the stream path's). */
     bool device;
     /* Ranks on paper: 0 (or the comm's size) explains this comm's own calls; another count
      * asks the general path's selector what it would pick for that many ranks on one host,
@@ -59,13 +59,15 @@ struct coll_ix_call {
 
 /* How a call runs. */
 struct coll_ix_pick {
-    const char *path;   /* "flat", "sched" */
+    const char *path;   /* "stream", "quant", "flat", "sched" */
     const char *algo;   /* what runs it: the algorithm on the sched path, the path's name
                          * where a path runs calls by itself, "p2p" for send/recv */
     size_t chunk_bytes; /* the schedule's pipelining chunk; 0 without a schedule */
     char why[512];      /* the chosen path's reason ("cost model: est ...", "forced by ...") */
     double flat_s;      /* the cost model's flat row for the call (a flat path's price); NAN
                          * where the flat path cannot run it */
+    double path_s;      /* the stream or quant path's own row where it takes the call; NAN
+                         * otherwise */
 };
 
 /* The pick for c on comm: coll__choose asked in full (with the selector alone where the

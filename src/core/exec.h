@@ -23,6 +23,10 @@ struct coll_plan {
 
 #define COLL_WIRE_SEQ_P2P ((1ull << 48) - 1)
 
+/* How a call reached the API: a blocking call outside a group (0, what a zeroed call is),
+ * a request (coll_i*), a member of a group, or a stream-ordered call (coll_*_stream). */
+enum { COLL_FORM_BLOCKING = 0, COLL_FORM_REQUEST, COLL_FORM_GROUPED, COLL_FORM_STREAM };
+
 /* A call as the API checked it, before anything is planned (src/path/path.h chooses how it
  * runs). sendbuf/recvbuf are NULL where this rank does not use them. */
 struct coll_call {
@@ -36,6 +40,9 @@ struct coll_call {
     int root;
     uint8_t p2p;                 /* COLL_STEP_SEND / COLL_STEP_RECV / COLL_STEP_COPY */
     int peer;
+    uint8_t form;                /* COLL_FORM_*: how the API was called (a path's rule may
+                                  * depend on it: the quantized all-reduce's) */
+    void *stream;                /* COLL_FORM_STREAM: the cudaStream_t (NULL: the default) */
     uint64_t seq;                /* the op number, once issued (for traces) */
     uint64_t cseq;               /* the collective number, once issued */
     struct coll_sig sig;         /* its signature, once issued (src/core/agree.h) */

@@ -21,8 +21,12 @@
 /* ---- 4 the communicator ---------------------------------------------------------------- */
 
 struct coll_op;
+struct coll_path_host;
 struct coll_settings_xchg;
 struct coll_settings_agreed;
+
+/* Slots of per-path state in a comm (src/path/path.h names them). */
+#define COLL_PATH_STATES 4
 
 /* A comm's log of its last COLL_AGREE_LOG collectives (src/core/agree.c), one entry each. */
 #define COLL_AGREE_LOG 16
@@ -110,7 +114,6 @@ struct coll_comm {
     uint32_t flat_colls, flat_forced; /* collectives it may run; those COLL_ALGO forces */
     uint64_t reqs_issued;             /* non-blocking ops issued (the API's thread) ... */
     uint64_t reqs_drained;            /* ... and that count when the queue was seen empty */
-    bool quant_nb_said;               /* COLL_QUANT skipped a non-blocking call: said once */
     /* the paths' hooks into the engine (src/path/flat.c; NULL when absent): a collective op
      * starts; one has made no progress for a while (true, with the reason in why, when a
      * peer is known to have called something else) */
@@ -118,10 +121,11 @@ struct coll_comm {
     bool (*on_call_stall)(struct coll_comm *comm, uint64_t cseq, const struct coll_sig *s,
                           char *why, size_t n);
 
-    /* stream-ordered collectives (src/api/stream.c): the CUDA device current at init (-1
-     * without CUDA) and the staging state, made on first use */
-    int cuda_dev;
-    struct coll_stream_ctx *stream;
+    /* the paths' own state, one slot per path that keeps any (src/path/path.h,
+     * COLL_PATH_STATE_*), made and freed by the paths' hooks; and the API's calls that the
+     * paths made of host calls run their calls with (handed down at coll__path_comm_init) */
+    void *path_state[COLL_PATH_STATES];
+    const struct coll_path_host *path_host;
 
     /* the signatures of the last COLL_AGREE_LOG collectives, by number (src/core/agree.c) */
     struct coll_sig_rec sig_log[COLL_AGREE_LOG];

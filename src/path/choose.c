@@ -1,20 +1,25 @@
 /*
  * choose.c - the one chooser (which path runs a call, and on the sched path which algorithm
- * and chunk), the sched path itself, and the blocking fast lane of paths that run calls by
- * themselves.
+ * and chunk), the sched path itself, the paths' set-up and state, and the blocking fast lane
+ * of paths that run calls by themselves.
  *
- * Paths are asked in order; the first that takes a call runs it. flat goes first: where it
- * takes a call (one host, shared memory, a collective it runs, a size it runs), it beats
- * every schedule measured here (docs/performance.md), at every size it accepts; sched takes
- * everything. The cost model prices both (the flat path's row, the schedules' simulation)
- * for collbench --explain and collviz to show side by side, but the rules decide: they are
- * what every rank evaluates alike without a model, and no measurement has shown a call the
- * model would move to a faster path. Each path's answer is a function of the comm's settings and the call's
- * arguments, never of the API form (blocking, non-blocking, grouped), so every rank
- * chooses alike.
+ * Paths are asked in order; the first that takes a call runs it. stream goes first: every
+ * stream-ordered call is its own, and no other path takes one. quant next: COLL_QUANT
+ * turns a blocking all-reduce outside groups into the quantized one (a rule of the setting,
+ * not of prices: the user asked for fewer bytes). flat then: where it takes a call (one host,
+ * shared memory, a collective it runs, a size it runs), it beats every schedule measured
+ * here (docs/performance.md), at every size it accepts; sched takes everything. The cost
+ * model prices the rows (the flat path's row, the schedules' simulation, and the stream and
+ * quant paths' own rows over those) for collbench --explain and collviz to show side by
+ * side, but the rules decide: they are what every rank evaluates alike without a model, and
+ * no measurement has shown a call the model would move to a faster path. Each path's answer
+ * is a function of the comm's settings and the call's arguments (its form, for stream and
+ * quant: path.h), so every rank chooses alike.
  */
 #include "path.h"
 #include "flat.h"
+#include "qallreduce.h"
+#include "stream.h"
 
 #include "../core/agree.h"
 
@@ -39,7 +44,8 @@ const struct coll_path coll__path_sched = {
     .run = NULL,
 };
 
-static const struct coll_path *const paths[] = {&coll__path_flat, &coll__path_sched};
+static const struct coll_path *const paths[] = {&coll__path_stream, &coll__path_quant,
+                                                 &coll__path_flat, &coll__path_sched};
 
 void coll__call_args(const struct coll_call *c, struct coll_algo_args *a)
 {
@@ -67,10 +73,11 @@ void coll__flat_sizes(struct coll_comm *comm, struct coll_cost_flat_sizes *s)
     s->piece_bytes = comm->flat_sliced ? (size_t)comm->cfg.shm_sliced_bytes : 0;
 }
 
-/* Asked in full: both paths' prices, and the sched path's pick where another path takes
- * the call (what the general path would run it with). */
-static coll_status_t price_both(struct coll_comm *comm, const struct coll_call *c,
-                                struct coll_choice *out, char *why, size_t n)
+/* Asked in full: the host paths' prices (the flat row where the path could run, the sched
+ * path's pick: what the general path would run the call with where another path takes it),
+ * and the chosen path's own row where it has one (stream, quant: over those). */
+static coll_status_t price_rows(struct coll_comm *comm, const struct coll_call *c,
+                               struct coll_choice *out, char *why, size_t n)
 {
     struct coll_cost_params defaults;
     const struct coll_cost_params *p = comm->cost;
@@ -80,7 +87,7 @@ static coll_status_t price_both(struct coll_comm *comm, const struct coll_call *
     coll_status_t st;
     double t;
 
-    out->sched_seconds = out->flat_seconds = -1;
+    out->sched_seconds = out->flat_seconds = out->path_seconds = -1;
     why[0] = '\0';
     if (c->coll == COLL_COLL_SENDRECV)
         return COLL_SUCCESS;
@@ -96,14 +103,18 @@ static coll_status_t price_both(struct coll_comm *comm, const struct coll_call *
                                                      comm->nranks, &sizes, &t) == COLL_SUCCESS)
         out->flat_seconds = t;
     /* COLL_ALGO=flat for this collective leaves the selector nothing to pick */
-    if (out->path != &coll__path_sched && (comm->flat_forced & (1u << c->coll)))
-        return COLL_SUCCESS;
-    coll__call_args(c, &a);
-    st = coll__select_priced(comm, &a, &algo, &out->sched_seconds, why, n);
-    if (st != COLL_SUCCESS)
-        return out->path == &coll__path_sched ? st : COLL_SUCCESS;
-    out->algo = algo;
-    out->chunk_count = a.chunk_count;
+    if (out->path == &coll__path_sched || !(comm->flat_forced & (1u << c->coll))) {
+        coll__call_args(c, &a);
+        st = coll__select_priced(comm, &a, &algo, &out->sched_seconds, why, n);
+        if (st != COLL_SUCCESS && out->path == &coll__path_sched)
+            return st;
+        if (st == COLL_SUCCESS) {
+            out->algo = algo;
+            out->chunk_count = a.chunk_count;
+        }
+    }
+    if (out->path->price)
+        out->path_seconds = out->path->price(comm, c, p, out);
     return COLL_SUCCESS;
 }
 
@@ -128,7 +139,7 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
     out->path = NULL;
     out->algo = NULL;
     out->chunk_count = 0;
-    out->sched_seconds = out->flat_seconds = -1;
+    out->sched_seconds = out->flat_seconds = out->path_seconds = -1;
     out->why[0] = '\0';
     out->reason_at = 0;
     for (size_t i = 0; i < COLL_ARRAY_SIZE(paths); i++) {
@@ -156,7 +167,7 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
         out->path = p;
         if (!full)
             return COLL_SUCCESS;
-        st = price_both(comm, c, out, swhy, sizeof(swhy));
+        st = price_rows(comm, c, out, swhy, sizeof(swhy));
         if (st != COLL_SUCCESS)
             return st;
         if (p == &coll__path_sched && swhy[0])
@@ -164,8 +175,11 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
         why_add(out, "%s%s", p->name, why[0] ? ": " : "");
         out->reason_at = strlen(out->why);
         why_add(out, "%s", why);
-        if (out->flat_seconds >= 0 || out->sched_seconds >= 0) {
+        if (out->flat_seconds >= 0 || out->sched_seconds >= 0 || out->path_seconds >= 0) {
             why_add(out, " [priced:");
+            if (out->path_seconds >= 0)
+                why_add(out, " %s %.2f us%s", p->name, out->path_seconds * 1e6,
+                        out->flat_seconds >= 0 || out->sched_seconds >= 0 ? "," : "");
             if (out->flat_seconds >= 0)
                 why_add(out, " flat %.2f us%s", out->flat_seconds * 1e6,
                         out->sched_seconds >= 0 ? "," : "");
@@ -180,9 +194,24 @@ coll_status_t coll__choose(struct coll_comm *comm, const struct coll_call *c, bo
                        coll__coll_name(c->coll));
 }
 
-coll_status_t coll__path_comm_init(struct coll_comm *comm)
+coll_status_t coll__path_comm_init(struct coll_comm *comm, const struct coll_path_host *host)
 {
-    return coll__flat_comm_init(comm);
+    coll_status_t st;
+
+    comm->path_host = host;
+    st = coll__stream_comm_init(comm);
+    if (st == COLL_SUCCESS)
+        st = coll__quant_comm_init(comm);
+    if (st == COLL_SUCCESS)
+        st = coll__flat_comm_init(comm);
+    return st;
+}
+
+void coll__path_comm_fini(struct coll_comm *comm)
+{
+    /* the stream worker first: what it has queued runs on the comm's other paths */
+    coll__stream_comm_fini(comm);
+    coll__quant_comm_fini(comm);
 }
 
 coll_status_t coll__path_comm_end(struct coll_comm *comm)

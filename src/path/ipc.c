@@ -47,6 +47,8 @@
 #include "ipc.h"
 #include "stream.h"
 
+#include "path.h"
+
 #include "../core/internal.h"
 
 #include <stdio.h>
@@ -302,7 +304,7 @@ static bool ipc_open_peers(struct coll_comm *comm, struct coll_ipc *ipc, const s
         if (all[q].pid == pid) {
             /* CUDA refuses to open a handle in its own process; the pointer works as it is
              * on one device (another one would need peer access, not set up here) */
-            if (all[q].device != comm->cuda_dev) {
+            if (all[q].device != coll__stream_device(comm)) {
                 snprintf(why, whylen, "rank %d is in this process but on CUDA device %d", q,
                          all[q].device);
                 return false;
@@ -331,7 +333,7 @@ static void log_shared_devices(const struct coll_comm *comm, const struct ipc_re
     int n = 0;
 
     for (int q = 0; q < comm->nranks; q++) {
-        if (all[q].device != comm->cuda_dev)
+        if (all[q].device != coll__stream_device(comm))
             continue;
         if (q < comm->rank)
             return;
@@ -343,7 +345,7 @@ static void log_shared_devices(const struct coll_comm *comm, const struct ipc_re
         COLL_INFO(COLL_SUB_INIT,
                   "cuda ipc: ranks %s share CUDA device %d (several ranks per GPU are allowed "
                   "here, unlike NCCL's 'Duplicate GPU detected')",
-                  list, comm->cuda_dev);
+                  list, coll__stream_device(comm));
 }
 
 static struct coll_ipc *ipc_new(const struct coll_comm *comm)
@@ -407,7 +409,7 @@ coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc *prep,
     rec.magic = IPC_REC_MAGIC;
     rec.want = (uint32_t)want;
     rec.pid = (int32_t)getpid();
-    rec.device = comm->cuda_dev;
+    rec.device = coll__stream_device(comm);
     rec.host_hash = comm->self.host_hash;
     rec.slot_bytes = ipc->slot_bytes;
     if (want == WANT_OFF) {
@@ -420,9 +422,13 @@ coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc *prep,
     } else {
         rec.capable = ipc_local(ipc, &rec, mywhy, sizeof(mywhy));
     }
-    st = coll_iallgather(&rec, all, sizeof(rec), COLL_UINT8, comm, &req);
+    st = comm->path_host->call(&(struct coll_call){.comm = comm, .coll = COLL_COLL_ALLGATHER,
+                                                   .sendbuf = &rec, .recvbuf = all,
+                                                   .count = sizeof(rec), .dtype = COLL_UINT8,
+                                                   .op = COLL_SUM, .peer = -1},
+                               &req);
     if (st == COLL_SUCCESS)
-        st = coll_wait(req);
+        st = comm->path_host->wait(req);
     if (st != COLL_SUCCESS)
         goto out_free;
 
@@ -453,9 +459,14 @@ coll_status_t coll__ipc_setup(struct coll_comm *comm, struct coll_ipc *prep,
     }
     if (on) {
         ok = ipc_open_peers(comm, ipc, all, mywhy, sizeof(mywhy));
-        st = coll_iallreduce(&ok, &all_ok, 1, COLL_INT32, COLL_MIN, comm, &req);
+        st = comm->path_host->call(&(struct coll_call){.comm = comm,
+                                                       .coll = COLL_COLL_ALLREDUCE,
+                                                       .sendbuf = &ok, .recvbuf = &all_ok,
+                                                       .count = 1, .dtype = COLL_INT32,
+                                                       .op = COLL_MIN, .peer = -1},
+                                   &req);
         if (st == COLL_SUCCESS)
-            st = coll_wait(req);
+            st = comm->path_host->wait(req);
         if (st != COLL_SUCCESS)
             goto out_free;
         if (!all_ok) {

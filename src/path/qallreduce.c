@@ -45,6 +45,9 @@
  * executor's, and the bytes are counted where it posts sends.
  */
 #include "qallreduce.h"
+#include "path.h"
+
+#include "../algo/cost.h"
 
 #include "../reduce/elem.h"
 #include "../reduce/quant.h"
@@ -144,20 +147,8 @@ static coll_status_t check_args(struct qar *a, const char *fn, const coll_quant_
     coll_status_t st;
     size_t bytes;
     uint64_t call;
-    int failed;
 
-    if (coll__comm_check(comm, fn) != COLL_SUCCESS)
-        return COLL_INVALID_ARGUMENT;
-    failed = atomic_load(&comm->failed);
-    if (failed != COLL_SUCCESS) {
-        coll__set_thread_error(comm->errmsg);
-        return (coll_status_t)failed;
-    }
-    if (coll__group_active())
-        return coll__error(comm, COLL_INVALID_USAGE,
-                           "%s: a quantized all-reduce is several collectives in sequence and "
-                           "cannot be part of a group",
-                           fn);
+    /* the API checked the comm, its health and that no group is open */
     if (!dtype_ok(a->dtype))
         return coll__error(comm, COLL_INVALID_ARGUMENT,
                            "%s: dtype %s is not supported (fp32, fp16 or bf16 only)", fn,
@@ -233,24 +224,19 @@ static coll_status_t check_args(struct qar *a, const char *fn, const coll_quant_
 
 /* ---- 2 error feedback objects -------------------------------------------------------- */
 
-COLL_API coll_status_t coll_quant_feedback_create(coll_comm_t *comm, size_t count,
-                                                  coll_quant_feedback_t **fb_p)
+coll_status_t coll__qfeedback_create(struct coll_comm *comm, size_t count, const char *fn,
+                                     coll_quant_feedback_t **fb_p)
 {
-    static const char fn[] = "coll_quant_feedback_create";
     struct coll_qfeedback *fb;
     coll_status_t st;
 
-    if (coll__comm_check(comm, fn) != COLL_SUCCESS)
-        return COLL_INVALID_ARGUMENT;
-    if (!fb_p)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: fb_p is NULL", fn);
     fb = calloc(1, sizeof(*fb));
     if (!fb)
         return coll__error(comm, COLL_SYSTEM_ERROR, "%s: out of memory", fn);
     st = coll__quant_feedback_init(&fb->in, count);
     if (st != COLL_SUCCESS) {
         free(fb);
-        return coll__error(comm, st, "%s: %s", fn, coll_last_error(NULL));
+        return coll__error(comm, st, "%s: %s", fn, coll__thread_error());
     }
     fb->comm = comm;
     fb->count = count;
@@ -258,25 +244,19 @@ COLL_API coll_status_t coll_quant_feedback_create(coll_comm_t *comm, size_t coun
     return COLL_SUCCESS;
 }
 
-COLL_API coll_status_t coll_quant_feedback_reset(coll_quant_feedback_t *fb)
+void coll__qfeedback_reset(coll_quant_feedback_t *fb)
 {
-    if (!fb)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_quant_feedback_reset: fb is NULL");
     coll__quant_feedback_reset(&fb->in);
     coll__quant_feedback_reset(&fb->out);
     coll__quant_feedback_reset(&fb->mid);
-    return COLL_SUCCESS;
 }
 
-COLL_API coll_status_t coll_quant_feedback_destroy(coll_quant_feedback_t *fb)
+void coll__qfeedback_destroy(coll_quant_feedback_t *fb)
 {
-    if (!fb)
-        return COLL_SUCCESS;
     coll__quant_feedback_fini(&fb->in);
     coll__quant_feedback_fini(&fb->out);
     coll__quant_feedback_fini(&fb->mid);
     free(fb);
-    return COLL_SUCCESS;
 }
 
 /* A slice residual covers [lo, lo + n); a different slice (another block size, exchange or
@@ -370,7 +350,7 @@ static void finish(const struct qar *a, float *res, bool check_finite)
  * until COLL_TIMEOUT_MS; failing the comm tells them at once. */
 static coll_status_t no_memory(struct coll_comm *comm, const char *fn, size_t bytes)
 {
-    coll_comm_abort(comm);
+    comm->path_host->abort(comm);
     return coll__error(comm, COLL_SYSTEM_ERROR, "%s: out of memory for %zu bytes of buffers", fn,
                        bytes);
 }
@@ -408,7 +388,7 @@ static coll_status_t run_gather(const struct qar *a, const char *fn)
             cnt[3 * n + p] = p * qb;                               /* rdispls */
         }
         memcpy(own, all + (size_t)comm->rank * qb, qb);
-        st = coll_alltoallv(own, cnt, cnt + n, all, cnt + 2 * n, cnt + 3 * n, COLL_UINT8, comm);
+        st = comm->path_host->alltoallv(own, cnt, cnt + n, all, cnt + 2 * n, cnt + 3 * n, COLL_UINT8, comm);
         free(cnt);
         if (st != COLL_SUCCESS)
             goto out;
@@ -477,7 +457,7 @@ static coll_status_t run_scatter(const struct qar *a, const char *fn)
             rcnt[o] = o == r ? 0 : qmine;
             rdis[o] = (size_t)o * qmine;
         }
-        COLL_CHECK_GOTO(coll_alltoallv(enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8, comm), st,
+        COLL_CHECK_GOTO(comm->path_host->alltoallv(enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8, comm), st,
                         out);
     }
 
@@ -514,7 +494,7 @@ static coll_status_t run_scatter(const struct qar *a, const char *fn)
             rdis[o] = coll__quant_bytes(&a->din, olo);
             rcnt[o] = o == r ? 0 : coll__quant_bytes(&a->din, ohi) - rdis[o];
         }
-        COLL_CHECK_GOTO(coll_alltoallv(gbuf, scnt, sdis, enc, rcnt, rdis, COLL_UINT8, comm), st,
+        COLL_CHECK_GOTO(comm->path_host->alltoallv(gbuf, scnt, sdis, enc, rcnt, rdis, COLL_UINT8, comm), st,
                         out);
     }
     memcpy(enc + coll__quant_bytes(&a->din, lo), gbuf, qmine);
@@ -681,7 +661,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rcnt[peer] = len;
         rdis[peer] = (size_t)jj * len;
     }
-    COLL_CHECK_GOTO(coll_alltoallv(in32, scnt, sdis, pieces, rcnt, rdis, COLL_FLOAT32, comm), st,
+    COLL_CHECK_GOTO(comm->path_host->alltoallv(in32, scnt, sdis, pieces, rcnt, rdis, COLL_FLOAT32, comm), st,
                     out);
     /* The node's exact (fp32) partial sum of slice j, in local rank order. */
     memcpy(pieces + (size_t)j * len, in32 + lo, len * sizeof(float)); /* our own slot */
@@ -706,7 +686,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rcnt[peer] = qsub;
         rdis[peer] = (size_t)gg * qsub;
     }
-    COLL_CHECK_GOTO(coll_alltoallv(enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8, comm), st, out);
+    COLL_CHECK_GOTO(comm->path_host->alltoallv(enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8, comm), st, out);
 
     /* 3: the owner of sub-slice g of slice j: fp32 sum over nodes in node order, / n for
      * avg, encoded once. The sum goes into the (now encoded) node partial sum's memory. */
@@ -744,7 +724,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rdis[peer] = coll__quant_bytes(d, l2 - lo);
         rcnt[peer] = coll__quant_bytes(d, h2 - lo) - rdis[peer];
     }
-    COLL_CHECK_GOTO(coll_alltoallv(rbuf, scnt, sdis, rslice, rcnt, rdis, COLL_UINT8, comm), st,
+    COLL_CHECK_GOTO(comm->path_host->alltoallv(rbuf, scnt, sdis, rslice, rcnt, rdis, COLL_UINT8, comm), st,
                     out);
 
     /* 5: within the node, all-gather of the encoded slices: the whole tensor's encoding. */
@@ -761,7 +741,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rcnt[peer] = coll__quant_bytes(d, h2) - rdis[peer];
     }
     memcpy(whole + coll__quant_bytes(d, lo), rslice, qlen);
-    COLL_CHECK_GOTO(coll_alltoallv(rslice, scnt, sdis, whole, rcnt, rdis, COLL_UINT8, comm), st,
+    COLL_CHECK_GOTO(comm->path_host->alltoallv(rslice, scnt, sdis, whole, rcnt, rdis, COLL_UINT8, comm), st,
                     out);
 
     /* Everyone decodes the same bytes. The input has been read (and copied) by now. */
@@ -833,18 +813,17 @@ static coll_status_t report(struct coll_comm *comm, coll_status_t st)
         coll__set_thread_error(comm->errmsg);
         return st;
     }
-    snprintf(msg, sizeof(msg), "%s", coll_last_error(NULL));
+    snprintf(msg, sizeof(msg), "%s", coll__thread_error());
     return coll__error(comm, st, "%s", msg);
 }
 
-/* ---- 6 public entry points ------------------------------------------------------------- */
+/* ---- 6 entry points and the path ----------------------------------------------------- */
 
-COLL_API coll_status_t coll_allreduce_quantized(const void *sendbuf, void *recvbuf,
-                                                size_t count, coll_dtype_t dtype, coll_op_t op,
-                                                const coll_quant_config_t *config,
-                                                coll_quant_feedback_t *fb, coll_comm_t *comm)
+coll_status_t coll__allreduce_quant(struct coll_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t count, coll_dtype_t dtype, coll_op_t op,
+                                    const coll_quant_config_t *config, coll_quant_feedback_t *fb,
+                                    const char *fn)
 {
-    static const char fn[] = "coll_allreduce_quantized";
     struct qar a = {.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
                     .dtype = dtype, .op = op, .fb = fb};
     coll_status_t st = check_args(&a, fn, config);
@@ -854,26 +833,105 @@ COLL_API coll_status_t coll_allreduce_quantized(const void *sendbuf, void *recvb
     return report(comm, qar_run(&a, fn));
 }
 
-coll_status_t coll__allreduce_quant_env(struct coll_comm *comm, const void *sendbuf,
-                                        void *recvbuf, size_t count, coll_dtype_t dtype,
-                                        coll_op_t op)
-{
-    static const char fn[] = "coll_allreduce";
-    struct qar a = {.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
-                    .dtype = dtype, .op = op, .fb = NULL};
-    coll_status_t st = check_args(&a, fn, NULL);
+/* The quant path's slot of a comm (comm->path_state[COLL_PATH_STATE_QUANT]). */
+struct quant_slot {
+    bool nb_said; /* COLL_QUANT skipped a non-blocking or grouped call: said once */
+};
 
-    if (st != COLL_SUCCESS)
-        return st;
-    return report(comm, qar_run(&a, fn));
+coll_status_t coll__quant_comm_init(struct coll_comm *comm)
+{
+    struct quant_slot *slot = calloc(1, sizeof(*slot));
+
+    if (!slot)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the quant path's state");
+    comm->path_state[COLL_PATH_STATE_QUANT] = slot;
+    return COLL_SUCCESS;
 }
 
-COLL_API coll_status_t coll_comm_bytes_sent(const coll_comm_t *comm, uint64_t *bytes_p)
+void coll__quant_comm_fini(struct coll_comm *comm)
 {
-    if (coll__comm_check(comm, "coll_comm_bytes_sent") != COLL_SUCCESS)
-        return COLL_INVALID_ARGUMENT;
-    if (!bytes_p)
-        return coll__error(NULL, COLL_INVALID_ARGUMENT, "coll_comm_bytes_sent: bytes_p is NULL");
-    *bytes_p = atomic_load_explicit(&((struct coll_comm *)comm)->bytes_sent, memory_order_relaxed);
-    return COLL_SUCCESS;
+    free(comm->path_state[COLL_PATH_STATE_QUANT]);
+    comm->path_state[COLL_PATH_STATE_QUANT] = NULL;
+}
+
+/* A blocking all-reduce outside groups that COLL_QUANT asks for (coll__quant_wanted). The
+ * quantized all-reduce is a blocking sequence of collectives: a request or a group member
+ * runs plain, which the user who set COLL_QUANT hears of once, when such a call is about to
+ * run (why NULL: not when a tool only asks). */
+static bool quant_takes(struct coll_comm *comm, const struct coll_call *c, char *why, size_t n)
+{
+    struct quant_slot *slot = comm->path_state[COLL_PATH_STATE_QUANT];
+
+    if (c->coll != COLL_COLL_ALLREDUCE || c->form == COLL_FORM_STREAM ||
+        !coll__quant_wanted(comm, c->count, c->dtype, c->op))
+        return false;
+    if (c->form != COLL_FORM_BLOCKING) {
+        if (why)
+            snprintf(why, n, "COLL_QUANT=%s applies to blocking all-reduce outside groups",
+                     comm->cfg.quant);
+        else if (slot && !slot->nb_said) {
+            slot->nb_said = true;
+            COLL_WARN(COLL_SUB_ENV, "rank %d: COLL_QUANT=%s applies to blocking all-reduce "
+                      "outside groups; %s runs unquantized (so do later ones like it)",
+                      comm->rank, comm->cfg.quant,
+                      c->form == COLL_FORM_REQUEST ? "coll_iallreduce" : "coll_allreduce");
+        }
+        return false;
+    }
+    if (why)
+        snprintf(why, n, "COLL_QUANT=%s, at least COLL_QUANT_MIN_BYTES (%lld): encoded, "
+                 "exchanged by all-to-all-v", comm->cfg.quant,
+                 (long long)comm->cfg.quant_min_bytes);
+    return true;
+}
+
+static coll_status_t quant_submit(struct coll_comm *comm, const struct coll_call *c)
+{
+    return coll__allreduce_quant(comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, NULL,
+                                 NULL, "coll_allreduce");
+}
+
+/* The quant path's row (algo/cost.h, coll__cost_predict_quant): the codec's bytes through
+ * the exchange its automatic choice makes, over shared memory on one host, else tcp. */
+static double quant_price(struct coll_comm *comm, const struct coll_call *c,
+                          const struct coll_cost_params *p, const struct coll_choice *ch)
+{
+    struct coll_cost_quant q = {.nranks = comm->nranks, .count = c->count,
+                                .elem_size = coll__dtype_size(c->dtype),
+                                .link = comm->nhosts > 1 ? COLL_LINK_TCP : COLL_LINK_SHM};
+
+    (void)ch;
+    if (!coll__quant_shape(comm, c->dtype, c->count, &q.ratio, &q.gather))
+        return -1;
+    return coll__cost_predict_quant(p, &q);
+}
+
+const struct coll_path coll__path_quant = {
+    .name = "quant",
+    .takes = quant_takes,
+    .run = NULL,
+    .submit = quant_submit,
+    .price = quant_price,
+};
+
+bool coll__quant_shape(const struct coll_comm *comm, coll_dtype_t dtype, size_t count,
+                       double *ratio_p, bool *gather_p)
+{
+    int c = env_codec(comm->cfg.quant);
+    const size_t n = (size_t)comm->nranks;
+    struct coll_quant_desc d;
+    size_t qb, blk, nblocks;
+
+    if (c < 0 || count == 0)
+        return false;
+    d = COLL_QUANT_DESC_INIT((enum coll_codec)c);
+    d.block = (uint32_t)comm->cfg.quant_block;
+    qb = coll__quant_bytes(&d, count);
+    /* qar_run's choice under COLL_QUANT_ALGO_AUTO, the env config's algo */
+    blk = d.codec == COLL_CODEC_FP16 || d.codec == COLL_CODEC_BF16 ? COLL_QUANT_BLOCK_DEFAULT
+                                                                   : d.block;
+    nblocks = count / blk + (count % blk != 0);
+    *gather_p = n == 1 || nblocks < n || qb <= GATHER_MAX_BYTES / n;
+    *ratio_p = (double)qb / ((double)count * (double)coll__dtype_size(dtype));
+    return true;
 }

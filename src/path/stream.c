@@ -7,7 +7,11 @@
  *
  * Divisions: 1 pieces and stream order (pure), 2 the comm's stream state: staging, events,
  * worker, 3 the worker (with the CUDA IPC path's part), 4 issuing an op onto its streams,
- * 5 checks and the public calls.
+ * 5 CUDA checks, groups and submitting, 6 the path (path.h's coll__path_stream).
+ *
+ * The public calls are the API's (src/api/paths.c): it checks their arguments, asks the
+ * chooser, and hands the call to this path's submit hook. The host collectives below go
+ * back up through the comm's path_host hooks (path.h), the public calls themselves.
  *
  * How one call moves (a group's calls move together, piece by piece):
  *
@@ -58,9 +62,12 @@
  */
 #include "stream.h"
 
+#include "flat.h"
 #include "ipc.h"
+#include "path.h"
 
-#include "qallreduce.h"
+#include "../algo/cost.h"
+
 #include "../core/internal.h"
 #include "../core/topo.h"
 
@@ -279,6 +286,30 @@ struct coll_stream_ctx {
     void *wstream, *wevent;
 };
 
+/* The stream path's slot of a comm (comm->path_state[COLL_PATH_STATE_STREAM]), made at
+ * comm init (coll__stream_comm_init) and freed by coll__stream_comm_fini. */
+struct stream_slot {
+    /* the CUDA device current at init (-1 without CUDA; COMM_DEV_UNDECIDED: a process that
+     * had not loaded CUDA yet, decided at the first stream-ordered call) */
+    int cuda_dev;
+    struct coll_stream_ctx *ctx; /* staging and the worker, made on first use */
+};
+
+static struct stream_slot *slot_of(const struct coll_comm *comm)
+{
+    return comm->path_state[COLL_PATH_STATE_STREAM];
+}
+
+static struct coll_stream_ctx *ctx_of(const struct coll_comm *comm)
+{
+    return slot_of(comm)->ctx;
+}
+
+int coll__stream_device(const struct coll_comm *comm)
+{
+    return slot_of(comm)->cuda_dev;
+}
+
 static void flag_advance(struct sop *op, bool all);
 
 static void sop_unref(struct sop *op)
@@ -482,7 +513,7 @@ static void gpu_busid(int dev, char *buf, size_t n)
 static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ctx_p)
 {
     const struct coll_cudart *rt = coll__cudart();
-    struct coll_stream_ctx *ctx = comm->stream;
+    struct coll_stream_ctx *ctx = ctx_of(comm);
     void *mem = NULL;
     int rc;
 
@@ -496,18 +527,18 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
     ctx->comm = comm;
     ctx->cap = (size_t)comm->cfg.cuda_staging_bytes;
     /* the kernels the worker may launch, loaded now, while nothing of ours is queued */
-    if (comm->cuda_dev >= 0) {
+    if (slot_of(comm)->cuda_dev >= 0) {
         int prev = -1;
 
         if (rt->GetDevice(&prev) != CUDA_SUCCESS) {
             rt->GetLastError();
             prev = -1;
         }
-        if (prev == comm->cuda_dev || rt->SetDevice(comm->cuda_dev) == CUDA_SUCCESS) {
-            coll__cuda_kernels_load(comm->cuda_dev);
+        if (prev == slot_of(comm)->cuda_dev || rt->SetDevice(slot_of(comm)->cuda_dev) == CUDA_SUCCESS) {
+            coll__cuda_kernels_load(slot_of(comm)->cuda_dev);
             /* the IPC scratch too: cudaMalloc may wait for the device's streams */
             ctx->ipc_prep = coll__ipc_prepare(comm);
-            if (prev >= 0 && prev != comm->cuda_dev && rt->SetDevice(prev) != CUDA_SUCCESS)
+            if (prev >= 0 && prev != slot_of(comm)->cuda_dev && rt->SetDevice(prev) != CUDA_SUCCESS)
                 rt->GetLastError();
         } else {
             rt->GetLastError();
@@ -531,13 +562,13 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
         free(ctx);
         return coll__error(comm, COLL_SYSTEM_ERROR, "cannot start the stream worker thread");
     }
-    if (comm->cuda_dev >= 0) {
+    if (slot_of(comm)->cuda_dev >= 0) {
         char busid[16];
 
-        gpu_busid(comm->cuda_dev, busid, sizeof(busid));
-        coll__topo_comm_gpu(comm, comm->cuda_dev, busid, &ctx->thread);
+        gpu_busid(slot_of(comm)->cuda_dev, busid, sizeof(busid));
+        coll__topo_comm_gpu(comm, slot_of(comm)->cuda_dev, busid, &ctx->thread);
     }
-    comm->stream = ctx;
+    slot_of(comm)->ctx = ctx;
     *ctx_p = ctx;
     return COLL_SUCCESS;
 }
@@ -608,7 +639,7 @@ static void comm_take_device(struct coll_comm *comm)
     const struct coll_cudart *rt;
     int dev = -1;
 
-    comm->cuda_dev = -1;
+    slot_of(comm)->cuda_dev = -1;
     if (!coll__cuda_available())
         return;
     rt = coll__cudart();
@@ -616,7 +647,7 @@ static void comm_take_device(struct coll_comm *comm)
         rt->GetLastError();
         dev = -1;
     }
-    comm->cuda_dev = dev;
+    slot_of(comm)->cuda_dev = dev;
     if (dev >= 0) {
         char busid[16];
 
@@ -627,12 +658,18 @@ static void comm_take_device(struct coll_comm *comm)
     }
 }
 
-void coll__stream_comm_init(struct coll_comm *comm)
+coll_status_t coll__stream_comm_init(struct coll_comm *comm)
 {
+    struct stream_slot *slot = calloc(1, sizeof(*slot));
+
+    if (!slot)
+        return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for the stream path's state");
+    comm->path_state[COLL_PATH_STATE_STREAM] = slot;
     /* not decided yet: the first stream-ordered call takes its thread's device */
-    comm->cuda_dev = COMM_DEV_UNDECIDED;
+    slot->cuda_dev = COMM_DEV_UNDECIDED;
     if (cuda_in_use())
         comm_take_device(comm);
+    return COLL_SUCCESS;
 }
 
 /* ---- 3 the worker -------------------------------------------------------------------- */
@@ -694,6 +731,34 @@ static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
     return wait_event_for(ctx, ev, "the stream did not reach a queued collective");
 }
 
+/* c's host call on s and r with n elements, through the API's hooks (path.h): blocking
+ * (req_p NULL; recorded instead in the calling thread's host group, when one is open) or a
+ * request. */
+static coll_status_t host_call(const struct scall *c, const void *s, void *r, size_t n,
+                               coll_request_t **req_p)
+{
+    static const enum coll_coll coll_of[] = {
+        [COLL_SK_ALLREDUCE] = COLL_COLL_ALLREDUCE,
+        [COLL_SK_BROADCAST] = COLL_COLL_BROADCAST,
+        [COLL_SK_REDUCE] = COLL_COLL_REDUCE,
+        [COLL_SK_ALLGATHER] = COLL_COLL_ALLGATHER,
+        [COLL_SK_REDUCE_SCATTER] = COLL_COLL_REDUCE_SCATTER,
+        [COLL_SK_ALLTOALL] = COLL_COLL_ALLTOALL,
+        [COLL_SK_SEND] = COLL_COLL_SENDRECV,
+        [COLL_SK_RECV] = COLL_COLL_SENDRECV,
+    };
+    struct coll_call h = {.comm = c->comm, .coll = coll_of[c->kind], .sendbuf = s,
+                          .recvbuf = r, .count = n, .dtype = c->dtype, .op = c->op,
+                          .root = c->root, .peer = -1};
+
+    if (c->kind == COLL_SK_SEND || c->kind == COLL_SK_RECV) {
+        h.p2p = c->kind == COLL_SK_SEND ? COLL_STEP_SEND : COLL_STEP_RECV;
+        h.peer = c->root;
+        h.root = 0;
+    }
+    return c->comm->path_host->call(&h, req_p);
+}
+
 /* The host call of piece j of c, on the slot (or the user's buffers); req_p NULL: blocking
  * (inside the worker's group). */
 static coll_status_t issue_call(const struct scall *c, struct coll_stream_ctx *ctx, size_t nslots,
@@ -702,44 +767,17 @@ static coll_status_t issue_call(const struct scall *c, struct coll_stream_ctx *c
     const void *s = c->sendbuf;
     void *r = c->recvbuf;
     size_t n = c->count;
-    struct coll_comm *comm = c->comm;
 
     if (c->staged) {
         uint8_t *base = ctx->staging + (j % nslots) * slot_bytes + c->region_off;
         size_t so, ro, o = j * c->piece;
 
         n = c->count - o < c->piece ? c->count - o : c->piece;
-        coll__stream_slot_args(c->kind, comm->rank, n, c->esize, &so, &ro);
+        coll__stream_slot_args(c->kind, c->comm->rank, n, c->esize, &so, &ro);
         s = base + so;
         r = base + ro;
     }
-    switch (c->kind) {
-    case COLL_SK_ALLREDUCE:
-        return req_p ? coll_iallreduce(s, r, n, c->dtype, c->op, comm, req_p)
-                     : coll_allreduce(s, r, n, c->dtype, c->op, comm);
-    case COLL_SK_BROADCAST:
-        return req_p ? coll_ibroadcast(s, r, n, c->dtype, c->root, comm, req_p)
-                     : coll_broadcast(s, r, n, c->dtype, c->root, comm);
-    case COLL_SK_REDUCE:
-        return req_p ? coll_ireduce(s, r, n, c->dtype, c->op, c->root, comm, req_p)
-                     : coll_reduce(s, r, n, c->dtype, c->op, c->root, comm);
-    case COLL_SK_ALLGATHER:
-        return req_p ? coll_iallgather(s, r, n, c->dtype, comm, req_p)
-                     : coll_allgather(s, r, n, c->dtype, comm);
-    case COLL_SK_REDUCE_SCATTER:
-        return req_p ? coll_ireduce_scatter(s, r, n, c->dtype, c->op, comm, req_p)
-                     : coll_reduce_scatter(s, r, n, c->dtype, c->op, comm);
-    case COLL_SK_ALLTOALL:
-        return req_p ? coll_ialltoall(s, r, n, c->dtype, comm, req_p)
-                     : coll_alltoall(s, r, n, c->dtype, comm);
-    case COLL_SK_SEND:
-        return req_p ? coll_isend(s, n, c->dtype, c->root, comm, req_p)
-                     : coll_send(s, n, c->dtype, c->root, comm);
-    case COLL_SK_RECV:
-        return req_p ? coll_irecv(r, n, c->dtype, c->root, comm, req_p)
-                     : coll_recv(r, n, c->dtype, c->root, comm);
-    }
-    return COLL_INTERNAL_ERROR;
+    return host_call(c, s, r, n, req_p);
 }
 
 /* Bytes of one slot of comm's staging in op: its calls' regions. */
@@ -759,28 +797,29 @@ static size_t slot_bytes_of(const struct sop *op, const struct coll_comm *comm)
  * non-blocking, *req_p set; several: one host group, blocking, done on return. */
 static coll_status_t run_piece(struct sop *op, size_t j, coll_request_t **req_p)
 {
+    const struct coll_path_host *host = op->owner->path_host;
     coll_status_t st = COLL_SUCCESS, st2;
 
     for (int k = 0; k < op->ncalls; k++) {
         struct scall *c = &op->calls[k];
         if (j >= c->npieces)
             continue;
-        st = wait_event(c->comm->stream, op->events[c->first_event + j]);
+        st = wait_event(ctx_of(c->comm), op->events[c->first_event + j]);
         if (st != COLL_SUCCESS)
             return st;
     }
     if (op->ncalls == 1) {
         struct scall *c = &op->calls[0];
-        return issue_call(c, c->comm->stream, op->nslots, slot_bytes_of(op, c->comm), j, req_p);
+        return issue_call(c, ctx_of(c->comm), op->nslots, slot_bytes_of(op, c->comm), j, req_p);
     }
-    coll_group_start();
+    host->group_start();
     for (int k = 0; k < op->ncalls; k++) {
         struct scall *c = &op->calls[k];
         if (j < c->npieces && st == COLL_SUCCESS)
-            st = issue_call(c, c->comm->stream, op->nslots, slot_bytes_of(op, c->comm), j, NULL);
+            st = issue_call(c, ctx_of(c->comm), op->nslots, slot_bytes_of(op, c->comm), j, NULL);
     }
     /* a failed check is returned by coll_group_end too, with nothing issued */
-    st2 = coll_group_end();
+    st2 = host->group_end();
     *req_p = NULL;
     return st != COLL_SUCCESS ? st : st2;
 }
@@ -856,10 +895,12 @@ static coll_status_t ipc_sync(struct coll_stream_ctx *ctx, const char *what)
 /* Non-blocking and waited for, so that a dead peer, a timeout or an abort ends it. */
 static coll_status_t ipc_barrier(struct coll_comm *comm)
 {
+    struct coll_call b = {.comm = comm, .coll = COLL_COLL_BARRIER, .dtype = COLL_UINT8,
+                          .op = COLL_SUM, .peer = -1};
     coll_request_t *req = NULL;
-    coll_status_t st = coll_ibarrier(comm, &req);
+    coll_status_t st = comm->path_host->call(&b, &req);
 
-    return st != COLL_SUCCESS ? st : coll_wait(req);
+    return st != COLL_SUCCESS ? st : comm->path_host->wait(req);
 }
 
 /* Piece j's input is in this rank's slot once its stream got past IN j; with a host
@@ -867,7 +908,7 @@ static coll_status_t ipc_barrier(struct coll_comm *comm)
 static coll_status_t ipc_input(struct sop *op, size_t j)
 {
     struct scall *c = &op->calls[0];
-    struct coll_stream_ctx *ctx = c->comm->stream;
+    struct coll_stream_ctx *ctx = ctx_of(c->comm);
     coll_status_t st = COLL_SUCCESS;
 
     /* in worker mode one event marks the call's start on the stream */
@@ -887,7 +928,7 @@ static coll_status_t ipc_input(struct sop *op, size_t j)
 static coll_status_t run_op_ipc(struct sop *op)
 {
     struct scall *c = &op->calls[0];
-    struct coll_stream_ctx *ctx = c->comm->stream;
+    struct coll_stream_ctx *ctx = ctx_of(c->comm);
     coll_status_t st;
 
     if (c->worker) {
@@ -999,7 +1040,7 @@ static coll_status_t wstream_sync(struct coll_stream_ctx *ctx)
 static coll_status_t run_op_staged_worker(struct sop *op)
 {
     struct scall *c = &op->calls[0];
-    struct coll_stream_ctx *ctx = c->comm->stream;
+    struct coll_stream_ctx *ctx = ctx_of(c->comm);
     size_t pb = (size_t)c->comm->cfg.cuda_staging_bytes / STREAM_PIECE_DIV, sb;
     coll_status_t st = wait_event(ctx, op->events[c->first_event]);
 
@@ -1048,9 +1089,9 @@ static void run_op(struct sop *op)
                          "orders?)");
     pthread_mutex_unlock(&op->mu);
     if (st == COLL_SUCCESS && op->ncalls == 1 && op->calls[0].worker) {
-        st = ipc_decide(op->owner->stream);
+        st = ipc_decide(ctx_of(op->owner));
         if (st == COLL_SUCCESS)
-            st = op->owner->stream->ipc ? run_op_ipc(op) : run_op_staged_worker(op);
+            st = ctx_of(op->owner)->ipc ? run_op_ipc(op) : run_op_staged_worker(op);
         completed = op->npieces;
     } else if (st == COLL_SUCCESS && op->ncalls == 1 && op->calls[0].ipc) {
         st = run_op_ipc(op);
@@ -1070,7 +1111,7 @@ static void run_op(struct sop *op)
             continue;
         }
         if (reqs[completed % op->nslots]) {
-            st = coll_wait(reqs[completed % op->nslots]);
+            st = op->owner->path_host->wait(reqs[completed % op->nslots]);
             reqs[completed % op->nslots] = NULL;
         }
         if (st == COLL_SUCCESS)
@@ -1086,7 +1127,7 @@ static void run_op(struct sop *op)
      * they are waited for */
     for (size_t i = completed; reqs && i < issued; i++)
         if (reqs[i % op->nslots])
-            coll_wait(reqs[i % op->nslots]);
+            op->owner->path_host->wait(reqs[i % op->nslots]);
     free(reqs);
     if (st != COLL_SUCCESS) {
         for (int k = 0; k < op->ncalls; k++)
@@ -1133,7 +1174,7 @@ static void *worker_main(void *arg)
     const struct coll_cudart *rt = coll__cudart();
 
     /* events and copies of this comm belong to its device */
-    if (ctx->comm->cuda_dev >= 0 && rt->SetDevice(ctx->comm->cuda_dev) != CUDA_SUCCESS)
+    if (slot_of(ctx->comm)->cuda_dev >= 0 && rt->SetDevice(slot_of(ctx->comm)->cuda_dev) != CUDA_SUCCESS)
         rt->GetLastError();
     for (;;) {
         struct qent *e;
@@ -1172,13 +1213,18 @@ static void ctx_push(struct coll_stream_ctx *ctx, struct qent *e)
 
 void coll__stream_comm_fini(struct coll_comm *comm)
 {
-    struct coll_stream_ctx *ctx = comm ? comm->stream : NULL;
+    struct stream_slot *slot = comm ? slot_of(comm) : NULL;
+    struct coll_stream_ctx *ctx = slot ? slot->ctx : NULL;
     const struct coll_cudart *rt = coll__cudart();
     uint64_t t0, limit_ns;
     bool drained = true;
 
-    if (!ctx)
+    if (!ctx) {
+        free(slot);
+        if (comm)
+            comm->path_state[COLL_PATH_STATE_STREAM] = NULL;
         return;
+    }
     pthread_mutex_lock(&ctx->mu);
     ctx->stop = true;
     pthread_cond_broadcast(&ctx->cv);
@@ -1234,7 +1280,8 @@ void coll__stream_comm_fini(struct coll_comm *comm)
     pthread_mutex_destroy(&ctx->mu);
     pthread_cond_destroy(&ctx->cv);
     free(ctx);
-    comm->stream = NULL;
+    free(slot);
+    comm->path_state[COLL_PATH_STATE_STREAM] = NULL;
 }
 
 /* ---- 4 issuing ----------------------------------------------------------------------- */
@@ -1344,9 +1391,9 @@ static coll_status_t use_device(struct coll_comm *comm)
     const struct coll_cudart *rt = coll__cudart();
     int dev = -1, rc;
 
-    if (rt->GetDevice(&dev) == CUDA_SUCCESS && dev == comm->cuda_dev)
+    if (rt->GetDevice(&dev) == CUDA_SUCCESS && dev == slot_of(comm)->cuda_dev)
         return COLL_SUCCESS;
-    rc = rt->SetDevice(comm->cuda_dev);
+    rc = rt->SetDevice(slot_of(comm)->cuda_dev);
     if (rc != CUDA_SUCCESS)
         return cuda_fail(comm, rc, "cudaSetDevice to the comm's device");
     return COLL_SUCCESS;
@@ -1369,7 +1416,7 @@ static coll_status_t layout(struct sop *op)
 
     if (op->ncalls == 1 && op->calls[0].ipc) {
         struct scall *c = &op->calls[0];
-        size_t sb = c->comm->stream->ipc->slot_bytes;
+        size_t sb = ctx_of(c->comm)->ipc->slot_bytes;
 
         c->esize = coll__dtype_size(c->dtype);
         c->piece = coll__ipc_piece_elems(c->kind, c->comm->nranks, c->count, c->esize, sb);
@@ -1494,7 +1541,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
         op->hostfn_wait_ms = 0;
     op->ncomms = ncomms;
     if (ncalls == 1 && coll__ipc_eligible(calls[0].kind, calls[0].op)) {
-        struct coll_stream_ctx *ctx = calls[0].comm->stream;
+        struct coll_stream_ctx *ctx = ctx_of(calls[0].comm);
         int state = atomic_load(&ctx->ipc_state);
 
         if (state == 0) {
@@ -1525,7 +1572,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     for (int k = 0; k < ncalls; k++) {
         COLL_CHECK_GOTO(use_device(calls[k].comm), st, out_free);
         for (size_t j = 0; j < calls[k].npieces; j++)
-            COLL_CHECK_GOTO(event_get(calls[k].comm->stream,
+            COLL_CHECK_GOTO(event_get(ctx_of(calls[k].comm),
                                       &op->events[calls[k].first_event + j]),
                             st, out_free);
     }
@@ -1535,7 +1582,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     for (int k = 0; k < ncalls && st == COLL_SUCCESS; k++) {
         st = use_device(calls[k].comm);
         if (st == COLL_SUCCESS)
-            st = join_tails(calls[k].comm->stream, calls[k].stream);
+            st = join_tails(ctx_of(calls[k].comm), calls[k].stream);
     }
     {
         size_t nsteps = coll__stream_order(op->npieces, op->nslots, steps);
@@ -1543,7 +1590,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
             size_t j = steps[s].piece;
             for (int k = 0; k < ncalls && st == COLL_SUCCESS; k++) {
                 struct scall *c = &calls[k];
-                struct coll_stream_ctx *ctx = c->comm->stream;
+                struct coll_stream_ctx *ctx = ctx_of(c->comm);
                 size_t sb = slot_bytes_of(op, c->comm);
                 if (j >= c->npieces)
                     continue;
@@ -1592,7 +1639,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     for (int i = 0; i < ncomms && st == COLL_SUCCESS; i++) {
         st = use_device(comms[i]);
         if (st == COLL_SUCCESS)
-            st = record_tails(comms[i]->stream, op);
+            st = record_tails(ctx_of(comms[i]), op);
     }
     if (st != COLL_SUCCESS)
         goto out_free;
@@ -1609,7 +1656,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     for (int i = 0; i < ncomms; i++) {
         atomic_fetch_add(&op->refs, 1);
         ents[i]->op = op;
-        ctx_push(comms[i]->stream, ents[i]);
+        ctx_push(ctx_of(comms[i]), ents[i]);
     }
     free(steps);
     sop_unref(op);
@@ -1628,12 +1675,12 @@ out_free:
     /* events exist only once every comm has its stream state */
     for (size_t i = 0; op->events && i < op->nevents; i++)
         if (op->events[i])
-            event_put(first->stream, op->events[i]);
+            event_put(ctx_of(first), op->events[i]);
     sop_unref(op);
     return st;
 }
 
-/* ---- 5 checks and the public calls --------------------------------------------------- */
+/* ---- 5 CUDA checks, groups and submitting ------------------------------------------- */
 
 static const char *const kind_fn[] = {
     [COLL_SK_ALLREDUCE] = "coll_allreduce_stream",
@@ -1664,7 +1711,7 @@ static bool stream_ready(const struct coll_comm *comm, const char **why_p)
         *why_p = why;
         return false;
     }
-    if (comm->cuda_dev < 0) {
+    if (slot_of(comm)->cuda_dev < 0) {
         *why_p = "the comm has no CUDA device (none was current at coll_comm_init)";
         return false;
     }
@@ -1711,11 +1758,11 @@ static coll_status_t check_ptr(struct coll_comm *comm, const char *fn, const cha
         return coll__error(comm, st, "%s: %s: %s", fn, name, why);
     }
     if (kind == COLL_MEM_DEVICE) {
-        if (dev != comm->cuda_dev)
+        if (dev != slot_of(comm)->cuda_dev)
             return coll__error(comm, COLL_INVALID_ARGUMENT,
                                "%s: %s %p is memory of CUDA device %d, but the comm uses device "
                                "%d",
-                               fn, name, p, dev, comm->cuda_dev);
+                               fn, name, p, dev, slot_of(comm)->cuda_dev);
         *staged_p = true;
         return COLL_SUCCESS;
     }
@@ -1743,89 +1790,48 @@ static coll_status_t check_stream(struct coll_comm *comm, const char *fn, void *
                            "%s: stream %p is not a usable stream: cudaStreamGetDevice failed: %s",
                            fn, stream, err);
     }
-    if (dev != comm->cuda_dev)
+    if (dev != slot_of(comm)->cuda_dev)
         return coll__error(comm, COLL_INVALID_ARGUMENT,
                            "%s: stream %p belongs to CUDA device %d, but the comm uses device %d",
-                           fn, stream, dev, comm->cuda_dev);
+                           fn, stream, dev, slot_of(comm)->cuda_dev);
     return COLL_SUCCESS;
 }
 
-/* The host call that stands for c when CUDA is not there (stream == NULL): blocking, or
- * recorded in the caller's host group. */
-static coll_status_t run_host(const struct scall *c)
+/* What comes in: the stream path's own kind of c (a coll_call the API checked). */
+static enum coll_stream_kind kind_of(const struct coll_call *c)
 {
-    struct coll_comm *comm = c->comm;
-    const void *s = c->sendbuf;
-    void *r = c->recvbuf;
-
-    switch (c->kind) {
-    case COLL_SK_ALLREDUCE: return coll_allreduce(s, r, c->count, c->dtype, c->op, comm);
-    case COLL_SK_BROADCAST: return coll_broadcast(s, r, c->count, c->dtype, c->root, comm);
-    case COLL_SK_REDUCE: return coll_reduce(s, r, c->count, c->dtype, c->op, c->root, comm);
-    case COLL_SK_ALLGATHER: return coll_allgather(s, r, c->count, c->dtype, comm);
-    case COLL_SK_REDUCE_SCATTER:
-        return coll_reduce_scatter(s, r, c->count, c->dtype, c->op, comm);
-    case COLL_SK_ALLTOALL: return coll_alltoall(s, r, c->count, c->dtype, comm);
-    case COLL_SK_SEND: return coll_send(s, c->count, c->dtype, c->root, comm);
-    case COLL_SK_RECV: return coll_recv(r, c->count, c->dtype, c->root, comm);
+    switch (c->coll) {
+    case COLL_COLL_BROADCAST: return COLL_SK_BROADCAST;
+    case COLL_COLL_REDUCE: return COLL_SK_REDUCE;
+    case COLL_COLL_ALLGATHER: return COLL_SK_ALLGATHER;
+    case COLL_COLL_REDUCE_SCATTER: return COLL_SK_REDUCE_SCATTER;
+    case COLL_COLL_ALLTOALL: return COLL_SK_ALLTOALL;
+    case COLL_COLL_SENDRECV: return c->p2p == COLL_STEP_SEND ? COLL_SK_SEND : COLL_SK_RECV;
+    default: return COLL_SK_ALLREDUCE;
     }
-    return COLL_INTERNAL_ERROR;
 }
 
-/* [a, a + alen) and [b, b + blen) overlap other than b == a + off exactly (in place). */
-static bool bad_overlap(const void *a, size_t alen, const void *b, size_t blen, size_t off)
+/* The API's checks of a stream-ordered call failed: inside a group, so does its end. */
+void coll__stream_group_fail(coll_status_t st)
 {
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-
-    if (!a || !b || !alen || !blen || y == x + off)
-        return false;
-    return x < y + blen && y < x + alen;
+    if (sg.err == COLL_SUCCESS)
+        sg.err = st;
 }
 
-/* Check c; then record it (group), run it on the host (no CUDA) or issue it. */
-static coll_status_t submit(struct scall c)
+/* The stream path's submit hook: c as the API checked it (arguments, buffers this rank does
+ * not use set to NULL); its CUDA checks here, then record it (group), run it on the host (no
+ * CUDA) or issue it. */
+static coll_status_t stream_submit(struct coll_comm *comm, const struct coll_call *call)
 {
+    struct scall c = {.comm = comm, .kind = kind_of(call), .sendbuf = call->sendbuf,
+                      .recvbuf = call->recvbuf, .count = call->count, .dtype = call->dtype,
+                      .op = call->op, .stream = call->stream,
+                      .root = call->coll == COLL_COLL_SENDRECV ? call->peer : call->root};
     const char *fn = kind_fn[c.kind], *why = NULL;
-    struct coll_comm *comm = c.comm;
-    bool need_send, need_recv, in_group = coll__group_active();
-    size_t esz, sbytes, rbytes;
+    bool need_send, need_recv, in_group = comm->path_host->group_active();
+    size_t esz = coll__dtype_size(c.dtype), sbytes, rbytes;
     coll_status_t st;
-    int failed;
 
-    if ((st = coll__comm_check(comm, fn)) != COLL_SUCCESS)
-        goto out_fail;
-    failed = atomic_load(&comm->failed);
-    if (failed != COLL_SUCCESS) {
-        coll__set_thread_error(comm->errmsg);
-        st = (coll_status_t)failed;
-        goto out_fail;
-    }
-    if ((unsigned)c.dtype >= COLL_NUM_DTYPES) {
-        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: dtype %d is not a coll_dtype_t", fn,
-                         (int)c.dtype);
-        goto out_fail;
-    }
-    if ((unsigned)c.op >= COLL_NUM_OPS) { /* the bitwise ops are host-only */
-        st = coll__error(comm, COLL_INVALID_ARGUMENT,
-                         "%s: op %d (%s) is not one of NCCL's, which stream-ordered calls take",
-                         fn, (int)c.op, coll__op_name(c.op));
-        goto out_fail;
-    }
-    if (c.kind != COLL_SK_ALLREDUCE && c.kind != COLL_SK_ALLGATHER &&
-        c.kind != COLL_SK_REDUCE_SCATTER && c.kind != COLL_SK_ALLTOALL &&
-        (c.root < 0 || c.root >= comm->nranks)) {
-        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", fn,
-                         c.kind == COLL_SK_SEND || c.kind == COLL_SK_RECV ? "peer" : "root",
-                         c.root, comm->nranks);
-        goto out_fail;
-    }
-    esz = coll__dtype_size(c.dtype);
-    if (c.count > SIZE_MAX / esz / (size_t)comm->nranks) {
-        st = coll__error(comm, COLL_INVALID_ARGUMENT,
-                         "%s: count %zu of %s overflows the size of a buffer", fn, c.count,
-                         coll__dtype_name(c.dtype));
-        goto out_fail;
-    }
     sbytes = rbytes = c.count * esz;
     if (c.kind == COLL_SK_ALLGATHER || c.kind == COLL_SK_ALLTOALL)
         rbytes *= (size_t)comm->nranks;
@@ -1833,34 +1839,8 @@ static coll_status_t submit(struct scall c)
         sbytes *= (size_t)comm->nranks;
     need_send = c.kind != COLL_SK_RECV && (c.kind != COLL_SK_BROADCAST || comm->rank == c.root);
     need_recv = c.kind != COLL_SK_SEND && (c.kind != COLL_SK_REDUCE || comm->rank == c.root);
-    if (!need_send)
-        c.sendbuf = NULL;
-    if (!need_recv)
-        c.recvbuf = NULL;
-    if (c.count > 0 && ((need_send && !c.sendbuf) || (need_recv && !c.recvbuf))) {
-        st = coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", fn,
-                         need_send && !c.sendbuf ? "sendbuf" : "recvbuf", c.count);
-        goto out_fail;
-    }
-    if ((c.kind == COLL_SK_ALLGATHER &&
-         bad_overlap(c.recvbuf, rbytes, c.sendbuf, sbytes, (size_t)comm->rank * sbytes)) ||
-        (c.kind == COLL_SK_REDUCE_SCATTER &&
-         bad_overlap(c.sendbuf, sbytes, c.recvbuf, rbytes, (size_t)comm->rank * rbytes)) ||
-        (c.kind != COLL_SK_ALLGATHER && c.kind != COLL_SK_REDUCE_SCATTER &&
-         bad_overlap(c.sendbuf, sbytes, c.recvbuf, rbytes, 0))) {
-        st = coll__error(comm, COLL_INVALID_ARGUMENT,
-                         "%s: sendbuf and recvbuf overlap without being in place", fn);
-        goto out_fail;
-    }
-    if ((c.kind == COLL_SK_SEND || c.kind == COLL_SK_RECV) && c.root == comm->rank && !in_group) {
-        st = coll__error(comm, COLL_INVALID_USAGE,
-                         "%s: a send to or receive from oneself outside a group would wait for "
-                         "itself; pair them in coll_group_start/end",
-                         fn);
-        goto out_fail;
-    }
 
-    if (comm->cuda_dev == COMM_DEV_UNDECIDED)
+    if (slot_of(comm)->cuda_dev == COMM_DEV_UNDECIDED)
         comm_take_device(comm);
     if (!stream_ready(comm, &why)) {
         if (c.stream) {
@@ -1870,7 +1850,7 @@ static coll_status_t submit(struct scall c)
             goto out_fail;
         }
         /* without CUDA every buffer is host memory: the host call, now or in the group */
-        return run_host(&c);
+        return host_call(&c, c.sendbuf, c.recvbuf, c.count, NULL);
     }
     COLL_CHECK_GOTO(check_stream(comm, fn, c.stream), st, out_fail);
     if (need_send)
@@ -1939,82 +1919,99 @@ coll_status_t coll__stream_group_end(bool discard, size_t nhost)
     return issue_op(calls, (int)n);
 }
 
-COLL_API coll_status_t coll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                             coll_dtype_t dtype, coll_op_t op, coll_comm_t *comm,
-                                             void *stream)
+/* ---- 6 the path ---------------------------------------------------------------------- */
+
+/* Every stream-ordered call is this path's, whatever its buffers: device memory goes through
+ * staging or CUDA IPC, host memory waits for its stream and runs in place, and without CUDA
+ * the call is its host call. Which way its data moves is decided later (a call's buffers, the
+ * comm's CUDA IPC decision at its first eligible call); the reason says what is known. */
+static bool stream_takes(struct coll_comm *comm, const struct coll_call *c, char *why,
+                         size_t n)
 {
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_ALLREDUCE, .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
-                                 .stream = stream});
+    const struct stream_slot *slot;
+    const struct coll_stream_ctx *ctx;
+    int ipc;
+
+    if (c->form != COLL_FORM_STREAM)
+        return false;
+    if (!why)
+        return true;
+    slot = slot_of(comm);
+    ctx = slot ? slot->ctx : NULL;
+    ipc = ctx ? atomic_load(&ctx->ipc_state) : 0;
+    if (slot && slot->cuda_dev == -1)
+        snprintf(why, n, "stream-ordered, no CUDA device on this comm: the host call");
+    else if (coll__ipc_eligible(kind_of(c), c->op) && ipc > 0)
+        snprintf(why, n, "stream-ordered, CUDA IPC between the ranks of this host");
+    else if (coll__ipc_eligible(kind_of(c), c->op) && ipc == 0 && comm->nhosts == 1 &&
+             strcmp(comm->cfg.cuda_ipc, "0") != 0)
+        snprintf(why, n, "stream-ordered, device buffers through CUDA IPC or staging (the "
+                         "comm decides at its first such call)");
+    else
+        snprintf(why, n, "stream-ordered, device buffers through page-locked staging in "
+                         "pieces of COLL_CUDA_STAGING_BYTES / %d",
+                 STREAM_PIECE_DIV);
+    return true;
 }
 
-COLL_API coll_status_t coll_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                             coll_dtype_t dtype, int root, coll_comm_t *comm,
-                                             void *stream)
+/* The stream path's row of the cost model (algo/cost.h, coll__cost_predict_stream): through
+ * CUDA IPC where the comm decided for it and the call is eligible, else staging around the
+ * host call on the staging memory, priced as the row of the host path that takes it (flat
+ * where it does on this comm, else the schedule). */
+static double stream_price(struct coll_comm *comm, const struct coll_call *c,
+                           const struct coll_cost_params *p, const struct coll_choice *ch)
 {
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_BROADCAST, .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                                 .op = COLL_SUM, .root = root, .stream = stream});
+    enum coll_stream_kind k = kind_of(c);
+    size_t esz = coll__dtype_size(c->dtype), n = (size_t)comm->nranks;
+    int root = c->coll == COLL_COLL_SENDRECV ? c->peer : c->root;
+    bool send = k != COLL_SK_RECV && (k != COLL_SK_BROADCAST || comm->rank == root);
+    bool recv = k != COLL_SK_SEND && (k != COLL_SK_REDUCE || comm->rank == root);
+    struct coll_cost_stream q = {
+        .in_bytes = send ? c->count * esz *
+                               (k == COLL_SK_REDUCE_SCATTER || k == COLL_SK_ALLTOALL ? n : 1)
+                         : 0,
+        .out_bytes = recv ? c->count * esz *
+                                (k == COLL_SK_ALLGATHER || k == COLL_SK_ALLTOALL ? n : 1)
+                          : 0,
+    };
+
+    if (coll__stream_ipc_known(comm) && coll__ipc_eligible(k, c->op)) {
+        size_t piece = coll__ipc_piece_elems(k, (int)n, c->count, esz,
+                                             ctx_of(comm)->ipc->slot_bytes);
+        int rounds = 0;
+
+        if (piece == 0)
+            return -1;
+        q.ipc = true;
+        q.pieces = (c->count + piece - 1) / piece;
+        /* the reductions read their slice (reduce-scatter: its block) out of every rank's */
+        if (k == COLL_SK_ALLREDUCE || k == COLL_SK_REDUCE || k == COLL_SK_REDUCE_SCATTER)
+            q.read_bytes = c->count * esz * (k == COLL_SK_REDUCE_SCATTER ? n : 1);
+        /* one barrier: a dissemination over shared memory, CUDA IPC's one host */
+        while ((1u << rounds) < n)
+            rounds++;
+        q.host_seconds = rounds * p->link[COLL_LINK_SHM].alpha;
+    } else {
+        bool flat = ch->flat_seconds >= 0 && c->coll != COLL_COLL_SENDRECV &&
+                    coll__flat_takes(comm, c->coll, c->count * esz);
+        q.host_seconds = flat ? ch->flat_seconds : ch->sched_seconds;
+        if (q.host_seconds < 0)
+            return -1;
+    }
+    return coll__cost_predict_stream(p, &q);
 }
 
-COLL_API coll_status_t coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                          coll_dtype_t dtype, coll_op_t op, int root,
-                                          coll_comm_t *comm, void *stream)
-{
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_REDUCE, .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf, .count = count, .dtype = dtype, .op = op,
-                                 .root = root, .stream = stream});
-}
+const struct coll_path coll__path_stream = {
+    .name = "stream",
+    .takes = stream_takes,
+    .run = NULL,
+    .submit = stream_submit,
+    .price = stream_price,
+};
 
-COLL_API coll_status_t coll_allgather_stream(const void *sendbuf, void *recvbuf,
-                                             size_t sendcount, coll_dtype_t dtype,
-                                             coll_comm_t *comm, void *stream)
+bool coll__stream_ipc_known(const struct coll_comm *comm)
 {
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_ALLGATHER, .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf, .count = sendcount, .dtype = dtype,
-                                 .op = COLL_SUM, .stream = stream});
-}
+    const struct stream_slot *slot = slot_of(comm);
 
-COLL_API coll_status_t coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
-                                                  size_t recvcount, coll_dtype_t dtype,
-                                                  coll_op_t op, coll_comm_t *comm, void *stream)
-{
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_REDUCE_SCATTER,
-                                 .sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount,
-                                 .dtype = dtype, .op = op, .stream = stream});
-}
-
-COLL_API coll_status_t coll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                            coll_dtype_t dtype, coll_comm_t *comm, void *stream)
-{
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_ALLTOALL, .sendbuf = sendbuf,
-                                 .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                                 .op = COLL_SUM, .stream = stream});
-}
-
-COLL_API coll_status_t coll_send_stream(const void *sendbuf, size_t count, coll_dtype_t dtype,
-                                        int peer, coll_comm_t *comm, void *stream)
-{
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_SEND, .sendbuf = sendbuf,
-                                 .count = count, .dtype = dtype, .op = COLL_SUM, .root = peer,
-                                 .stream = stream});
-}
-
-COLL_API coll_status_t coll_recv_stream(void *recvbuf, size_t count, coll_dtype_t dtype,
-                                        int peer, coll_comm_t *comm, void *stream)
-{
-    return submit((struct scall){.comm = comm, .kind = COLL_SK_RECV, .recvbuf = recvbuf,
-                                 .count = count, .dtype = dtype, .op = COLL_SUM, .root = peer,
-                                 .stream = stream});
-}
-
-COLL_API coll_status_t coll_comm_get_async_error(coll_comm_t *comm, coll_status_t *status_p)
-{
-    if (coll__comm_check(comm, "coll_comm_get_async_error") != COLL_SUCCESS)
-        return COLL_INVALID_ARGUMENT;
-    if (!status_p)
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "coll_comm_get_async_error: status_p is NULL");
-    *status_p = (coll_status_t)atomic_load(&comm->failed);
-    return COLL_SUCCESS;
+    return slot && slot->ctx && atomic_load(&slot->ctx->ipc_state) > 0;
 }

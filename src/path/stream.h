@@ -1,8 +1,9 @@
 /*
- * stream.h - stream-ordered collectives (coll_allreduce_stream, ...): the hooks the
- * communicator and the group calls use, and the pure arithmetic of pieces, copies and
- * stream order that stream.c runs and tests/test_stream.c checks. The mechanism is described
- * at the top of stream.c and in docs/kernels.md ("Device buffers").
+ * stream.h - the stream path (path.h's coll__path_stream): stream-ordered collectives
+ * (coll_allreduce_stream, ...) queued on their CUDA streams. The hooks the paths' set-up and
+ * the API's groups use, and the pure arithmetic of pieces, copies and stream order that
+ * stream.c runs and tests/test_stream.c checks. The mechanism is described at the top of
+ * stream.c and in docs/kernels.md ("Device buffers").
  */
 #ifndef COLL_CUDA_STREAM_H
 #define COLL_CUDA_STREAM_H
@@ -11,19 +12,26 @@
 
 /* ---- hooks --------------------------------------------------------------------------- */
 
-/* comm.c, at the end of coll_comm_init: remember the calling thread's CUDA device (-1
+/* coll__path_comm_init: the path's slot of comm, with the calling thread's CUDA device (-1
  * without CUDA). A process that has not loaded a CUDA runtime yet is not made to: the
  * comm's first stream-ordered call decides then, from its thread's device. */
-COLL_INTERNAL void coll__stream_comm_init(struct coll_comm *comm);
-/* comm.c, first thing when a comm is freed: let the worker run what is queued (at once
- * with an error on an aborted comm) and stop, wait (within COLL_TIMEOUT_MS) until the
- * streams are done with the staging memory, and free it. */
+COLL_INTERNAL coll_status_t coll__stream_comm_init(struct coll_comm *comm);
+/* coll__path_comm_fini, first thing when a comm goes: let the worker run what is queued (at
+ * once with an error on an aborted comm) and stop, wait (within COLL_TIMEOUT_MS) until the
+ * streams are done with the staging memory, and free it and the slot. Idempotent. */
 COLL_INTERNAL void coll__stream_comm_fini(struct coll_comm *comm);
 /* api.c, at the outermost coll_group_end: issue the stream-ordered calls recorded in this
  * thread's group (discard them when discard is set: the group failed its checks). nhost is
  * the number of host calls in the same group; a group may not mix the two kinds. Returns
  * the first failure of a recorded call, or of issuing. */
 COLL_INTERNAL coll_status_t coll__stream_group_end(bool discard, size_t nhost);
+/* The API's checks refused a stream-ordered call with st inside this thread's group: the
+ * group fails with it at its end. */
+COLL_INTERNAL void coll__stream_group_fail(coll_status_t st);
+/* The comm's CUDA device (-1: none; below -1: not decided yet). */
+COLL_INTERNAL int coll__stream_device(const struct coll_comm *comm);
+/* The comm decided for CUDA IPC (its eligible calls go device to device). */
+COLL_INTERNAL bool coll__stream_ipc_known(const struct coll_comm *comm);
 
 /* ---- pieces and copies (pure) -------------------------------------------------------- */
 
