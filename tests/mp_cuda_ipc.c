@@ -1,5 +1,5 @@
 /*
- * mp_cuda_ipc.c - the CUDA IPC path of the stream-ordered collectives (src/api/ipc.c), under
+ * mp_cuda_ipc.c - the CUDA IPC path of the stream-ordered collectives (src/path/ipc.c), under
  * collrun, against the CUDA runtime that COLL_CUDA_LIBRARY names (tests/fakecudart in CI):
  *
  *   collrun -n N mp_cuda_ipc colls|staged|forced|kill

@@ -454,6 +454,19 @@ check "--explain with --algo ring: the forced pick, and why" \
           grep -q "forced by COLL_ALGO" "$TMP/out"'
 bench broadcast --explain --np 2 -r 3
 check "--explain: root out of range for the ranks explained, exit 2" test "$rc" = 2
+# COLL_QUANT: the chooser names the quant path for a blocking fp32 all-reduce of at least
+# COLL_QUANT_MIN_BYTES, with its row beside the host paths', and not below that size
+COLL_QUANT=int8 COLL_QUANT_MIN_BYTES=65536 bench allreduce --explain --np 4 -b 4K -e 1M -f 256
+check "--explain with COLL_QUANT=int8: quant from COLL_QUANT_MIN_BYTES on, priced, flat below" \
+    eval '[ "$rc" = 0 ] && grep -qE "^ +1048576 +262144 +quant " "$TMP/out" &&
+          grep -qE "^ +4096 +1024 +flat " "$TMP/out" &&
+          grep -qE "selector: COLL_QUANT=int8, .*\[priced: quant [0-9.]+ us, flat [0-9.]+ us, sched [a-z]+ [0-9.]+ us\]" "$TMP/out"'
+COLL_QUANT=int8 COLL_QUANT_MIN_BYTES=65536 bench allreduce --explain --np 4 -b 1M -e 1M -d int32
+check "--explain with COLL_QUANT=int8: an int32 all-reduce is not quantized" \
+    eval '[ "$rc" = 0 ] && grep -qE "^ +1048576 +262144 +flat " "$TMP/out"'
+COLL_QUANT=int8 COLL_QUANT_MIN_BYTES=65536 mp 2 allreduce -b 1M -e 1M -n 1 -w 0 -c 1 -z 0
+check "COLL_QUANT with non-blocking calls: said once per rank, in the words it always had" \
+    eval '[ "$rc" = 0 ] && [ "$(grep -c "COLL_QUANT=int8 applies to blocking all-reduce outside groups; coll_iallreduce runs unquantized" "$TMP/err")" = 2 ]'
 # the selected column is the ranking's first row (the selector prices what the ranking
 # prices: the same hosts, links, cores and chunk sizes), closed forms or --exact
 explain_first() {

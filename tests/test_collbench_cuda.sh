@@ -131,6 +131,17 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------
+# The chooser names the stream path for a call on device buffers (src/path/path.h), with its
+# reason and its row of the cost model beside the host paths' (staging here: COLL_CUDA_IPC=0).
+COLL_CUDA_LIBRARY=$FAKECUDART bench allreduce --memtype cuda --explain --np 2 -b 64K -e 64K
+check "--explain --memtype cuda: the stream path, staging, priced beside the host rows" \
+    eval '[ "$rc" = 0 ] && grep -qE "^ +65536 +16384 +stream " "$TMP/out" &&
+          grep -qE "selector: stream-ordered, device buffers through page-locked staging.*\[priced: stream [0-9.]+ us, .*sched [a-z]+ [0-9.]+ us\]" "$TMP/out"'
+cuda 2 allreduce -b 64K -e 64K -n 1 -w 0 --json "$TMP/run.json"
+check "a run on device buffers records the stream path as what ran it" \
+    eval '[ "$rc" = 0 ] && grep -q "\"algo\": \"stream\"" "$TMP/run.json"'
+
+# ---------------------------------------------------------------------------------------
 # Without a runtime, without a stream-ordered call, without the device: a message, no crash.
 COLL_CUDA_LIBRARY=/nonexistent/libcudart.so bench allreduce --memtype cuda -b 8 -e 8
 check "no CUDA runtime: exit 1, 'no usable CUDA runtime', names the library" \

@@ -1,5 +1,5 @@
 /*
- * test_stream.c - the arithmetic of stream-ordered collectives (src/api/stream.h), without
+ * test_stream.c - the arithmetic of stream-ordered collectives (src/path/stream.h), without
  * CUDA: how a call is cut into pieces, which copies move each piece in and out of a staging
  * slot, and the order a stream gets them in.
  *

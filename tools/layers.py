@@ -38,9 +38,9 @@ Layers, lowest first; a folder may include its own files and those of lower laye
     algo, transport, cuda
                schedules and their cost, transports, CUDA
     core       the engine, executor, plans, bootstrap, topology, traces, agreement
-    path       the ways a call runs (flat, sched) and the chooser
-    api        the public calls (the stream-ordered ones and their CUDA IPC path too),
-               comms, launchers, the quantized all-reduce
+    path       the ways a call runs (stream with its CUDA IPC, quant, flat, sched) and
+               the chooser
+    api        the public calls, comms, launchers
     compat     the NCCL library, on the public API
 
 Known exceptions (an include or a call that must cross the layers, with the reason) go in

@@ -801,7 +801,7 @@ COLL_API coll_status_t coll_group_end(void)
                            "coll_group_end without coll_group_start");
     if (--grp.depth > 0)
         return COLL_SUCCESS;
-    /* the group's stream-ordered calls (src/api/stream.c) go onto their streams */
+    /* the group's stream-ordered calls (src/path/stream.c) go onto their streams */
     st = coll__stream_group_end(grp.err != COLL_SUCCESS, grp.n);
     if (st != COLL_SUCCESS && grp.err == COLL_SUCCESS)
         grp.err = st;

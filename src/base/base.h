@@ -67,7 +67,7 @@ struct coll_config {
     int64_t shm_sliced_bytes; /* COLL_SHM_SLICED_BYTES: its sliced all-reduce, up to this */
     int64_t host_cpus;      /* COLL_HOST_CPUS: CPUs this host's ranks share; 0 = affinity */
     int64_t cuda_staging_bytes; /* COLL_CUDA_STAGING_BYTES: pinned staging per comm */
-    char cuda_ipc[8];       /* COLL_CUDA_IPC: "auto", "0" or "1" (src/api/ipc.c) */
+    char cuda_ipc[8];       /* COLL_CUDA_IPC: "auto", "0" or "1" (src/path/ipc.c) */
 };
 
 enum coll_param_type { COLL_PARAM_INT, COLL_PARAM_SIZE, COLL_PARAM_STRING };

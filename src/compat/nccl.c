@@ -12,7 +12,7 @@
  *     ncclInProgress), PreMulSum operators, registrations, the revoked/finalized states;
  *   - a call on host buffers completes before it returns, its stream unused; a call with
  *     a CUDA device buffer goes to coll's stream-ordered collectives (coll_*_stream,
- *     src/api/stream.c), queued on its stream as NCCL's are; ncclCommFinalize has nothing
+ *     src/path/stream.c), queued on its stream as NCCL's are; ncclCommFinalize has nothing
  *     to flush either way (ncclCommDestroy waits for the streams);
  *   - groups are recorded here, per thread, then replayed inside one coll_group_start/end at
  *     the outermost ncclGroupEnd. Recording here (not in coll's group) is what lets

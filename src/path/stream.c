@@ -1975,7 +1975,11 @@ static double stream_price(struct coll_comm *comm, const struct coll_call *c,
                           : 0,
     };
 
-    if (coll__stream_ipc_known(comm) && coll__ipc_eligible(k, c->op)) {
+    if (slot_of(comm)->cuda_dev == -1) {
+        q.in_bytes = q.out_bytes = 0; /* no CUDA: the host call on the user's buffers */
+    }
+    if (slot_of(comm)->cuda_dev != -1 && coll__stream_ipc_known(comm) &&
+        coll__ipc_eligible(k, c->op)) {
         size_t piece = coll__ipc_piece_elems(k, (int)n, c->count, esz,
                                              ctx_of(comm)->ipc->slot_bytes);
         int rounds = 0;
