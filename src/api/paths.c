@@ -9,11 +9,10 @@
  * all-reduce and its error feedback.
  */
 #include "comm.h"
+#include "../core/check.h"
 #include "../path/path.h"
 #include "../path/qallreduce.h"
 #include "../path/stream.h"
-
-#include <stdint.h>
 
 /* ---- 1 the host calls handed down ----------------------------------------------------- */
 
@@ -70,75 +69,20 @@ const struct coll_path_host coll__api_host = {
 
 /* ---- 2 stream-ordered calls ----------------------------------------------------------- */
 
-/* [a, a + alen) and [b, b + blen) overlap other than b == a + off exactly (in place). */
-static bool bad_overlap(const void *a, size_t alen, const void *b, size_t blen, size_t off)
-{
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-
-    if (!a || !b || !alen || !blen || y == x + off)
-        return false;
-    return x < y + blen && y < x + alen;
-}
-
-/* The arguments of a stream-ordered call c (c.peer for send and receive); buffers this rank
- * does not use become NULL. */
+/* The arguments of a stream-ordered call c: the host calls' checker with NCCL's ops only
+ * (src/core/check.h: buffers this rank does not use become NULL), and a send to or receive
+ * from oneself only inside a group, as the host calls. */
 static coll_status_t stream_check(struct coll_call *c, const char *fn)
 {
-    struct coll_comm *comm = c->comm;
-    bool p2p = c->coll == COLL_COLL_SENDRECV, need_send, need_recv;
-    int root = p2p ? c->peer : c->root;
-    size_t esz, sbytes, rbytes;
-    int failed;
+    coll_status_t st;
 
-    if (coll__comm_check(comm, fn) != COLL_SUCCESS)
+    if (coll__comm_check(c->comm, fn) != COLL_SUCCESS)
         return COLL_INVALID_ARGUMENT;
-    failed = atomic_load(&comm->failed);
-    if (failed != COLL_SUCCESS) {
-        coll__set_thread_error(comm->errmsg);
-        return (coll_status_t)failed;
-    }
-    if ((unsigned)c->dtype >= COLL_NUM_DTYPES)
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: dtype %d is not a coll_dtype_t",
-                           fn, (int)c->dtype);
-    if ((unsigned)c->op >= COLL_NUM_OPS) /* the bitwise ops are host-only */
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: op %d (%s) is not one of NCCL's, which stream-ordered calls take",
-                           fn, (int)c->op, coll__op_name(c->op));
-    if ((p2p || c->coll == COLL_COLL_BROADCAST || c->coll == COLL_COLL_REDUCE) &&
-        (root < 0 || root >= comm->nranks))
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)", fn,
-                           p2p ? "peer" : "root", root, comm->nranks);
-    esz = coll__dtype_size(c->dtype);
-    if (c->count > SIZE_MAX / esz / (size_t)comm->nranks)
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: count %zu of %s overflows the size of a buffer", fn, c->count,
-                           coll__dtype_name(c->dtype));
-    sbytes = rbytes = c->count * esz;
-    if (c->coll == COLL_COLL_ALLGATHER || c->coll == COLL_COLL_ALLTOALL)
-        rbytes *= (size_t)comm->nranks;
-    if (c->coll == COLL_COLL_REDUCE_SCATTER || c->coll == COLL_COLL_ALLTOALL)
-        sbytes *= (size_t)comm->nranks;
-    need_send = !(p2p && c->p2p == COLL_STEP_RECV) &&
-                (c->coll != COLL_COLL_BROADCAST || comm->rank == root);
-    need_recv = !(p2p && c->p2p == COLL_STEP_SEND) &&
-                (c->coll != COLL_COLL_REDUCE || comm->rank == root);
-    if (!need_send)
-        c->sendbuf = NULL;
-    if (!need_recv)
-        c->recvbuf = NULL;
-    if (c->count > 0 && ((need_send && !c->sendbuf) || (need_recv && !c->recvbuf)))
-        return coll__error(comm, COLL_INVALID_ARGUMENT, "%s: %s is NULL with count %zu", fn,
-                           need_send && !c->sendbuf ? "sendbuf" : "recvbuf", c->count);
-    if ((c->coll == COLL_COLL_ALLGATHER &&
-         bad_overlap(c->recvbuf, rbytes, c->sendbuf, sbytes, (size_t)comm->rank * sbytes)) ||
-        (c->coll == COLL_COLL_REDUCE_SCATTER &&
-         bad_overlap(c->sendbuf, sbytes, c->recvbuf, rbytes, (size_t)comm->rank * rbytes)) ||
-        (c->coll != COLL_COLL_ALLGATHER && c->coll != COLL_COLL_REDUCE_SCATTER &&
-         bad_overlap(c->sendbuf, sbytes, c->recvbuf, rbytes, 0)))
-        return coll__error(comm, COLL_INVALID_ARGUMENT,
-                           "%s: sendbuf and recvbuf overlap without being in place", fn);
-    if (p2p && root == comm->rank && !coll__group_active())
-        return coll__error(comm, COLL_INVALID_USAGE,
+    st = coll__check_call(c, fn, COLL_CHECK_NCCL_OPS);
+    if (st != COLL_SUCCESS)
+        return st;
+    if (c->coll == COLL_COLL_SENDRECV && c->peer == c->comm->rank && !coll__group_active())
+        return coll__error(c->comm, COLL_INVALID_USAGE,
                            "%s: a send to or receive from oneself outside a group would wait for "
                            "itself; pair them in coll_group_start/end",
                            fn);
