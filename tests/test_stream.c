@@ -11,6 +11,7 @@
  *   - the stream order refills a slot only after the piece that used it was waited for and
  *     copied out, and each piece is waited for after its copy in.
  */
+#include "algo/schedule.h"
 #include "path/stream.h"
 
 #include "harness.h"
@@ -18,36 +19,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const enum coll_stream_kind kinds[] = {
-    COLL_SK_ALLREDUCE, COLL_SK_BROADCAST, COLL_SK_REDUCE, COLL_SK_ALLGATHER,
-    COLL_SK_REDUCE_SCATTER, COLL_SK_ALLTOALL, COLL_SK_SEND, COLL_SK_RECV,
+/* every stream-ordered call's shape: the collective, and for a send or receive which */
+static const struct {
+    enum coll_coll coll;
+    uint8_t dir;
+} kinds[] = {
+    {COLL_COLL_ALLREDUCE, 0}, {COLL_COLL_BROADCAST, 0},      {COLL_COLL_REDUCE, 0},
+    {COLL_COLL_ALLGATHER, 0}, {COLL_COLL_REDUCE_SCATTER, 0}, {COLL_COLL_ALLTOALL, 0},
+    {COLL_COLL_SENDRECV, COLL_STEP_SEND}, {COLL_COLL_SENDRECV, COLL_STEP_RECV},
 };
+#define IS(ki, c, d)                                                                           \
+    (kinds[ki].coll == (c) && (kinds[ki].coll != COLL_COLL_SENDRECV || kinds[ki].dir == (d)))
+#define IS_SEND(ki) IS(ki, COLL_COLL_SENDRECV, COLL_STEP_SEND)
+#define IS_RECV(ki) IS(ki, COLL_COLL_SENDRECV, COLL_STEP_RECV)
 
 /* user buffer sizes, in elements, of kind at count */
-static size_t send_elems(enum coll_stream_kind k, int nranks, size_t count)
+static size_t send_elems(size_t ki, int nranks, size_t count)
 {
-    if (k == COLL_SK_REDUCE_SCATTER || k == COLL_SK_ALLTOALL)
+    if (kinds[ki].coll == COLL_COLL_REDUCE_SCATTER || kinds[ki].coll == COLL_COLL_ALLTOALL)
         return count * (size_t)nranks;
-    return k == COLL_SK_RECV ? 0 : count;
+    return IS_RECV(ki) ? 0 : count;
 }
 
-static size_t recv_elems(enum coll_stream_kind k, int nranks, size_t count)
+static size_t recv_elems(size_t ki, int nranks, size_t count)
 {
-    if (k == COLL_SK_ALLGATHER || k == COLL_SK_ALLTOALL)
+    if (kinds[ki].coll == COLL_COLL_ALLGATHER || kinds[ki].coll == COLL_COLL_ALLTOALL)
         return count * (size_t)nranks;
-    return k == COLL_SK_SEND ? 0 : count;
+    return IS_SEND(ki) ? 0 : count;
 }
 
 TEST(piece_elems)
 {
     /* 8 KiB pieces: 2048 int32 for one block, 512 with a block per rank of four */
-    ASSERT_EQ(coll__stream_piece_elems(COLL_SK_ALLREDUCE, 4, 100000, 4, 8192), (size_t)2048);
-    ASSERT_EQ(coll__stream_piece_elems(COLL_SK_ALLGATHER, 4, 100000, 4, 8192), (size_t)512);
-    ASSERT_EQ(coll__stream_piece_elems(COLL_SK_ALLTOALL, 4, 100, 4, 8192), (size_t)100);
+    ASSERT_EQ(coll__stream_piece_elems(COLL_COLL_ALLREDUCE, 4, 100000, 4, 8192), (size_t)2048);
+    ASSERT_EQ(coll__stream_piece_elems(COLL_COLL_ALLGATHER, 4, 100000, 4, 8192), (size_t)512);
+    ASSERT_EQ(coll__stream_piece_elems(COLL_COLL_ALLTOALL, 4, 100, 4, 8192), (size_t)100);
     /* an element of every rank larger than a piece: nothing fits */
-    ASSERT_EQ(coll__stream_piece_elems(COLL_SK_ALLTOALL, 64, 100, 8, 256), (size_t)0);
-    ASSERT_EQ(coll__stream_mult(COLL_SK_SEND, 8), (size_t)1);
-    ASSERT_EQ(coll__stream_mult(COLL_SK_REDUCE_SCATTER, 8), (size_t)8);
+    ASSERT_EQ(coll__stream_piece_elems(COLL_COLL_ALLTOALL, 64, 100, 8, 256), (size_t)0);
+    ASSERT_EQ(coll__stream_mult(COLL_COLL_SENDRECV, 8), (size_t)1);
+    ASSERT_EQ(coll__stream_mult(COLL_COLL_REDUCE_SCATTER, 8), (size_t)8);
 }
 
 /* Every byte moved once each way, inside the region, for every shape. */
@@ -61,11 +71,11 @@ TEST(rows_cover_once)
             for (int rank = 0; rank < n; rank++)
                 for (size_t ci = 0; ci < 5; ci++)
                     for (size_t pi = 0; pi < 5; pi++) {
-                        enum coll_stream_kind k = kinds[ki];
+                        int k = (int)ki;
                         size_t count = counts[ci], piece = pieces[pi], esz = 2;
-                        size_t np, mult = coll__stream_mult(k, n);
-                        size_t sb = send_elems(k, n, count) * esz;
-                        size_t rb = recv_elems(k, n, count) * esz;
+                        size_t np, mult = coll__stream_mult(kinds[ki].coll, n);
+                        size_t sb = send_elems(ki, n, count) * esz;
+                        size_t rb = recv_elems(ki, n, count) * esz;
                         int root = (rank + 1) % n;
                         unsigned char *in = calloc(sb + 1, 1), *out = calloc(rb + 1, 1);
                         struct coll_stream_row rows[5];
@@ -74,8 +84,9 @@ TEST(rows_cover_once)
                         np = (count + piece - 1) / piece;
                         for (size_t j = 0; j < np; j++)
                             for (int dir = 0; dir < 2; dir++) {
-                                int nr = coll__stream_rows(k, rank, n, root, count, esz, piece,
-                                                           j, dir == 1, rows);
+                                int nr = coll__stream_rows(kinds[ki].coll, kinds[ki].dir,
+                                                           rank, n, root, count, esz, piece, j,
+                                                           dir == 1, rows);
                                 ASSERT(nr >= 0 && nr <= n);
                                 for (int r = 0; r < nr; r++) {
                                     unsigned char *m = dir ? out : in;
@@ -91,10 +102,10 @@ TEST(rows_cover_once)
                                 }
                             }
                         /* what this rank must read and write */
-                        bool reads = !(k == COLL_SK_RECV || (k == COLL_SK_BROADCAST &&
-                                                            rank != root));
-                        bool writes = !(k == COLL_SK_SEND || (k == COLL_SK_REDUCE &&
-                                                             rank != root));
+                        bool reads = !(IS_RECV(ki) || (IS(ki, COLL_COLL_BROADCAST, 0) &&
+                                                       rank != root));
+                        bool writes = !(IS_SEND(ki) || (IS(ki, COLL_COLL_REDUCE, 0) &&
+                                                        rank != root));
                         /* reduce-scatter writes one block; all-gather reads one */
                         for (size_t b = 0; b < sb; b++)
                             ASSERT_MSG(in[b] == (reads ? 1 : 0),
@@ -119,7 +130,7 @@ TEST(pieces_compose)
     struct coll_stream_row rows[N];
 
     for (int ki = 0; ki < 2; ki++) {
-        enum coll_stream_kind k = ki ? COLL_SK_ALLTOALL : COLL_SK_ALLGATHER;
+        enum coll_coll k = ki ? COLL_COLL_ALLTOALL : COLL_COLL_ALLGATHER;
         for (int r = 0; r < N; r++)
             for (int i = 0; i < N * COUNT; i++) {
                 send[r][i] = r * 1000 + i;
@@ -128,7 +139,7 @@ TEST(pieces_compose)
         for (size_t j = 0; j * PIECE < COUNT; j++) {
             size_t n = COUNT - j * PIECE < PIECE ? COUNT - j * PIECE : PIECE;
             for (int r = 0; r < N; r++) {
-                int nr = coll__stream_rows(k, r, N, 0, COUNT, 4, PIECE, j, false, rows);
+                int nr = coll__stream_rows(k, 0, r, N, 0, COUNT, 4, PIECE, j, false, rows);
                 memset(slot[r], 0, sizeof(slot[r]));
                 for (int x = 0; x < nr; x++)
                     memcpy((char *)slot[r] + rows[x].slot_off,
@@ -145,13 +156,13 @@ TEST(pieces_compose)
                     /* all-gather: block p of r's result is p's input; all-to-all: block p
                      * of r's result is block r of p's input */
                     memcpy(&res[r][(size_t)p * n],
-                           k == COLL_SK_ALLGATHER ? (char *)slot[p] + pso
+                           k == COLL_COLL_ALLGATHER ? (char *)slot[p] + pso
                                                   : (char *)&slot[p][(size_t)r * n],
                            n * 4);
                 }
             }
             for (int r = 0; r < N; r++) {
-                int nr = coll__stream_rows(k, r, N, 0, COUNT, 4, PIECE, j, true, rows);
+                int nr = coll__stream_rows(k, 0, r, N, 0, COUNT, 4, PIECE, j, true, rows);
                 for (int x = 0; x < nr; x++)
                     memcpy((char *)recv[r] + rows[x].user_off,
                            (char *)res[r] + rows[x].slot_off, rows[x].bytes);
@@ -160,7 +171,7 @@ TEST(pieces_compose)
         for (int r = 0; r < N; r++)
             for (int p = 0; p < N; p++)
                 for (int i = 0; i < COUNT; i++) {
-                    int32_t want = k == COLL_SK_ALLGATHER ? p * 1000 + i
+                    int32_t want = k == COLL_COLL_ALLGATHER ? p * 1000 + i
                                                           : p * 1000 + r * COUNT + i;
                     ASSERT_MSG(recv[r][p * COUNT + i] == want,
                                "%s: rank %d block %d element %d is %d, want %d",

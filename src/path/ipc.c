@@ -64,30 +64,30 @@
 
 /* ---- 1 layout ------------------------------------------------------------------------ */
 
-bool coll__ipc_eligible(enum coll_stream_kind kind, coll_op_t op)
+bool coll__ipc_eligible(enum coll_coll coll, coll_op_t op)
 {
-    switch (kind) {
-    case COLL_SK_ALLREDUCE:
-    case COLL_SK_REDUCE:
-    case COLL_SK_REDUCE_SCATTER:
+    switch (coll) {
+    case COLL_COLL_ALLREDUCE:
+    case COLL_COLL_REDUCE:
+    case COLL_COLL_REDUCE_SCATTER:
         return (unsigned)op < COLL_NUM_OPS;
-    case COLL_SK_BROADCAST:
-    case COLL_SK_ALLGATHER:
+    case COLL_COLL_BROADCAST:
+    case COLL_COLL_ALLGATHER:
         return true;
     default:
         return false;
     }
 }
 
-static size_t in_mult(enum coll_stream_kind kind, int nranks)
+static size_t in_mult(enum coll_coll coll, int nranks)
 {
-    return kind == COLL_SK_REDUCE_SCATTER ? (size_t)nranks : 1;
+    return coll == COLL_COLL_REDUCE_SCATTER ? (size_t)nranks : 1;
 }
 
-size_t coll__ipc_piece_elems(enum coll_stream_kind kind, int nranks, size_t count, size_t esize,
+size_t coll__ipc_piece_elems(enum coll_coll coll, int nranks, size_t count, size_t esize,
                              size_t slot_bytes)
 {
-    size_t per = (in_mult(kind, nranks) + 1) * esize;
+    size_t per = (in_mult(coll, nranks) + 1) * esize;
     size_t n = per ? slot_bytes / per : 0;
 
     if (n >= count)
@@ -108,25 +108,27 @@ void coll__ipc_slice(size_t n, int nranks, int r, size_t *lo_p, size_t *hi_p)
     *hi_p = n - lo < chunk ? n : lo + chunk;
 }
 
-int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root, size_t count,
-                   size_t esize, size_t piece, size_t j, bool out, struct coll_stream_row *rows)
+int coll__ipc_rows(enum coll_coll coll, uint8_t dir, int rank, int nranks, int root,
+                   size_t count, size_t esize, size_t piece, size_t j, bool out,
+                   struct coll_stream_row *rows)
 {
     size_t o = j * piece, n = count - o < piece ? count - o : piece;
-    size_t out_off = in_mult(kind, nranks) * piece * esize, lo, hi;
+    size_t out_off = in_mult(coll, nranks) * piece * esize, lo, hi;
     int nr = 0;
 
+    (void)dir; /* no send or receive goes through IPC */
     if (!out) {
-        switch (kind) {
-        case COLL_SK_BROADCAST:
+        switch (coll) {
+        case COLL_COLL_BROADCAST:
             if (rank != root)
                 break;
             /* fall through */
-        case COLL_SK_ALLREDUCE:
-        case COLL_SK_REDUCE:
-        case COLL_SK_ALLGATHER:
+        case COLL_COLL_ALLREDUCE:
+        case COLL_COLL_REDUCE:
+        case COLL_COLL_ALLGATHER:
             rows[nr++] = (struct coll_stream_row){o * esize, 0, n * esize, rank};
             break;
-        case COLL_SK_REDUCE_SCATTER:
+        case COLL_COLL_REDUCE_SCATTER:
             for (int q = 0; q < nranks; q++)
                 rows[nr++] = (struct coll_stream_row){((size_t)q * count + o) * esize,
                                                    (size_t)q * piece * esize, n * esize, rank};
@@ -136,12 +138,12 @@ int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root, s
         }
         return nr;
     }
-    switch (kind) {
-    case COLL_SK_REDUCE:
+    switch (coll) {
+    case COLL_COLL_REDUCE:
         if (rank != root)
             break;
         /* fall through */
-    case COLL_SK_ALLREDUCE:
+    case COLL_COLL_ALLREDUCE:
         for (int q = 0; q < nranks; q++) {
             coll__ipc_slice(n, nranks, q, &lo, &hi);
             if (hi > lo)
@@ -149,15 +151,15 @@ int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root, s
                                                    (hi - lo) * esize, q};
         }
         break;
-    case COLL_SK_REDUCE_SCATTER:
+    case COLL_COLL_REDUCE_SCATTER:
         rows[nr++] = (struct coll_stream_row){o * esize, out_off, n * esize, rank};
         break;
-    case COLL_SK_ALLGATHER:
+    case COLL_COLL_ALLGATHER:
         for (int q = 0; q < nranks; q++)
             rows[nr++] =
                 (struct coll_stream_row){((size_t)q * count + o) * esize, out_off, n * esize, q};
         break;
-    case COLL_SK_BROADCAST:
+    case COLL_COLL_BROADCAST:
         rows[nr++] = (struct coll_stream_row){o * esize, out_off, n * esize, root};
         break;
     default:
@@ -513,23 +515,23 @@ out_free:
 /* ---- 3 the work of a piece ----------------------------------------------------------- */
 
 coll_status_t coll__ipc_compute(struct coll_comm *comm, struct coll_ipc *ipc,
-                                enum coll_stream_kind kind, int root, size_t piece, size_t n,
+                                enum coll_coll coll, int root, size_t piece, size_t n,
                                 size_t slot, coll_dtype_t dtype, coll_op_t op)
 {
     const struct coll_cudart *rt = coll__cudart();
     size_t esize = coll__dtype_size(dtype), s = slot * ipc->slot_bytes;
-    size_t out_off = in_mult(kind, ipc->nranks) * piece * esize, lo = 0, hi = n, at = 0;
+    size_t out_off = in_mult(coll, ipc->nranks) * piece * esize, lo = 0, hi = n, at = 0;
     const void *src[COLL_CUDA_MAX_SRCS];
     void *dst[1];
     coll_status_t st;
     int rc;
 
-    switch (kind) {
-    case COLL_SK_BROADCAST:
+    switch (coll) {
+    case COLL_COLL_BROADCAST:
         if (ipc->rank != root)
             return COLL_SUCCESS;
         /* fall through */
-    case COLL_SK_ALLGATHER:
+    case COLL_COLL_ALLGATHER:
         rc = rt->MemcpyAsync(ipc->mine + s + out_off, ipc->mine + s, n * esize,
                              COLL_CUDA_MEMCPY_DEFAULT, ipc->stream);
         if (rc != CUDA_SUCCESS) {
@@ -540,17 +542,17 @@ coll_status_t coll__ipc_compute(struct coll_comm *comm, struct coll_ipc *ipc,
                                "cudaMemcpyAsync of a piece into the IPC scratch failed: %s", err);
         }
         return COLL_SUCCESS;
-    case COLL_SK_ALLREDUCE:
-    case COLL_SK_REDUCE:
+    case COLL_COLL_ALLREDUCE:
+    case COLL_COLL_REDUCE:
         coll__ipc_slice(n, ipc->nranks, ipc->rank, &lo, &hi);
         at = lo;
         break;
-    case COLL_SK_REDUCE_SCATTER:
+    case COLL_COLL_REDUCE_SCATTER:
         at = (size_t)ipc->rank * piece;
         break;
     default:
-        return coll__error(comm, COLL_INTERNAL_ERROR, "no IPC path for stream call kind %d",
-                           (int)kind);
+        return coll__error(comm, COLL_INTERNAL_ERROR, "no IPC path for stream call %s",
+                           coll__coll_name(coll));
     }
     if (hi == lo)
         return COLL_SUCCESS;

@@ -31,10 +31,10 @@ struct coll_ipc {
     char why[256];                      /* !capable: what stopped it */
 };
 
-/* Whether a stream-ordered call of this kind and op can go through IPC: the five
+/* Whether a stream-ordered call of this collective and op can go through IPC: the five
  * collectives, with every op (AVG's division is the avg kernels', see coll__ipc_compute).
  * The same answer on every rank, since every rank makes the same call. */
-COLL_INTERNAL bool coll__ipc_eligible(enum coll_stream_kind kind, coll_op_t op);
+COLL_INTERNAL bool coll__ipc_eligible(enum coll_coll coll, coll_op_t op);
 
 /*
  * Decide, with every rank of comm (all reach the same first eligible call, so this blocking
@@ -80,7 +80,7 @@ COLL_INTERNAL void coll__ipc_fini(struct coll_ipc *ipc);
  * the most that fit slot_bytes, a multiple of 16 (so that the regions stay 16-byte aligned
  * for the kernels' vector loads) unless the whole count fits; 0 when not even one does.
  */
-COLL_INTERNAL size_t coll__ipc_piece_elems(enum coll_stream_kind kind, int nranks, size_t count,
+COLL_INTERNAL size_t coll__ipc_piece_elems(enum coll_coll coll, int nranks, size_t count,
                                            size_t esize, size_t slot_bytes);
 
 /* Rank r's slice [*lo_p, *hi_p) of a piece of n elements, which it reduces for everyone
@@ -93,9 +93,9 @@ COLL_INTERNAL void coll__ipc_slice(size_t n, int nranks, int r, size_t *lo_p, si
  * regions of the ranks that hold the result into recvbuf; each row names the rank whose
  * scratch it reads or writes. rows has room for nranks entries; returns how many it wrote.
  */
-COLL_INTERNAL int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nranks, int root,
-                                 size_t count, size_t esize, size_t piece, size_t j, bool out,
-                                 struct coll_stream_row *rows);
+COLL_INTERNAL int coll__ipc_rows(enum coll_coll coll, uint8_t dir, int rank, int nranks,
+                                 int root, size_t count, size_t esize, size_t piece, size_t j,
+                                 bool out, struct coll_stream_row *rows);
 
 /* ---- the work of a piece on the device ----------------------------------------------- */
 
@@ -108,7 +108,7 @@ COLL_INTERNAL int coll__ipc_rows(enum coll_stream_kind kind, int rank, int nrank
  * (all-gather, and broadcast at the root); nothing otherwise.
  */
 COLL_INTERNAL coll_status_t coll__ipc_compute(struct coll_comm *comm, struct coll_ipc *ipc,
-                                              enum coll_stream_kind kind, int root, size_t piece,
+                                              enum coll_coll coll, int root, size_t piece,
                                               size_t n, size_t slot, coll_dtype_t dtype,
                                               coll_op_t op);
 

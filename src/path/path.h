@@ -17,10 +17,10 @@
  * call's arguments (its form among them: stream calls are the stream path's, and the quant
  * path takes the blocking form alone, as COLL_QUANT always has), so every rank of a comm
  * answers alike, and a blocking call on one rank meets the non-blocking form of the same
- * call on another wherever no COLL_QUANT codec tells them apart. A path with a run hook (flat) runs a call to
- * completion on whichever thread drives the comm (the caller of a blocking call or of
- * coll_wait, else the comm's progress thread), in issue order with the comm's other ops; the
- * sched path's ops are advanced step by step by the executor; a path with a submit hook
+ * call on another wherever no COLL_QUANT codec tells them apart. A path with a run hook
+ * (flat) runs a call to completion on whichever thread drives the comm (the caller of a
+ * blocking call or of coll_wait, else the comm's progress thread), in issue order with the
+ * comm's other ops; the sched path's ops are advanced step by step by the executor; a path with a submit hook
  * (stream, quant) takes the call over from the API and makes it of host calls, which the API
  * hands it (struct coll_path_host), each chosen again like any call.
  *

@@ -346,6 +346,15 @@ static void finish(const struct qar *a, float *res, bool check_finite)
 
 /* ---- 4 the two exchanges ---------------------------------------------------------------- */
 
+/* The comm's all-to-all-v: the API's call, handed down to the paths (path.h). */
+static coll_status_t a2av(struct coll_comm *comm, const void *sendbuf, const size_t *scounts,
+                          const size_t *sdispls, void *recvbuf, const size_t *rcounts,
+                          const size_t *rdispls, coll_dtype_t dtype)
+{
+    return comm->path_host->alltoallv(sendbuf, scounts, sdispls, recvbuf, rcounts, rdispls, dtype,
+                                      comm);
+}
+
 /* A rank that cannot get its memory would leave the others waiting in the first exchange
  * until COLL_TIMEOUT_MS; failing the comm tells them at once. */
 static coll_status_t no_memory(struct coll_comm *comm, const char *fn, size_t bytes)
@@ -388,7 +397,7 @@ static coll_status_t run_gather(const struct qar *a, const char *fn)
             cnt[3 * n + p] = p * qb;                               /* rdispls */
         }
         memcpy(own, all + (size_t)comm->rank * qb, qb);
-        st = comm->path_host->alltoallv(own, cnt, cnt + n, all, cnt + 2 * n, cnt + 3 * n, COLL_UINT8, comm);
+        st = a2av(comm, own, cnt, cnt + n, all, cnt + 2 * n, cnt + 3 * n, COLL_UINT8);
         free(cnt);
         if (st != COLL_SUCCESS)
             goto out;
@@ -457,7 +466,7 @@ static coll_status_t run_scatter(const struct qar *a, const char *fn)
             rcnt[o] = o == r ? 0 : qmine;
             rdis[o] = (size_t)o * qmine;
         }
-        COLL_CHECK_GOTO(comm->path_host->alltoallv(enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8, comm), st,
+        COLL_CHECK_GOTO(a2av(comm, enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8), st,
                         out);
     }
 
@@ -494,7 +503,7 @@ static coll_status_t run_scatter(const struct qar *a, const char *fn)
             rdis[o] = coll__quant_bytes(&a->din, olo);
             rcnt[o] = o == r ? 0 : coll__quant_bytes(&a->din, ohi) - rdis[o];
         }
-        COLL_CHECK_GOTO(comm->path_host->alltoallv(gbuf, scnt, sdis, enc, rcnt, rdis, COLL_UINT8, comm), st,
+        COLL_CHECK_GOTO(a2av(comm, gbuf, scnt, sdis, enc, rcnt, rdis, COLL_UINT8), st,
                         out);
     }
     memcpy(enc + coll__quant_bytes(&a->din, lo), gbuf, qmine);
@@ -661,7 +670,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rcnt[peer] = len;
         rdis[peer] = (size_t)jj * len;
     }
-    COLL_CHECK_GOTO(comm->path_host->alltoallv(in32, scnt, sdis, pieces, rcnt, rdis, COLL_FLOAT32, comm), st,
+    COLL_CHECK_GOTO(a2av(comm, in32, scnt, sdis, pieces, rcnt, rdis, COLL_FLOAT32), st,
                     out);
     /* The node's exact (fp32) partial sum of slice j, in local rank order. */
     memcpy(pieces + (size_t)j * len, in32 + lo, len * sizeof(float)); /* our own slot */
@@ -686,7 +695,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rcnt[peer] = qsub;
         rdis[peer] = (size_t)gg * qsub;
     }
-    COLL_CHECK_GOTO(comm->path_host->alltoallv(enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8, comm), st, out);
+    COLL_CHECK_GOTO(a2av(comm, enc, scnt, sdis, rbuf, rcnt, rdis, COLL_UINT8), st, out);
 
     /* 3: the owner of sub-slice g of slice j: fp32 sum over nodes in node order, / n for
      * avg, encoded once. The sum goes into the (now encoded) node partial sum's memory. */
@@ -724,7 +733,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rdis[peer] = coll__quant_bytes(d, l2 - lo);
         rcnt[peer] = coll__quant_bytes(d, h2 - lo) - rdis[peer];
     }
-    COLL_CHECK_GOTO(comm->path_host->alltoallv(rbuf, scnt, sdis, rslice, rcnt, rdis, COLL_UINT8, comm), st,
+    COLL_CHECK_GOTO(a2av(comm, rbuf, scnt, sdis, rslice, rcnt, rdis, COLL_UINT8), st,
                     out);
 
     /* 5: within the node, all-gather of the encoded slices: the whole tensor's encoding. */
@@ -741,7 +750,7 @@ static coll_status_t run_hier(const struct qar *a, const char *fn, int G, int L,
         rcnt[peer] = coll__quant_bytes(d, h2) - rdis[peer];
     }
     memcpy(whole + coll__quant_bytes(d, lo), rslice, qlen);
-    COLL_CHECK_GOTO(comm->path_host->alltoallv(rslice, scnt, sdis, whole, rcnt, rdis, COLL_UINT8, comm), st,
+    COLL_CHECK_GOTO(a2av(comm, rslice, scnt, sdis, whole, rcnt, rdis, COLL_UINT8), st,
                     out);
 
     /* Everyone decodes the same bytes. The input has been read (and copied) by now. */

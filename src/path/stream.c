@@ -93,84 +93,62 @@
 
 /* ---- 1 pieces and stream order ------------------------------------------------------- */
 
-size_t coll__stream_mult(enum coll_stream_kind kind, int nranks)
+size_t coll__stream_mult(enum coll_coll coll, int nranks)
 {
-    switch (kind) {
-    case COLL_SK_ALLGATHER:
-    case COLL_SK_REDUCE_SCATTER:
-    case COLL_SK_ALLTOALL:
-        return (size_t)nranks;
-    default:
-        return 1;
-    }
+    const struct coll_coll_desc *d = coll__coll_desc(coll);
+
+    return d->send_blocks == COLL_BLOCKS_N || d->recv_blocks == COLL_BLOCKS_N ? (size_t)nranks
+                                                                              : 1;
 }
 
-size_t coll__stream_piece_elems(enum coll_stream_kind kind, int nranks, size_t count,
-                                size_t esize, size_t piece_bytes)
+size_t coll__stream_piece_elems(enum coll_coll coll, int nranks, size_t count, size_t esize,
+                                size_t piece_bytes)
 {
-    size_t per = coll__stream_mult(kind, nranks) * esize;
+    size_t per = coll__stream_mult(coll, nranks) * esize;
     size_t n = per ? piece_bytes / per : 0;
 
     return n < count ? n : count;
 }
 
-void coll__stream_slot_args(enum coll_stream_kind kind, int rank, size_t n, size_t esize,
+void coll__stream_slot_args(enum coll_coll coll, int rank, size_t n, size_t esize,
                             size_t *send_off_p, size_t *recv_off_p)
 {
+    const struct coll_coll_desc *d = coll__coll_desc(coll);
+
     *send_off_p = *recv_off_p = 0;
-    /* in place, as the host calls define it: all-gather's input is its own block of the
-     * output, reduce-scatter's output its own block of the input */
-    if (kind == COLL_SK_ALLGATHER)
+    /* in place, as the host calls define it (the row's in-place block): all-gather's input
+     * is its own block of the output, reduce-scatter's output its own block of the input */
+    if (d->inplace != COLL_AT_RANK)
+        return;
+    if (d->recv_blocks == COLL_BLOCKS_N && d->send_blocks == COLL_BLOCKS_ONE)
         *send_off_p = (size_t)rank * n * esize;
-    else if (kind == COLL_SK_REDUCE_SCATTER)
+    else if (d->send_blocks == COLL_BLOCKS_N && d->recv_blocks == COLL_BLOCKS_ONE)
         *recv_off_p = (size_t)rank * n * esize;
 }
 
-int coll__stream_rows(enum coll_stream_kind kind, int rank, int nranks, int root, size_t count,
-                      size_t esize, size_t piece, size_t j, bool out,
+int coll__stream_rows(enum coll_coll coll, uint8_t dir, int rank, int nranks, int root,
+                      size_t count, size_t esize, size_t piece, size_t j, bool out,
                       struct coll_stream_row *rows)
 {
+    const struct coll_coll_desc *d = coll__coll_desc(coll);
     size_t o = j * piece, n = count - o < piece ? count - o : piece;
     size_t so, ro;
     int nr = 0;
 
-    coll__stream_slot_args(kind, rank, n, esize, &so, &ro);
-    switch (kind) {
-    case COLL_SK_ALLREDUCE:
-    case COLL_SK_BROADCAST:
-    case COLL_SK_REDUCE:
-    case COLL_SK_SEND:
-    case COLL_SK_RECV:
-        if (!out && (kind == COLL_SK_RECV || (kind == COLL_SK_BROADCAST && rank != root)))
-            break;
-        if (out && (kind == COLL_SK_SEND || (kind == COLL_SK_REDUCE && rank != root)))
-            break;
-        rows[nr++] = (struct coll_stream_row){o * esize, 0, n * esize, 0};
-        break;
-    case COLL_SK_ALLGATHER:
-        if (!out) {
-            rows[nr++] = (struct coll_stream_row){o * esize, so, n * esize, 0};
-            break;
-        }
+    /* nothing to copy that way: a send's output, a non-root's broadcast input, ... */
+    if (out ? !coll__desc_uses_recv(d, rank, root, dir)
+            : !coll__desc_uses_send(d, rank, root, dir))
+        return 0;
+    coll__stream_slot_args(coll, rank, n, esize, &so, &ro);
+    /* a buffer of a block per rank: the piece's columns [o, o + n) of every block, block r
+     * at r * n in the slot; else the piece itself, at the in-place offset */
+    if (!d->p2p && (out ? d->recv_blocks : d->send_blocks) == COLL_BLOCKS_N) {
         for (int r = 0; r < nranks; r++)
             rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
                                                   (size_t)r * n * esize, n * esize, 0};
-        break;
-    case COLL_SK_REDUCE_SCATTER:
-        if (out) {
-            rows[nr++] = (struct coll_stream_row){o * esize, ro, n * esize, 0};
-            break;
-        }
-        for (int r = 0; r < nranks; r++)
-            rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
-                                                  (size_t)r * n * esize, n * esize, 0};
-        break;
-    case COLL_SK_ALLTOALL:
-        for (int r = 0; r < nranks; r++)
-            rows[nr++] = (struct coll_stream_row){((size_t)r * count + o) * esize,
-                                                  (size_t)r * n * esize, n * esize, 0};
-        break;
+        return nr;
     }
+    rows[nr++] = (struct coll_stream_row){o * esize, out ? ro : so, n * esize, 0};
     return nr;
 }
 
@@ -198,7 +176,8 @@ size_t coll__stream_order(size_t npieces, size_t nslots, struct coll_stream_step
 /* One checked call, as recorded (in a group) or issued. */
 struct scall {
     struct coll_comm *comm;
-    enum coll_stream_kind kind;
+    enum coll_coll coll;
+    uint8_t dir; /* a send or a receive: COLL_STEP_SEND or COLL_STEP_RECV */
     const void *sendbuf;
     void *recvbuf;
     size_t count;
@@ -534,11 +513,13 @@ static coll_status_t ctx_get(struct coll_comm *comm, struct coll_stream_ctx **ct
             rt->GetLastError();
             prev = -1;
         }
-        if (prev == slot_of(comm)->cuda_dev || rt->SetDevice(slot_of(comm)->cuda_dev) == CUDA_SUCCESS) {
-            coll__cuda_kernels_load(slot_of(comm)->cuda_dev);
+        int dev = slot_of(comm)->cuda_dev;
+
+        if (prev == dev || rt->SetDevice(dev) == CUDA_SUCCESS) {
+            coll__cuda_kernels_load(dev);
             /* the IPC scratch too: cudaMalloc may wait for the device's streams */
             ctx->ipc_prep = coll__ipc_prepare(comm);
-            if (prev >= 0 && prev != slot_of(comm)->cuda_dev && rt->SetDevice(prev) != CUDA_SUCCESS)
+            if (prev >= 0 && prev != dev && rt->SetDevice(prev) != CUDA_SUCCESS)
                 rt->GetLastError();
         } else {
             rt->GetLastError();
@@ -737,22 +718,12 @@ static coll_status_t wait_event(struct coll_stream_ctx *ctx, void *ev)
 static coll_status_t host_call(const struct scall *c, const void *s, void *r, size_t n,
                                coll_request_t **req_p)
 {
-    static const enum coll_coll coll_of[] = {
-        [COLL_SK_ALLREDUCE] = COLL_COLL_ALLREDUCE,
-        [COLL_SK_BROADCAST] = COLL_COLL_BROADCAST,
-        [COLL_SK_REDUCE] = COLL_COLL_REDUCE,
-        [COLL_SK_ALLGATHER] = COLL_COLL_ALLGATHER,
-        [COLL_SK_REDUCE_SCATTER] = COLL_COLL_REDUCE_SCATTER,
-        [COLL_SK_ALLTOALL] = COLL_COLL_ALLTOALL,
-        [COLL_SK_SEND] = COLL_COLL_SENDRECV,
-        [COLL_SK_RECV] = COLL_COLL_SENDRECV,
-    };
-    struct coll_call h = {.comm = c->comm, .coll = coll_of[c->kind], .sendbuf = s,
-                          .recvbuf = r, .count = n, .dtype = c->dtype, .op = c->op,
-                          .root = c->root, .peer = -1};
+    struct coll_call h = {.comm = c->comm, .coll = c->coll, .sendbuf = s, .recvbuf = r,
+                          .count = n, .dtype = c->dtype, .op = c->op, .root = c->root,
+                          .peer = -1};
 
-    if (c->kind == COLL_SK_SEND || c->kind == COLL_SK_RECV) {
-        h.p2p = c->kind == COLL_SK_SEND ? COLL_STEP_SEND : COLL_STEP_RECV;
+    if (c->coll == COLL_COLL_SENDRECV) {
+        h.p2p = c->dir;
         h.peer = c->root;
         h.root = 0;
     }
@@ -773,7 +744,7 @@ static coll_status_t issue_call(const struct scall *c, struct coll_stream_ctx *c
         size_t so, ro, o = j * c->piece;
 
         n = c->count - o < c->piece ? c->count - o : c->piece;
-        coll__stream_slot_args(c->kind, c->comm->rank, n, c->esize, &so, &ro);
+        coll__stream_slot_args(c->coll, c->comm->rank, n, c->esize, &so, &ro);
         s = base + so;
         r = base + ro;
     }
@@ -788,7 +759,7 @@ static size_t slot_bytes_of(const struct sop *op, const struct coll_comm *comm)
     for (int k = 0; k < op->ncalls; k++)
         if (op->calls[k].comm == comm && op->calls[k].staged && !op->calls[k].ipc &&
             !op->calls[k].worker)
-            b += op->calls[k].piece * coll__stream_mult(op->calls[k].kind, comm->nranks) *
+            b += op->calls[k].piece * coll__stream_mult(op->calls[k].coll, comm->nranks) *
                  op->calls[k].esize;
     return b;
 }
@@ -829,7 +800,7 @@ static coll_status_t run_piece(struct sop *op, size_t j, coll_request_t **req_p)
  * row's scratch address is slot + slot_off past peers[row.peer] (the ranks' mapped
  * scratch) when peers is given and the copy goes out, past mine otherwise. */
 static coll_status_t queue_copies(const struct scall *c,
-                                  int (*rows_fn)(enum coll_stream_kind, int, int, int, size_t,
+                                  int (*rows_fn)(enum coll_coll, uint8_t, int, int, int, size_t,
                                                  size_t, size_t, size_t, bool,
                                                  struct coll_stream_row *),
                                   uint8_t *const *peers, uint8_t *mine, size_t slot, size_t j,
@@ -845,8 +816,8 @@ static coll_status_t queue_copies(const struct scall *c,
     rows = comm->nranks > 1 ? malloc((size_t)comm->nranks * sizeof(*rows)) : one;
     if (!rows)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory queueing copies");
-    n = rows_fn(c->kind, comm->rank, comm->nranks, c->root, c->count, c->esize, c->piece, j, out,
-                rows);
+    n = rows_fn(c->coll, c->dir, comm->rank, comm->nranks, c->root, c->count, c->esize, c->piece,
+                j, out, rows);
     for (int i = 0; i < n && st == COLL_SUCCESS; i++) {
         uint8_t *dev = (out && peers ? peers[rows[i].peer] : mine) + slot + rows[i].slot_off;
 
@@ -933,7 +904,7 @@ static coll_status_t run_op_ipc(struct sop *op)
 
     if (c->worker) {
         /* laid out as one piece when issued: cut it now, the worker copying everything */
-        c->piece = coll__ipc_piece_elems(c->kind, c->comm->nranks, c->count, c->esize,
+        c->piece = coll__ipc_piece_elems(c->coll, c->comm->nranks, c->count, c->esize,
                                          ctx->ipc->slot_bytes);
         if (c->piece == 0)
             return coll__error(c->comm, COLL_INVALID_ARGUMENT,
@@ -963,7 +934,7 @@ static coll_status_t run_op_ipc(struct sop *op)
         }
         if (j < c->npieces) {
             size_t o = j * c->piece, n = c->count - o < c->piece ? c->count - o : c->piece;
-            st = coll__ipc_compute(c->comm, ctx->ipc, c->kind, c->root, c->piece, n,
+            st = coll__ipc_compute(c->comm, ctx->ipc, c->coll, c->root, c->piece, n,
                                    j % COLL_IPC_SLOTS, c->dtype, c->op);
             if (st == COLL_SUCCESS)
                 st = ipc_sync(ctx, "the reduction of a piece in the CUDA IPC scratch did not "
@@ -1046,7 +1017,7 @@ static coll_status_t run_op_staged_worker(struct sop *op)
 
     if (st != COLL_SUCCESS || !c->staged)
         return st != COLL_SUCCESS ? st : issue_call(c, ctx, 1, 0, 0, NULL);
-    c->piece = coll__stream_piece_elems(c->kind, c->comm->nranks, c->count, c->esize, pb);
+    c->piece = coll__stream_piece_elems(c->coll, c->comm->nranks, c->count, c->esize, pb);
     if (c->piece == 0)
         return coll__error(c->comm, COLL_INVALID_ARGUMENT,
                            "a %s element of every rank does not fit a piece of "
@@ -1055,7 +1026,7 @@ static coll_status_t run_op_staged_worker(struct sop *op)
                            coll__dtype_name(c->dtype), STREAM_PIECE_DIV, pb);
     c->npieces = (c->count + c->piece - 1) / c->piece;
     c->region_off = 0;
-    sb = c->piece * coll__stream_mult(c->kind, c->comm->nranks) * c->esize;
+    sb = c->piece * coll__stream_mult(c->coll, c->comm->nranks) * c->esize;
     st = wstream_get(ctx);
     for (size_t j = 0; st == COLL_SUCCESS && j < c->npieces; j++) {
         st = enqueue_copies(c, ctx, 1, sb, j, false, ctx->wstream);
@@ -1172,9 +1143,10 @@ static void *worker_main(void *arg)
 {
     struct coll_stream_ctx *ctx = arg;
     const struct coll_cudart *rt = coll__cudart();
+    int dev = slot_of(ctx->comm)->cuda_dev;
 
     /* events and copies of this comm belong to its device */
-    if (slot_of(ctx->comm)->cuda_dev >= 0 && rt->SetDevice(slot_of(ctx->comm)->cuda_dev) != CUDA_SUCCESS)
+    if (dev >= 0 && rt->SetDevice(dev) != CUDA_SUCCESS)
         rt->GetLastError();
     for (;;) {
         struct qent *e;
@@ -1419,7 +1391,7 @@ static coll_status_t layout(struct sop *op)
         size_t sb = ctx_of(c->comm)->ipc->slot_bytes;
 
         c->esize = coll__dtype_size(c->dtype);
-        c->piece = coll__ipc_piece_elems(c->kind, c->comm->nranks, c->count, c->esize, sb);
+        c->piece = coll__ipc_piece_elems(c->coll, c->comm->nranks, c->count, c->esize, sb);
         if (c->piece == 0)
             return coll__error(c->comm, COLL_INVALID_ARGUMENT,
                                "a piece of one %s element per rank does not fit a CUDA IPC "
@@ -1444,7 +1416,7 @@ static coll_status_t layout(struct sop *op)
             c->piece = c->count;
             c->npieces = 1;
         } else {
-            c->piece = coll__stream_piece_elems(c->kind, comm->nranks, c->count, c->esize,
+            c->piece = coll__stream_piece_elems(c->coll, comm->nranks, c->count, c->esize,
                                                 piece_bytes);
             if (c->piece == 0)
                 return coll__error(comm, COLL_INVALID_ARGUMENT,
@@ -1452,7 +1424,7 @@ static coll_status_t layout(struct sop *op)
                                    "of COLL_CUDA_STAGING_BYTES / %d = %zu bytes; raise "
                                    "COLL_CUDA_STAGING_BYTES",
                                    coll__dtype_name(c->dtype),
-                                   coll__stream_mult(c->kind, comm->nranks) * c->esize,
+                                   coll__stream_mult(c->coll, comm->nranks) * c->esize,
                                    STREAM_PIECE_DIV, piece_bytes);
             c->npieces = (c->count + c->piece - 1) / c->piece;
         }
@@ -1468,7 +1440,7 @@ static coll_status_t layout(struct sop *op)
         for (int i = 0; i < k; i++)
             if (op->calls[i].comm == c->comm && op->calls[i].staged)
                 off += op->calls[i].piece *
-                       coll__stream_mult(op->calls[i].kind, c->comm->nranks) *
+                       coll__stream_mult(op->calls[i].coll, c->comm->nranks) *
                        op->calls[i].esize;
         c->region_off = off;
         sb = slot_bytes_of(op, c->comm);
@@ -1540,7 +1512,7 @@ static coll_status_t issue_op(struct scall *calls, int ncalls)
     if (forever)
         op->hostfn_wait_ms = 0;
     op->ncomms = ncomms;
-    if (ncalls == 1 && coll__ipc_eligible(calls[0].kind, calls[0].op)) {
+    if (ncalls == 1 && coll__ipc_eligible(calls[0].coll, calls[0].op)) {
         struct coll_stream_ctx *ctx = ctx_of(calls[0].comm);
         int state = atomic_load(&ctx->ipc_state);
 
@@ -1682,16 +1654,15 @@ out_free:
 
 /* ---- 5 CUDA checks, groups and submitting ------------------------------------------- */
 
-static const char *const kind_fn[] = {
-    [COLL_SK_ALLREDUCE] = "coll_allreduce_stream",
-    [COLL_SK_BROADCAST] = "coll_broadcast_stream",
-    [COLL_SK_REDUCE] = "coll_reduce_stream",
-    [COLL_SK_ALLGATHER] = "coll_allgather_stream",
-    [COLL_SK_REDUCE_SCATTER] = "coll_reduce_scatter_stream",
-    [COLL_SK_ALLTOALL] = "coll_alltoall_stream",
-    [COLL_SK_SEND] = "coll_send_stream",
-    [COLL_SK_RECV] = "coll_recv_stream",
-};
+/* The public call's name, for messages: the row's blocking call's, "_stream" appended. */
+static void stream_fn(const struct scall *c, char *buf, size_t n)
+{
+    const char *api = c->coll == COLL_COLL_SENDRECV && c->dir == COLL_STEP_RECV
+                          ? "coll_recv"
+                          : coll__coll_desc(c->coll)->api;
+
+    snprintf(buf, n, "%s_stream", api);
+}
 
 /* This thread's group of stream-ordered calls (api.c's group decides when it ends). */
 static _Thread_local struct {
@@ -1797,20 +1768,6 @@ static coll_status_t check_stream(struct coll_comm *comm, const char *fn, void *
     return COLL_SUCCESS;
 }
 
-/* What comes in: the stream path's own kind of c (a coll_call the API checked). */
-static enum coll_stream_kind kind_of(const struct coll_call *c)
-{
-    switch (c->coll) {
-    case COLL_COLL_BROADCAST: return COLL_SK_BROADCAST;
-    case COLL_COLL_REDUCE: return COLL_SK_REDUCE;
-    case COLL_COLL_ALLGATHER: return COLL_SK_ALLGATHER;
-    case COLL_COLL_REDUCE_SCATTER: return COLL_SK_REDUCE_SCATTER;
-    case COLL_COLL_ALLTOALL: return COLL_SK_ALLTOALL;
-    case COLL_COLL_SENDRECV: return c->p2p == COLL_STEP_SEND ? COLL_SK_SEND : COLL_SK_RECV;
-    default: return COLL_SK_ALLREDUCE;
-    }
-}
-
 /* The API's checks of a stream-ordered call failed: inside a group, so does its end. */
 void coll__stream_group_fail(coll_status_t st)
 {
@@ -1823,22 +1780,26 @@ void coll__stream_group_fail(coll_status_t st)
  * CUDA) or issue it. */
 static coll_status_t stream_submit(struct coll_comm *comm, const struct coll_call *call)
 {
-    struct scall c = {.comm = comm, .kind = kind_of(call), .sendbuf = call->sendbuf,
-                      .recvbuf = call->recvbuf, .count = call->count, .dtype = call->dtype,
+    struct scall c = {.comm = comm, .coll = call->coll, .dir = call->p2p,
+                      .sendbuf = call->sendbuf, .recvbuf = call->recvbuf,
+                      .count = call->count, .dtype = call->dtype,
                       .op = call->op, .stream = call->stream,
                       .root = call->coll == COLL_COLL_SENDRECV ? call->peer : call->root};
-    const char *fn = kind_fn[c.kind], *why = NULL;
+    const struct coll_coll_desc *d = coll__coll_desc(c.coll);
+    const char *why = NULL;
+    char fn[48];
     bool need_send, need_recv, in_group = comm->path_host->group_active();
     size_t esz = coll__dtype_size(c.dtype), sbytes, rbytes;
     coll_status_t st;
 
-    sbytes = rbytes = c.count * esz;
-    if (c.kind == COLL_SK_ALLGATHER || c.kind == COLL_SK_ALLTOALL)
-        rbytes *= (size_t)comm->nranks;
-    if (c.kind == COLL_SK_REDUCE_SCATTER || c.kind == COLL_SK_ALLTOALL)
-        sbytes *= (size_t)comm->nranks;
-    need_send = c.kind != COLL_SK_RECV && (c.kind != COLL_SK_BROADCAST || comm->rank == c.root);
-    need_recv = c.kind != COLL_SK_SEND && (c.kind != COLL_SK_REDUCE || comm->rank == c.root);
+    stream_fn(&c, fn, sizeof(fn));
+    need_send = coll__desc_uses_send(d, comm->rank, c.root, c.dir);
+    need_recv = coll__desc_uses_recv(d, comm->rank, c.root, c.dir);
+    sbytes = rbytes = c.count * esz; /* a send's or a receive's one buffer */
+    if (!d->p2p) {
+        sbytes = coll__blocks_count(d->send_blocks, c.count, comm->nranks) * esz;
+        rbytes = coll__blocks_count(d->recv_blocks, c.count, comm->nranks) * esz;
+    }
 
     if (slot_of(comm)->cuda_dev == COMM_DEV_UNDECIDED)
         comm_take_device(comm);
@@ -1941,9 +1902,9 @@ static bool stream_takes(struct coll_comm *comm, const struct coll_call *c, char
     ipc = ctx ? atomic_load(&ctx->ipc_state) : 0;
     if (slot && slot->cuda_dev == -1)
         snprintf(why, n, "stream-ordered, no CUDA device on this comm: the host call");
-    else if (coll__ipc_eligible(kind_of(c), c->op) && ipc > 0)
+    else if (coll__ipc_eligible(c->coll, c->op) && ipc > 0)
         snprintf(why, n, "stream-ordered, CUDA IPC between the ranks of this host");
-    else if (coll__ipc_eligible(kind_of(c), c->op) && ipc == 0 && comm->nhosts == 1 &&
+    else if (coll__ipc_eligible(c->coll, c->op) && ipc == 0 && comm->nhosts == 1 &&
              strcmp(comm->cfg.cuda_ipc, "0") != 0)
         snprintf(why, n, "stream-ordered, device buffers through CUDA IPC or staging (the "
                          "comm decides at its first such call)");
@@ -1961,26 +1922,25 @@ static bool stream_takes(struct coll_comm *comm, const struct coll_call *c, char
 static double stream_price(struct coll_comm *comm, const struct coll_call *c,
                            const struct coll_cost_params *p, const struct coll_choice *ch)
 {
-    enum coll_stream_kind k = kind_of(c);
+    const struct coll_coll_desc *d = coll__coll_desc(c->coll);
     size_t esz = coll__dtype_size(c->dtype), n = (size_t)comm->nranks;
-    int root = c->coll == COLL_COLL_SENDRECV ? c->peer : c->root;
-    bool send = k != COLL_SK_RECV && (k != COLL_SK_BROADCAST || comm->rank == root);
-    bool recv = k != COLL_SK_SEND && (k != COLL_SK_REDUCE || comm->rank == root);
+    bool send = coll__desc_uses_send(d, comm->rank, c->root, c->p2p);
+    bool recv = coll__desc_uses_recv(d, comm->rank, c->root, c->p2p);
     struct coll_cost_stream q = {
-        .in_bytes = send ? c->count * esz *
-                               (k == COLL_SK_REDUCE_SCATTER || k == COLL_SK_ALLTOALL ? n : 1)
-                         : 0,
-        .out_bytes = recv ? c->count * esz *
-                                (k == COLL_SK_ALLGATHER || k == COLL_SK_ALLTOALL ? n : 1)
-                          : 0,
+        .in_bytes = !send ? 0
+                    : d->p2p ? c->count * esz
+                             : coll__blocks_count(d->send_blocks, c->count, (int)n) * esz,
+        .out_bytes = !recv ? 0
+                     : d->p2p ? c->count * esz
+                              : coll__blocks_count(d->recv_blocks, c->count, (int)n) * esz,
     };
 
     if (slot_of(comm)->cuda_dev == -1) {
         q.in_bytes = q.out_bytes = 0; /* no CUDA: the host call on the user's buffers */
     }
     if (slot_of(comm)->cuda_dev != -1 && coll__stream_ipc_known(comm) &&
-        coll__ipc_eligible(k, c->op)) {
-        size_t piece = coll__ipc_piece_elems(k, (int)n, c->count, esz,
+        coll__ipc_eligible(c->coll, c->op)) {
+        size_t piece = coll__ipc_piece_elems(c->coll, (int)n, c->count, esz,
                                              ctx_of(comm)->ipc->slot_bytes);
         int rounds = 0;
 
@@ -1989,8 +1949,8 @@ static double stream_price(struct coll_comm *comm, const struct coll_call *c,
         q.ipc = true;
         q.pieces = (c->count + piece - 1) / piece;
         /* the reductions read their slice (reduce-scatter: its block) out of every rank's */
-        if (k == COLL_SK_ALLREDUCE || k == COLL_SK_REDUCE || k == COLL_SK_REDUCE_SCATTER)
-            q.read_bytes = c->count * esz * (k == COLL_SK_REDUCE_SCATTER ? n : 1);
+        if (d->reduces)
+            q.read_bytes = coll__blocks_count(d->send_blocks, c->count, (int)n) * esz;
         /* one barrier: a dissemination over shared memory, CUDA IPC's one host */
         while ((1u << rounds) < n)
             rounds++;

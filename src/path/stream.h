@@ -8,6 +8,7 @@
 #ifndef COLL_CUDA_STREAM_H
 #define COLL_CUDA_STREAM_H
 
+#include "../algo/colls.h"
 #include "../cuda/cuda.h"
 
 /* ---- hooks --------------------------------------------------------------------------- */
@@ -35,27 +36,20 @@ COLL_INTERNAL bool coll__stream_ipc_known(const struct coll_comm *comm);
 
 /* ---- pieces and copies (pure) -------------------------------------------------------- */
 
-enum coll_stream_kind {
-    COLL_SK_ALLREDUCE,
-    COLL_SK_BROADCAST,
-    COLL_SK_REDUCE,
-    COLL_SK_ALLGATHER,
-    COLL_SK_REDUCE_SCATTER,
-    COLL_SK_ALLTOALL,
-    COLL_SK_SEND,
-    COLL_SK_RECV,
-};
+/* A stream-ordered call's collective is its row of the collectives' table (src/algo/colls.h:
+ * its buffers' block shapes, root and in-place block); a send or a receive is
+ * COLL_COLL_SENDRECV with dir COLL_STEP_SEND or COLL_STEP_RECV (ignored for collectives). */
 
 /* Staging elements per element of count: nranks for the collectives whose buffers hold
  * one block per rank (all-gather, reduce-scatter, all-to-all), 1 otherwise. */
-COLL_INTERNAL size_t coll__stream_mult(enum coll_stream_kind kind, int nranks);
+COLL_INTERNAL size_t coll__stream_mult(enum coll_coll coll, int nranks);
 
 /* Elements of count per piece: as many as fit piece_bytes of staging (mult * esize bytes
  * each), at most count; 0 when not even one fits. Every rank computes the same numbers from
  * the same (count, dtype, nranks, COLL_CUDA_STAGING_BYTES), which is what makes the pieces of
  * two ranks match. */
-COLL_INTERNAL size_t coll__stream_piece_elems(enum coll_stream_kind kind, int nranks,
-                                              size_t count, size_t esize, size_t piece_bytes);
+COLL_INTERNAL size_t coll__stream_piece_elems(enum coll_coll coll, int nranks, size_t count,
+                                              size_t esize, size_t piece_bytes);
 
 /* One contiguous copy of a piece: bytes at user buffer + user_off <-> slot + slot_off, in
  * the slot of rank peer (CUDA IPC reads other ranks' slots; staging has one slot: 0). */
@@ -69,12 +63,12 @@ struct coll_stream_row {
  * recvbuf), for this rank. rows has room for nranks entries; returns how many it wrote
  * (0: nothing to copy that way, e.g. a send's output or a non-root's broadcast input). The
  * host collective runs on the slot with count n, laid out as coll__stream_slot_args says. */
-COLL_INTERNAL int coll__stream_rows(enum coll_stream_kind kind, int rank, int nranks, int root,
-                                    size_t count, size_t esize, size_t piece, size_t j, bool out,
-                                    struct coll_stream_row *rows);
+COLL_INTERNAL int coll__stream_rows(enum coll_coll coll, uint8_t dir, int rank, int nranks,
+                                    int root, size_t count, size_t esize, size_t piece, size_t j,
+                                    bool out, struct coll_stream_row *rows);
 
 /* Where, in a slot holding piece j's n elements, the host collective reads and writes. */
-COLL_INTERNAL void coll__stream_slot_args(enum coll_stream_kind kind, int rank, size_t n,
+COLL_INTERNAL void coll__stream_slot_args(enum coll_coll coll, int rank, size_t n,
                                           size_t esize, size_t *send_off_p, size_t *recv_off_p);
 
 /* What a stream gets, in order, for an op of npieces pieces through nslots slots:
