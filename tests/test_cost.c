@@ -1289,6 +1289,50 @@ TEST(messages_of_a_channel_keep_their_order)
     scheds_free(s, 2);
 }
 
+/* The stream and quant paths' rows (cost.h): the closed forms as written, term by term. */
+TEST(stream_and_quant_rows)
+{
+    struct coll_cost_params p;
+    struct coll_cost_stream st = {.in_bytes = 1000, .out_bytes = 3000, .host_seconds = 5e-6};
+    struct coll_cost_quant q = {.nranks = 4, .count = 1 << 20, .elem_size = 4, .ratio = 0.25,
+                                .link = COLL_LINK_SHM};
+    const struct coll_link_cost *l;
+    double f = 4.0 * (1 << 20), e = 0.25 * 4.0 * (1 << 20), g, want;
+
+    coll__cost_params_default(&p);
+    p.copy = 1e-10;
+    p.link[COLL_LINK_CUDA].alpha = 3e-6;
+    p.link[COLL_LINK_CUDA].beta = 2e-11;
+    /* staging: the host call plus both copies at the copy rate */
+    want = 5e-6 + 4000 * 1e-10;
+    ASSERT_MSG(fabs(coll__cost_predict_stream(&p, &st) - want) < 1e-15, "staging %g, want %g",
+               coll__cost_predict_stream(&p, &st), want);
+    /* CUDA IPC: a barrier per piece and one more, a launch per piece, bytes at cuda.beta */
+    st.ipc = true;
+    st.pieces = 3;
+    st.read_bytes = 8000;
+    want = 4 * 5e-6 + 3 * 3e-6 + (1000 + 8000 + 3000) * 2e-11;
+    ASSERT_MSG(fabs(coll__cost_predict_stream(&p, &st) - want) < 1e-15, "ipc %g, want %g",
+               coll__cost_predict_stream(&p, &st), want);
+    /* quantized all-reduce: a gather or two all-to-all-v of the encoding, and fp32 passes */
+    l = &p.link[COLL_LINK_SHM];
+    g = p.gamma[COLL_FLOAT32];
+    q.gather = true;
+    want = 3 * (l->alpha + e * l->beta) + f * g * 5;
+    ASSERT_MSG(fabs(coll__cost_predict_quant(&p, &q) - want) < 1e-12 * want, "gather %g, want %g",
+               coll__cost_predict_quant(&p, &q), want);
+    q.gather = false;
+    want = 2 * 3 * (l->alpha + e / 4 * l->beta) + f * g * (3 + 0.25);
+    ASSERT_MSG(fabs(coll__cost_predict_quant(&p, &q) - want) < 1e-12 * want,
+               "scatter %g, want %g", coll__cost_predict_quant(&p, &q), want);
+    /* fewer bytes on the wire never cost more */
+    q.ratio = 0.125;
+    ASSERT(coll__cost_predict_quant(&p, &q) < want);
+    q.nranks = 1;
+    ASSERT_MSG(fabs(coll__cost_predict_quant(&p, &q) - f * g * 2) < 1e-12 * f * g,
+               "one rank: two passes");
+}
+
 TEST(invalid_arguments)
 {
     struct coll_cost_params p = dyadic();
