@@ -1392,23 +1392,20 @@ void coll__flat_test_corrupt(struct coll_comm *comm, int how)
 
 #define CALIB_TRIALS 5
 
-/* One blocking all-reduce of count floats on the path the chooser gives; *flat_p says
- * whether that is the flat path. */
+/* One blocking all-reduce of count floats on the flat path, where it takes the call (*flat_p
+ * says whether it does). The flat path is asked itself, not the chooser: this measures the
+ * flat path's row, which COLL_QUANT (the quant path, asked before it) does not change. */
 static coll_status_t one_call(struct coll_comm *comm, const float *in, float *out,
                               size_t count, coll_op_t op, bool *flat_p)
 {
     struct coll_call c = {.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = in,
                           .recvbuf = out, .count = count, .dtype = COLL_FLOAT32, .op = op,
                           .root = 0, .peer = -1};
-    struct coll_choice ch;
-    coll_status_t st = coll__choose(comm, &c, false, &ch);
 
-    if (st != COLL_SUCCESS)
-        return st;
-    *flat_p = ch.path == &coll__path_flat;
+    *flat_p = coll__path_flat.takes(comm, &c, NULL, 0);
     if (!*flat_p)
         return COLL_SUCCESS;
-    return coll__path_run_now(comm, ch.path, &c);
+    return coll__path_run_now(comm, &coll__path_flat, &c);
 }
 
 /* The mean time per call of the best trial of reps calls, the slowest rank's; < 0 when
