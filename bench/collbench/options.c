@@ -630,7 +630,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
         o->root = -1;
         o->all_roots = false;
     }
-    if (o->coll == COLL_COLL_BARRIER) {
+    if (!coll__desc_moves_data(&coll__colls[o->coll])) {
         o->ndtypes = 1;
         o->dtype_list[0] = COLL_UINT8;
     }
