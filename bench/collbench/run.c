@@ -552,7 +552,7 @@ static void bandwidths(const struct bench *b, const struct rowspec *rs, struct c
     if (rule == RULE_GATHER || rule == RULE_SCATTER || rule == RULE_ALLTOALL)
         bytes *= b->nranks;
     col->algbw = col->time_us > 0 ? bytes / (col->time_us * 1e3) : 0;
-    col->busbw = col->algbw * bus_factor(b->o.coll, b->nranks);
+    col->busbw = col->algbw * coll__bus_factor(&coll__colls[b->o.coll], b->nranks);
 }
 
 /* ---- progress (rank 0, stderr a terminal) -------------------------------------------- */

@@ -6,7 +6,7 @@
  * root, which buffers a rank passes and how large they are, where the smaller buffer sits
  * in the larger when a call is in place) reads its row here instead of switching on the
  * enum: the argument checker (src/core/check.c), agreement, the executor, the paths, the
- * NCCL library, collbench and collviz. docs/design.md, "Adding a collective", lists
+ * NCCL library, collbench, collviz and collsim. docs/design.md, "Adding a collective", lists
  * the files a new collective touches.
  *
  * Shapes, in elements, for count as the public call takes it (the smaller buffer's):
@@ -118,6 +118,21 @@ COLL_INTERNAL bool coll__coll_from_name(const char *name, size_t len, enum coll_
 static inline bool coll__desc_moves_data(const struct coll_coll_desc *d)
 {
     return d->send_blocks != COLL_BLOCKS_NONE || d->recv_blocks != COLL_BLOCKS_NONE;
+}
+
+/* nccl-tests' bus bandwidth factor of d on n ranks: busbw = algbw x this. */
+static inline double coll__bus_factor(const struct coll_coll_desc *d, int n)
+{
+    switch (d->bus) {
+    case COLL_BUS_ONE:
+        return 1.0;
+    case COLL_BUS_SPREAD:
+        return (double)(n - 1) / n;
+    case COLL_BUS_ALLREDUCE:
+        return 2.0 * (n - 1) / n;
+    default:
+        return 0.0;
+    }
 }
 
 /* Elements of a buffer of b (enum coll_blocks) for this count on nranks ranks. */
