@@ -578,9 +578,11 @@ int sim_run(const struct coll_schedule *scheds, int32_t n, const struct sim_mem 
         st = check_unmatched(&sm);
     if (st == SIM_OK && o->op == COLL_AVG && o->count > 0)
         for (int32_t r = 0; r < n; r++)
-            if (o->coll == COLL_COLL_ALLREDUCE || o->coll == COLL_COLL_REDUCE_SCATTER ||
-                (o->coll == COLL_COLL_REDUCE && r == o->root))
-                coll__reduce_div(mem[r].recv, o->count, o->dtype, (uint64_t)n);
+            if (coll__colls[o->coll].reduces &&
+                coll__desc_uses_recv(&coll__colls[o->coll], r, o->root, 0))
+                coll__reduce_div(mem[r].recv,
+                                 coll__blocks_count(coll__colls[o->coll].recv_blocks, o->count, n),
+                                 o->dtype, (uint64_t)n);
     if (stats)
         *stats = sm.stats;
     ranks_free(&sm);
@@ -738,40 +740,26 @@ out:
 void sim_layout_of(enum coll_coll coll, int32_t n, int32_t rank, int32_t root, size_t count,
                    struct sim_layout *l)
 {
-    const size_t nc = (size_t)n * count;
-    const bool is_root = rank == root;
+    const struct coll_coll_desc *d = coll__coll_desc(coll);
+    bool use_send, use_recv;
+    size_t at;
 
     memset(l, 0, sizeof(*l));
-    switch (coll) {
-    case COLL_COLL_ALLREDUCE:
-        *l = (struct sim_layout){count, count, true, 0};
-        break;
-    case COLL_COLL_BROADCAST:
-        *l = (struct sim_layout){is_root ? count : 0, count, is_root, 0};
-        break;
-    case COLL_COLL_REDUCE:
-        *l = (struct sim_layout){count, is_root ? count : 0, is_root, 0};
-        break;
-    case COLL_COLL_ALLGATHER:
-        *l = (struct sim_layout){count, nc, true, (int64_t)((size_t)rank * count)};
-        break;
-    case COLL_COLL_REDUCE_SCATTER:
-        *l = (struct sim_layout){nc, count, true, -(int64_t)((size_t)rank * count)};
-        break;
-    case COLL_COLL_ALLTOALL:
-        *l = (struct sim_layout){nc, nc, true, 0};
-        break;
-    case COLL_COLL_GATHER:
-        *l = (struct sim_layout){count, is_root ? nc : 0, is_root,
-                                 is_root ? (int64_t)((size_t)root * count) : 0};
-        break;
-    case COLL_COLL_SCATTER:
-        *l = (struct sim_layout){is_root ? nc : 0, count, is_root,
-                                 is_root ? -(int64_t)((size_t)root * count) : 0};
-        break;
-    default: /* barrier: no user buffers */
-        break;
-    }
+    if (!d || d->p2p || !coll__desc_moves_data(d))
+        return; /* no builder, or no user buffers */
+    use_send = coll__desc_uses_send(d, rank, root, 0);
+    use_recv = coll__desc_uses_recv(d, rank, root, 0);
+    l->send_count = use_send ? coll__blocks_count(d->send_blocks, count, n) : 0;
+    l->recv_count = use_recv ? coll__blocks_count(d->recv_blocks, count, n) : 0;
+    l->alias = use_send && use_recv;
+    /* in place, the smaller buffer is block `inplace` of the larger (src/algo/colls.h) */
+    at = d->inplace == COLL_AT_RANK ? (size_t)rank * count
+         : d->inplace == COLL_AT_ROOT ? (size_t)root * count
+                                      : 0;
+    if (l->alias && d->recv_blocks > d->send_blocks)
+        l->send_at = (int64_t)at;
+    else if (l->alias && d->send_blocks > d->recv_blocks)
+        l->send_at = -(int64_t)at;
 }
 
 int sim_reach(const struct coll_schedule *scheds, int32_t n, int32_t from, bool *reached)

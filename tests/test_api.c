@@ -8,6 +8,7 @@
 #include "coll.h"
 #include "algo/cost.h"
 #include "core/bootstrap.h"
+#include "core/check.h"
 #include "core/exec.h"
 #include "path/path.h"
 
@@ -287,6 +288,56 @@ TEST(collective_bad_arguments)
         ASSERT_EQ(buf[16 + i], i);
     ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
     ASSERT_EQ(coll_comm_destroy(NULL), COLL_SUCCESS);
+}
+
+/* The one argument checker (src/core/check.c) reads the collective's row: in place is the
+ * smaller buffer at its block of the larger, other overlaps are refused, and what it hands
+ * the paths is normalised (buffers this rank does not pass NULL, op and root only where
+ * the collective takes them). Stream-ordered calls take NCCL's ops only. */
+TEST(checker_reads_the_row)
+{
+    coll_comm_t *comm = one_rank_comm();
+    int32_t buf[64] = {0};
+    struct coll_call c;
+
+    ASSERT_EQ(coll_allgather(buf, buf, 4, COLL_INT32, comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_allgather(buf + 1, buf, 4, COLL_INT32, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "coll_allgather: sendbuf and recvbuf overlap");
+    ASSERT_EQ(coll_reduce_scatter(buf, buf, 4, COLL_INT32, COLL_SUM, comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_reduce_scatter(buf, buf + 2, 4, COLL_INT32, COLL_SUM, comm),
+              COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_gather(buf, buf, 4, COLL_INT32, 0, comm), COLL_SUCCESS);
+    ASSERT_EQ(coll_scatter(buf + 1, buf, 4, COLL_INT32, 0, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_alltoall(buf, buf + 3, 4, COLL_INT32, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_EQ(coll_gather(buf, NULL, 4, COLL_INT32, 0, comm), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "coll_gather: recvbuf is NULL with count 4");
+
+    c = (struct coll_call){.comm = comm, .coll = COLL_COLL_BROADCAST, .sendbuf = buf,
+                           .recvbuf = buf + 8, .count = 4, .dtype = COLL_INT32,
+                           .op = COLL_MAX, .root = 0, .peer = 5};
+    ASSERT_EQ(coll__check_call(&c, "t", 0), COLL_SUCCESS);
+    ASSERT(c.op == COLL_SUM && c.peer == -1 && c.sendbuf == buf && c.recvbuf == buf + 8);
+    c = (struct coll_call){.comm = comm, .coll = COLL_COLL_ALLGATHER, .sendbuf = buf,
+                           .recvbuf = buf + 8, .count = 4, .dtype = COLL_INT32, .root = 3};
+    ASSERT_EQ(coll__check_call(&c, "t", 0), COLL_SUCCESS);
+    ASSERT_EQ(c.root, 0);
+    c = (struct coll_call){.comm = comm, .coll = COLL_COLL_SENDRECV, .sendbuf = buf,
+                           .recvbuf = buf, .count = 4, .dtype = COLL_INT32,
+                           .p2p = COLL_STEP_RECV, .peer = 0};
+    ASSERT_EQ(coll__check_call(&c, "t", 0), COLL_SUCCESS);
+    ASSERT(c.sendbuf == NULL && c.recvbuf == buf && c.peer == 0);
+    c.peer = 1;
+    ASSERT_EQ(coll__check_call(&c, "t", 0), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "t: peer 1 is out of range [0, 1)");
+    c = (struct coll_call){.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = buf,
+                           .recvbuf = buf, .count = 4, .dtype = COLL_INT32, .op = COLL_BAND};
+    ASSERT_EQ(coll__check_call(&c, "t", 0), COLL_SUCCESS);
+    ASSERT_EQ(c.op, COLL_BAND);
+    ASSERT_EQ(coll__check_call(&c, "t", COLL_CHECK_NCCL_OPS), COLL_INVALID_ARGUMENT);
+    ASSERT_STR_CONTAINS(coll_last_error(comm), "which stream-ordered calls take");
+    c.coll = COLL_NUM_COLLS;
+    ASSERT_EQ(coll__check_call(&c, "t", 0), COLL_INTERNAL_ERROR);
+    ASSERT_EQ(coll_comm_destroy(comm), COLL_SUCCESS);
 }
 
 TEST(every_dtype_and_op_one_rank)

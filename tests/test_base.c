@@ -1,7 +1,7 @@
 /*
  * test_base.c - the base's helpers that every tool's files rely on: the JSON writer's
  * escaping (one rule for records, traces and pages) and numbers, the tools' integer
- * parser, the settings table's scopes, and the table of collectives (src/algo/colls.c)
+ * parser, the settings table's scopes, and the table of collectives (src/algo/colls.h)
  * against the enum, the libraries' exports and what the schedules build.
  */
 #include "harness.h"
@@ -165,8 +165,8 @@ TEST(per_comm_values_read_back_as_sent)
 
 /* ---- the table of collectives -------------------------------------------------------- */
 
-/* Every enum value has its own row, complete and consistent: a collective added to the enum
- * without a row, or with half of one, fails here. */
+/* Every enum value has its own row, complete and consistent: a collective added with half a
+ * row (no public call, a root it never uses, an in-place block without blocks) fails here. */
 TEST(every_collective_has_a_row)
 {
     for (int c = 0; c < COLL_NUM_COLLS; c++) {

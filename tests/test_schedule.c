@@ -300,23 +300,22 @@ static int cfg_fail(const struct run_cfg *c, const char *fmt, ...)
     return 1;
 }
 
+/* What the sweeps vary comes from the collective's row (src/algo/colls.h). */
 static bool is_rooted(enum coll_coll coll)
 {
-    return coll == COLL_COLL_BROADCAST || coll == COLL_COLL_REDUCE || coll == COLL_COLL_GATHER ||
-           coll == COLL_COLL_SCATTER;
+    return coll__colls[coll].root != COLL_ROOT_NONE;
 }
 
 static bool is_reducing(enum coll_coll coll)
 {
-    return coll == COLL_COLL_ALLREDUCE || coll == COLL_COLL_REDUCE ||
-           coll == COLL_COLL_REDUCE_SCATTER;
+    return coll__colls[coll].reduces;
 }
 
-/* count is per rank: the buffers hold n x count */
+/* count is per rank: a buffer holds n x count */
 static bool is_per_rank(enum coll_coll coll)
 {
-    return coll == COLL_COLL_ALLGATHER || coll == COLL_COLL_REDUCE_SCATTER ||
-           coll == COLL_COLL_ALLTOALL || coll == COLL_COLL_GATHER || coll == COLL_COLL_SCATTER;
+    return coll__colls[coll].send_blocks == COLL_BLOCKS_N ||
+           coll__colls[coll].recv_blocks == COLL_BLOCKS_N;
 }
 
 /* Host layouts for the hierarchical builders, varied by seed: blocks of consecutive
@@ -509,15 +508,8 @@ static int check_structure(const struct run_cfg *c, const struct coll_schedule *
 /* Does rank r hold the collective's result in RECV? */
 static bool has_result(const struct run_cfg *c, int32_t r)
 {
-    switch (c->coll) {
-    case COLL_COLL_REDUCE:
-    case COLL_COLL_GATHER:
-        return r == c->root;
-    case COLL_COLL_BARRIER:
-        return false;
-    default:
-        return true;
-    }
+    const struct coll_coll_desc *d = &coll__colls[c->coll];
+    return coll__desc_moves_data(d) && coll__desc_uses_recv(d, r, c->root, 0);
 }
 
 /* Element i of every rank's SEND folded in rank order, and the sum of magnitudes. */
@@ -595,64 +587,40 @@ static int check_moved(const struct run_cfg *c, const void *recv, int32_t d, siz
     return 0;
 }
 
+/* The reference, from the row: element e of rank d's RECV is block e / count's (with an
+ * n-block RECV) of every rank's SEND reduced, of the root's, or of that block's rank's; it
+ * is taken at d's block of an n-block SEND. */
 static int check_results(const struct run_cfg *c, void **recv)
 {
-    const size_t cnt = c->count, un = (size_t)c->n, esz = coll__dtype_size(c->dtype);
+    const struct coll_coll_desc *cd = &coll__colls[c->coll];
+    const size_t cnt = c->count, esz = coll__dtype_size(c->dtype);
     double ref, sumabs;
     uint64_t iref;
 
-    switch (c->coll) {
-    case COLL_COLL_ALLREDUCE:
-    case COLL_COLL_REDUCE:
-        for (size_t i = 0; i < cnt; i++) {
-            ref_reduced(c, i, &ref, &iref, &sumabs);
-            for (int32_t r = 0; r < c->n; r++)
-                if (has_result(c, r) && check_reduced(c, recv[r], r, i, ref, iref, sumabs))
+    for (int32_t d = 0; d < c->n; d++) {
+        size_t nrecv = coll__blocks_count(cd->recv_blocks, cnt, c->n);
+        for (size_t e = 0; has_result(c, d) && e < nrecv; e++) {
+            size_t blk = cd->recv_blocks == COLL_BLOCKS_N ? e / cnt : 0;
+            size_t in = cd->recv_blocks == COLL_BLOCKS_N ? e % cnt : e;
+            size_t at = (cd->send_blocks == COLL_BLOCKS_N ? (size_t)d * cnt : 0) + in;
+            int32_t src = cd->root == COLL_ROOT_SOURCE ? c->root : (int32_t)blk;
+
+            if (cd->reduces) {
+                ref_reduced(c, at, &ref, &iref, &sumabs);
+                if (check_reduced(c, recv[d], d, e, ref, iref, sumabs))
                     return 1;
-        }
-        /* every rank ends with the same bits, whatever the order of its folds */
-        for (int32_t r = 1; c->coll == COLL_COLL_ALLREDUCE && r < c->n; r++)
-            if (cnt && memcmp(recv[r], recv[0], cnt * esz))
-                return cfg_fail(c, "ranks 0 and %d hold different all-reduce results", r);
-        return 0;
-    case COLL_COLL_REDUCE_SCATTER:
-        for (int32_t d = 0; d < c->n; d++)
-            for (size_t x = 0; x < cnt; x++) {
-                ref_reduced(c, (size_t)d * cnt + x, &ref, &iref, &sumabs);
-                if (check_reduced(c, recv[d], d, x, ref, iref, sumabs))
-                    return 1;
+            } else if (check_moved(c, recv[d], d, e, src, at)) {
+                return 1;
             }
-        return 0;
-    case COLL_COLL_BROADCAST:
-        for (int32_t d = 0; d < c->n; d++)
-            for (size_t i = 0; i < cnt; i++)
-                if (check_moved(c, recv[d], d, i, c->root, i))
-                    return 1;
-        return 0;
-    case COLL_COLL_ALLGATHER:
-    case COLL_COLL_GATHER:
-        for (int32_t d = 0; d < c->n; d++)
-            for (size_t j = 0; has_result(c, d) && j < un; j++)
-                for (size_t x = 0; x < cnt; x++)
-                    if (check_moved(c, recv[d], d, j * cnt + x, (int32_t)j, x))
-                        return 1;
-        return 0;
-    case COLL_COLL_ALLTOALL:
-        for (int32_t d = 0; d < c->n; d++)
-            for (size_t j = 0; j < un; j++)
-                for (size_t x = 0; x < cnt; x++)
-                    if (check_moved(c, recv[d], d, j * cnt + x, (int32_t)j, (size_t)d * cnt + x))
-                        return 1;
-        return 0;
-    case COLL_COLL_SCATTER:
-        for (int32_t d = 0; d < c->n; d++)
-            for (size_t x = 0; x < cnt; x++)
-                if (check_moved(c, recv[d], d, x, c->root, (size_t)d * cnt + x))
-                    return 1;
-        return 0;
-    default: /* a barrier moves nothing */
-        return 0;
+        }
     }
+    /* where every rank gets the whole reduced vector, every rank ends with the same bits,
+     * whatever the order of its folds */
+    if (cd->reduces && cd->root == COLL_ROOT_NONE && cd->send_blocks == cd->recv_blocks)
+        for (int32_t r = 1; r < c->n; r++)
+            if (cnt && memcmp(recv[r], recv[0], cnt * esz))
+                return cfg_fail(c, "ranks 0 and %d hold different %s results", r, cd->name);
+    return 0;
 }
 
 /* The user buffers of every rank, laid out as sim_layout_of says, in place (overlapping as

@@ -279,7 +279,6 @@ void usage(FILE *f, const char *prog);
 __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 bool coll_by_name(const char *s, enum coll_coll *c_p);
 enum size_rule size_rule(enum coll_coll c);
-double bus_factor(enum coll_coll c, int n);
 const struct opt_def *find_opt(const char *a, const char **inline_p);
 int parse_opts(int argc, char **argv, struct opts *o);
 

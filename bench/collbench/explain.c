@@ -10,7 +10,7 @@ static struct coll_ix_call ix_call(const struct bench *b, const struct rowspec *
     struct coll_ix_call c = {
         .coll = b->o.coll,
         .count = rs->l.param,
-        .dtype = b->o.coll == COLL_COLL_BARRIER ? COLL_UINT8 : rs->dt,
+        .dtype = coll__desc_moves_data(&coll__colls[b->o.coll]) ? rs->dt : COLL_UINT8,
         .op = rs->op,
         .root = rs->root < 0 ? 0 : rs->root,
         .device = b->o.memtype_cuda,
@@ -126,7 +126,7 @@ static int explain_row(struct bench *b, const struct rowspec *rs, void *arg)
         c.hosts = x->model.hosts;
         c.nhosts = x->model.nhosts;
     }
-    if (b->o.coll == COLL_COLL_SENDRECV) {
+    if (coll__colls[b->o.coll].p2p) {
         printf("%12" PRIu64 "  %12zu  %-14s  point to point: no algorithm to choose\n", bytes,
                rs->l.param, "p2p");
         return 0;

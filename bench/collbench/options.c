@@ -4,21 +4,6 @@
  */
 #include "collbench.h"
 
-/* nccl-tests' bus bandwidth factor of the collective (its row's bus) on n ranks. */
-double bus_factor(enum coll_coll c, int n)
-{
-    switch (coll__colls[c].bus) {
-    case COLL_BUS_ONE:
-        return 1.0;
-    case COLL_BUS_SPREAD:
-        return (double)(n - 1) / n;
-    case COLL_BUS_ALLREDUCE:
-        return 2.0 * (n - 1) / n;
-    default:
-        return 0.0;
-    }
-}
-
 /* How the swept size maps onto a call: from the row's block shape. */
 enum size_rule size_rule(enum coll_coll c)
 {
@@ -630,7 +615,7 @@ int parse_opts(int argc, char **argv, struct opts *o)
         o->root = -1;
         o->all_roots = false;
     }
-    if (o->coll == COLL_COLL_BARRIER) {
+    if (!coll__desc_moves_data(&coll__colls[o->coll])) {
         o->ndtypes = 1;
         o->dtype_list[0] = COLL_UINT8;
     }

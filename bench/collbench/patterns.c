@@ -225,66 +225,48 @@ struct pat send_pat(const struct bench *b, int blk)
     return p;
 }
 
-/* What block t of this rank's receive buffer must hold. */
+/* What block t of this rank's receive buffer must hold, from the row: every rank's data
+ * reduced, or block t's rank's, or the root's; at this rank's block of an n-block send
+ * buffer. A send/receive comes from the rank before (run.c pairs them in a ring). */
 struct pat recv_pat(const struct bench *b, int root, int t)
 {
+    const struct coll_coll_desc *d = &coll__colls[b->o.coll];
     int r = b->rank, n = b->nranks;
     struct pat p = {PAT_MOVE, 0, 0};
 
-    switch (b->o.coll) {
-    case COLL_COLL_ALLREDUCE:
-    case COLL_COLL_REDUCE:
+    if (!coll__desc_moves_data(d))
+        return p;
+    p.blk = d->send_blocks == COLL_BLOCKS_N ? r : 0;
+    if (d->reduces)
         p.kind = PAT_RED_EXPECT;
-        break;
-    case COLL_COLL_REDUCE_SCATTER:
-        p.kind = PAT_RED_EXPECT;
-        p.blk = r;
-        break;
-    case COLL_COLL_BROADCAST:
-        p.src = root;
-        break;
-    case COLL_COLL_ALLGATHER:
-    case COLL_COLL_GATHER:
-        p.src = t;
-        break;
-    case COLL_COLL_ALLTOALL:
-        p.src = t;
-        p.blk = r;
-        break;
-    case COLL_COLL_SCATTER:
-        p.src = root;
-        p.blk = r;
-        break;
-    case COLL_COLL_SENDRECV:
+    else if (d->p2p)
         p.src = (r + n - 1) % n;
-        break;
-    default:
-        break;
-    }
+    else if (d->root == COLL_ROOT_SOURCE)
+        p.src = root;
+    else if (d->recv_blocks == COLL_BLOCKS_N)
+        p.src = t;
     return p;
 }
 
 /* Does this rank's receive buffer hold a result worth checking? */
 bool checks_recv(const struct bench *b, bool in_place, int root)
 {
-    switch (b->o.coll) {
-    case COLL_COLL_REDUCE:
-    case COLL_COLL_GATHER:
-        return b->rank == root;
-    case COLL_COLL_SENDRECV:
-        return !in_place; /* as nccl-tests: in-place send/recv is timed, not checked */
-    case COLL_COLL_BARRIER:
+    const struct coll_coll_desc *d = &coll__colls[b->o.coll];
+
+    if (!coll__desc_moves_data(d))
         return false;
-    default:
-        return true;
-    }
+    if (d->p2p)
+        return !in_place; /* as nccl-tests: in-place send/recv is timed, not checked */
+    return coll__desc_uses_recv(d, b->rank, root, 0);
 }
 
 bool column_checked(const struct bench *b, bool in_place)
 {
-    if (b->o.check == 0 || b->o.coll == COLL_COLL_BARRIER)
+    const struct coll_coll_desc *d = &coll__colls[b->o.coll];
+
+    if (b->o.check == 0 || !coll__desc_moves_data(d))
         return false;
-    return !(b->o.coll == COLL_COLL_SENDRECV && in_place);
+    return !(d->p2p && in_place);
 }
 
 /* buf (nblk blocks of param elements) = the periods named by pat_of(t), or their bitwise

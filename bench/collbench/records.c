@@ -43,7 +43,7 @@ const char *op_label(const struct bench *b, coll_op_t op)
 
 const char *dtype_label(const struct bench *b, coll_dtype_t dt)
 {
-    return b->o.coll == COLL_COLL_BARRIER ? "none" : dtypes[dt].name;
+    return coll__desc_moves_data(&coll__colls[b->o.coll]) ? dtypes[dt].name : "none";
 }
 
 const char *transport_name(const struct bench *b)

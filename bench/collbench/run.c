@@ -147,6 +147,18 @@ static struct layout layout_for(const struct bench *b, uint64_t size, coll_dtype
     return l;
 }
 
+/* In place, the smaller buffer is a block of the larger (the row's shape): of the receive
+ * buffer (all-gather, gather) or of the send buffer (reduce-scatter, scatter). */
+static bool in_place_in_recv(const struct bench *b)
+{
+    return coll__colls[b->o.coll].recv_blocks > coll__colls[b->o.coll].send_blocks;
+}
+
+static bool in_place_in_send(const struct bench *b)
+{
+    return coll__colls[b->o.coll].send_blocks > coll__colls[b->o.coll].recv_blocks;
+}
+
 /* The buffers of one call: in place, the send or receive part lies inside the other buffer
  * where coll's in-place convention puts it (sendbuf == recvbuf + rank * count and so on). */
 static void call_ptrs(const struct bench *b, bool in_place, const struct layout *l, size_t es,
@@ -158,18 +170,11 @@ static void call_ptrs(const struct bench *b, bool in_place, const struct layout 
     *r_p = in_place ? b->sendbuf : b->recvbuf;
     if (!in_place)
         return;
-    switch (b->o.coll) {
-    case COLL_COLL_ALLGATHER:
-    case COLL_COLL_GATHER:
+    if (in_place_in_recv(b)) {
         *r_p = b->recvbuf;
         *s_p = (char *)b->recvbuf + off;
-        break;
-    case COLL_COLL_REDUCE_SCATTER:
-    case COLL_COLL_SCATTER:
+    } else if (in_place_in_send(b)) {
         *r_p = (char *)b->sendbuf + off;
-        break;
-    default:
-        break;
     }
 }
 
@@ -307,7 +312,7 @@ static coll_status_t run_calls(struct bench *b, const void *s, void *r, size_t c
     coll_request_t *win[WINDOW];
     coll_status_t first = COLL_SUCCESS, st;
     int head = 0, inflight = 0;
-    bool blocking = b->o.blocking || b->o.coll == COLL_COLL_SENDRECV;
+    bool blocking = b->o.blocking || coll__colls[b->o.coll].p2p;
 
     if (b->cuda)
         return run_calls_stream(b, s, r, count, dt, op, root, iters, agg);
@@ -370,28 +375,21 @@ static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, 
         fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
         fill_blocks(b, recvimg, l->nrecv, rs, round, true, true);
     } else {
-        switch (b->o.coll) {
-        case COLL_COLL_ALLGATHER:
-        case COLL_COLL_GATHER:
+        if (in_place_in_recv(b)) {
             /* the others' blocks as nobody would leave them; ours where it is sent from */
             fill_blocks(b, recvimg, l->nrecv, rs, round, true, true);
             make_period(b->pat, send_pat(b, 0), rs->dt, rs->op, b->nranks, round);
             fill_periodic((char *)recvimg + off, b->pat, l->param, es);
-            break;
-        case COLL_COLL_REDUCE_SCATTER:
-        case COLL_COLL_SCATTER:
+        } else {
             fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
-            if (b->o.coll == COLL_COLL_SCATTER && b->rank != rs->root) {
-                /* a rank's own block is what it must receive: start from its complement */
-                make_period(b->pat, recv_pat(b, rs->root, 0), rs->dt, rs->op, b->nranks, round);
-                for (size_t k = 0; k < PERIOD * es; k++)
-                    ((unsigned char *)b->pat)[k] ^= 0xff;
-                fill_periodic((char *)sendimg + off, b->pat, l->param, es);
-            }
-            break;
-        default:
-            fill_blocks(b, sendimg, l->nsend, rs, round, false, false);
-            break;
+        }
+        if (in_place_in_send(b) && coll__colls[b->o.coll].root == COLL_ROOT_SOURCE &&
+            b->rank != rs->root) {
+            /* a rank's own block is what it must receive: start from its complement */
+            make_period(b->pat, recv_pat(b, rs->root, 0), rs->dt, rs->op, b->nranks, round);
+            for (size_t k = 0; k < PERIOD * es; k++)
+                ((unsigned char *)b->pat)[k] ^= 0xff;
+            fill_periodic((char *)sendimg + off, b->pat, l->param, es);
         }
     }
     if (b->cuda) {
@@ -421,7 +419,7 @@ static int check_once(struct bench *b, bool in_place, const struct rowspec *rs, 
 #endif
     if (recv_checked) {
         int nblk = l->nrecv;
-        if (in_place && (b->o.coll == COLL_COLL_REDUCE_SCATTER || b->o.coll == COLL_COLL_SCATTER))
+        if (in_place && in_place_in_send(b))
             nblk = 1; /* r points at this rank's block of the send buffer */
         wrong += check_blocks(b, hr, nblk, rs, round, true);
     }
@@ -554,7 +552,7 @@ static void bandwidths(const struct bench *b, const struct rowspec *rs, struct c
     if (rule == RULE_GATHER || rule == RULE_SCATTER || rule == RULE_ALLTOALL)
         bytes *= b->nranks;
     col->algbw = col->time_us > 0 ? bytes / (col->time_us * 1e3) : 0;
-    col->busbw = col->algbw * bus_factor(b->o.coll, b->nranks);
+    col->busbw = col->algbw * coll__bus_factor(&coll__colls[b->o.coll], b->nranks);
 }
 
 /* ---- progress (rank 0, stderr a terminal) -------------------------------------------- */
@@ -586,8 +584,8 @@ static void progress_show(struct bench *b, const struct rowspec *rs)
         double left = el * (b->cost_total - b->cost_done) / b->cost_done;
         snprintf(eta, sizeof(eta), "%d:%02d", (int)(left / 60), (int)fmod(left, 60));
     }
-    fprintf(stderr, "\r\033[K[collbench] %s %s %" PRIu64 " B  row %ld", coll__colls[b->o.coll].name,
-            dtypes[rs->dt].name, rs->size, b->rows_done + 1);
+    fprintf(stderr, "\r\033[K[collbench] %s %s %" PRIu64 " B  row %ld",
+            coll__colls[b->o.coll].name, dtypes[rs->dt].name, rs->size, b->rows_done + 1);
     if (b->rows_total > 0)
         fprintf(stderr, "/%ld  eta %s", b->rows_total, eta);
     fprintf(stderr, "  elapsed %d:%02d", (int)(el / 60), (int)fmod(el, 60));
@@ -707,7 +705,7 @@ int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec
                 for (uint64_t size = b->o.min_bytes; size <= b->o.max_bytes;
                      size = next_size(&b->o, size)) {
                     struct rowspec rs = {
-                        .size = b->o.coll == COLL_COLL_BARRIER ? 0 : size,
+                        .size = coll__desc_moves_data(&coll__colls[b->o.coll]) ? size : 0,
                         .dt = dt,
                         .op = b->o.op_list[k],
                         .root = b->o.all_roots ? ri : b->o.root,
@@ -722,7 +720,7 @@ int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec
                         if (rc)
                             return rc;
                     }
-                    if (size == UINT64_MAX || b->o.coll == COLL_COLL_BARRIER)
+                    if (size == UINT64_MAX || !coll__desc_moves_data(&coll__colls[b->o.coll]))
                         break;
                 }
             }
@@ -801,8 +799,8 @@ void print_header(const struct bench *b)
         snprintf(iters, sizeof(iters), "auto (%g s per size)", o->budget_s);
     else
         snprintf(iters, sizeof(iters), "%d", o->iters);
-    printf("# collbench %s: nranks %d minBytes %" PRIu64 " maxBytes %" PRIu64, coll__colls[o->coll].name,
-           b->nranks, o->min_bytes, o->max_bytes);
+    printf("# collbench %s: nranks %d minBytes %" PRIu64 " maxBytes %" PRIu64,
+           coll__colls[o->coll].name, b->nranks, o->min_bytes, o->max_bytes);
     if (o->step_factor)
         printf(" step: %" PRIu64 "(factor)", o->step_factor);
     else

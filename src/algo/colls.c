@@ -1,6 +1,6 @@
 /*
- * colls.c - the table of collectives (colls.h): one row each, read by everything that
- * needs a fact of one. tests/test_base.c checks the rows against the enum, the NCCL
+ * colls.c - the table of collectives, made from colls.h's list (COLL_COLLS), and the
+ * lookups by enum and by name. tests/test_base.c checks the rows against the enum, the NCCL
  * library's exports and what the schedules build.
  */
 #include "colls.h"
@@ -9,55 +9,9 @@
 #include <strings.h>
 
 const struct coll_coll_desc coll__colls[COLL_NUM_COLLS] = {
-    [COLL_COLL_ALLREDUCE] = {.coll = COLL_COLL_ALLREDUCE, .name = "allreduce",
-                             .api = "coll_allreduce", .nccl = "ncclAllReduce",
-                             .perf = "all_reduce_perf", .reduces = true,
-                             .send_blocks = COLL_BLOCKS_ONE, .recv_blocks = COLL_BLOCKS_ONE,
-                             .stream = true, .bus = COLL_BUS_ALLREDUCE},
-    [COLL_COLL_BROADCAST] = {.coll = COLL_COLL_BROADCAST, .name = "broadcast",
-                             .alias = {"bcast"}, .api = "coll_broadcast",
-                             .nccl = "ncclBroadcast", .perf = "broadcast_perf",
-                             .root = COLL_ROOT_SOURCE, .send_blocks = COLL_BLOCKS_ONE,
-                             .recv_blocks = COLL_BLOCKS_ONE, .stream = true,
-                             .bus = COLL_BUS_ONE},
-    [COLL_COLL_REDUCE] = {.coll = COLL_COLL_REDUCE, .name = "reduce", .api = "coll_reduce",
-                          .nccl = "ncclReduce", .perf = "reduce_perf", .reduces = true,
-                          .root = COLL_ROOT_SINK, .send_blocks = COLL_BLOCKS_ONE,
-                          .recv_blocks = COLL_BLOCKS_ONE, .stream = true, .bus = COLL_BUS_ONE},
-    [COLL_COLL_ALLGATHER] = {.coll = COLL_COLL_ALLGATHER, .name = "allgather",
-                             .api = "coll_allgather", .nccl = "ncclAllGather",
-                             .perf = "all_gather_perf", .send_blocks = COLL_BLOCKS_ONE,
-                             .recv_blocks = COLL_BLOCKS_N, .inplace = COLL_AT_RANK,
-                             .stream = true, .bus = COLL_BUS_SPREAD},
-    [COLL_COLL_REDUCE_SCATTER] = {.coll = COLL_COLL_REDUCE_SCATTER, .name = "reducescatter",
-                                  .alias = {"reduce_scatter", "reduce-scatter"},
-                                  .api = "coll_reduce_scatter", .nccl = "ncclReduceScatter",
-                                  .perf = "reduce_scatter_perf", .reduces = true,
-                                  .send_blocks = COLL_BLOCKS_N, .recv_blocks = COLL_BLOCKS_ONE,
-                                  .inplace = COLL_AT_RANK, .stream = true,
-                                  .bus = COLL_BUS_SPREAD},
-    [COLL_COLL_ALLTOALL] = {.coll = COLL_COLL_ALLTOALL, .name = "alltoall",
-                            .api = "coll_alltoall", .nccl = "ncclAlltoAll",
-                            .perf = "alltoall_perf", .send_blocks = COLL_BLOCKS_N,
-                            .recv_blocks = COLL_BLOCKS_N, .stream = true,
-                            .bus = COLL_BUS_SPREAD},
-    [COLL_COLL_GATHER] = {.coll = COLL_COLL_GATHER, .name = "gather", .api = "coll_gather",
-                          .nccl = "ncclGather", .perf = "gather_perf", .root = COLL_ROOT_SINK,
-                          .send_blocks = COLL_BLOCKS_ONE, .recv_blocks = COLL_BLOCKS_N,
-                          .inplace = COLL_AT_ROOT, .bus = COLL_BUS_SPREAD},
-    [COLL_COLL_SCATTER] = {.coll = COLL_COLL_SCATTER, .name = "scatter", .api = "coll_scatter",
-                           .nccl = "ncclScatter", .perf = "scatter_perf",
-                           .root = COLL_ROOT_SOURCE, .send_blocks = COLL_BLOCKS_N,
-                           .recv_blocks = COLL_BLOCKS_ONE, .inplace = COLL_AT_ROOT,
-                           .bus = COLL_BUS_SPREAD},
-    /* NCCL has no barrier call: no NCCL name */
-    [COLL_COLL_BARRIER] = {.coll = COLL_COLL_BARRIER, .name = "barrier", .api = "coll_barrier",
-                           .perf = "barrier_perf", .bus = COLL_BUS_ZERO},
-    [COLL_COLL_SENDRECV] = {.coll = COLL_COLL_SENDRECV, .name = "sendrecv", .api = "coll_send",
-                            .nccl = "ncclSend", .nccl_recv = "ncclRecv",
-                            .perf = "sendrecv_perf", .p2p = true,
-                            .send_blocks = COLL_BLOCKS_ONE, .recv_blocks = COLL_BLOCKS_ONE,
-                            .stream = true, .bus = COLL_BUS_ONE},
+#define COLL_COLL_ROW(id, ...) [COLL_COLL_##id] = {.coll = COLL_COLL_##id, __VA_ARGS__},
+    COLL_COLLS(COLL_COLL_ROW)
+#undef COLL_COLL_ROW
 };
 
 const struct coll_coll_desc *coll__coll_desc(enum coll_coll c)

@@ -1,5 +1,6 @@
 /*
- * colls.h - the collectives: one enum and one table of what each is (src/algo/colls.c).
+ * colls.h - the collectives: one list (COLL_COLLS) that makes both the enum and the table
+ * of what each is (coll__colls, src/algo/colls.c).
  *
  * Everything that needs a fact of a collective (its names, whether it takes an op or a
  * root, which buffers a rank passes and how large they are, where the smaller buffer sits
@@ -20,21 +21,58 @@
 
 #include "../base/base.h"
 
-/* Collectives (the builders' view; the public calls map onto these). The values travel in
- * call signatures (src/base/wire.h): append, never renumber. */
+/* The collectives, one row each: X(ID, fields of struct coll_coll_desc below). The enum
+ * (COLL_COLL_ID, in this order) and the table coll__colls are both made from this list, so
+ * a collective is added in one place. The values travel in call signatures
+ * (src/base/wire.h): append, never reorder. */
+#define COLL_COLLS(X)                                                                             \
+    X(ALLREDUCE, .name = "allreduce", .api = "coll_allreduce", .nccl = "ncclAllReduce",           \
+      .perf = "all_reduce_perf", .reduces = true, .send_blocks = COLL_BLOCKS_ONE,                 \
+      .recv_blocks = COLL_BLOCKS_ONE, .stream = true, .bus = COLL_BUS_ALLREDUCE)                  \
+    X(BROADCAST, .name = "broadcast", .alias = {"bcast"}, .api = "coll_broadcast",                \
+      .nccl = "ncclBroadcast", .perf = "broadcast_perf", .root = COLL_ROOT_SOURCE,                \
+      .send_blocks = COLL_BLOCKS_ONE, .recv_blocks = COLL_BLOCKS_ONE, .stream = true,             \
+      .bus = COLL_BUS_ONE)                                                                        \
+    X(REDUCE, .name = "reduce", .api = "coll_reduce", .nccl = "ncclReduce",                       \
+      .perf = "reduce_perf", .reduces = true, .root = COLL_ROOT_SINK,                             \
+      .send_blocks = COLL_BLOCKS_ONE, .recv_blocks = COLL_BLOCKS_ONE, .stream = true,             \
+      .bus = COLL_BUS_ONE)                                                                        \
+    X(ALLGATHER, .name = "allgather", .api = "coll_allgather", .nccl = "ncclAllGather",           \
+      .perf = "all_gather_perf", .send_blocks = COLL_BLOCKS_ONE,                                  \
+      .recv_blocks = COLL_BLOCKS_N, .inplace = COLL_AT_RANK, .stream = true,                      \
+      .bus = COLL_BUS_SPREAD)                                                                     \
+    X(REDUCE_SCATTER, .name = "reducescatter", .alias = {"reduce_scatter", "reduce-scatter"},     \
+      .api = "coll_reduce_scatter", .nccl = "ncclReduceScatter",                                  \
+      .perf = "reduce_scatter_perf", .reduces = true, .send_blocks = COLL_BLOCKS_N,               \
+      .recv_blocks = COLL_BLOCKS_ONE, .inplace = COLL_AT_RANK, .stream = true,                    \
+      .bus = COLL_BUS_SPREAD)                                                                     \
+    X(ALLTOALL, .name = "alltoall", .api = "coll_alltoall", .nccl = "ncclAlltoAll",               \
+      .perf = "alltoall_perf", .send_blocks = COLL_BLOCKS_N,                                      \
+      .recv_blocks = COLL_BLOCKS_N, .stream = true, .bus = COLL_BUS_SPREAD)                       \
+    X(GATHER, .name = "gather", .api = "coll_gather", .nccl = "ncclGather",                       \
+      .perf = "gather_perf", .root = COLL_ROOT_SINK, .send_blocks = COLL_BLOCKS_ONE,              \
+      .recv_blocks = COLL_BLOCKS_N, .inplace = COLL_AT_ROOT, .bus = COLL_BUS_SPREAD)              \
+    X(SCATTER, .name = "scatter", .api = "coll_scatter", .nccl = "ncclScatter",                   \
+      .perf = "scatter_perf", .root = COLL_ROOT_SOURCE, .send_blocks = COLL_BLOCKS_N,             \
+      .recv_blocks = COLL_BLOCKS_ONE, .inplace = COLL_AT_ROOT, .bus = COLL_BUS_SPREAD)            \
+    /* NCCL has no barrier call: no NCCL name */                                                  \
+    X(BARRIER, .name = "barrier", .api = "coll_barrier", .perf = "barrier_perf",                  \
+      .bus = COLL_BUS_ZERO)                                                                       \
+    /* point-to-point: one send or one receive; no schedule builder */                            \
+    X(SENDRECV, .name = "sendrecv", .api = "coll_send", .nccl = "ncclSend",                       \
+      .nccl_recv = "ncclRecv", .perf = "sendrecv_perf", .p2p = true,                              \
+      .send_blocks = COLL_BLOCKS_ONE, .recv_blocks = COLL_BLOCKS_ONE, .stream = true,             \
+      .bus = COLL_BUS_ONE)
+
+/* Collectives (the builders' view; the public calls map onto these). */
 enum coll_coll {
-    COLL_COLL_ALLREDUCE = 0,
-    COLL_COLL_BROADCAST,
-    COLL_COLL_REDUCE,
-    COLL_COLL_ALLGATHER,
-    COLL_COLL_REDUCE_SCATTER,
-    COLL_COLL_ALLTOALL,
-    COLL_COLL_GATHER,
-    COLL_COLL_SCATTER,
-    COLL_COLL_BARRIER,
-    COLL_COLL_SENDRECV, /* point-to-point: one send or one receive, no builder */
+#define COLL_COLL_ENUM(id, ...) COLL_COLL_##id,
+    COLL_COLLS(COLL_COLL_ENUM)
+#undef COLL_COLL_ENUM
     COLL_NUM_COLLS
 };
+_Static_assert(COLL_COLL_ALLREDUCE == 0 && COLL_COLL_SENDRECV == 9,
+               "collectives are appended to COLL_COLLS, never reordered");
 
 /* What the root does: its data goes out to every rank (broadcast, scatter), or every
  * rank's data comes in to it (reduce, gather). */
@@ -75,6 +113,27 @@ COLL_INTERNAL const char *coll__coll_name(enum coll_coll c);
 /* The collective whose name or alias is the len bytes at name (not NUL-terminated),
  * ignoring case. */
 COLL_INTERNAL bool coll__coll_from_name(const char *name, size_t len, enum coll_coll *c_p);
+
+/* Does d move data (false: a barrier, whose count and dtype mean nothing)? */
+static inline bool coll__desc_moves_data(const struct coll_coll_desc *d)
+{
+    return d->send_blocks != COLL_BLOCKS_NONE || d->recv_blocks != COLL_BLOCKS_NONE;
+}
+
+/* nccl-tests' bus bandwidth factor of d on n ranks: busbw = algbw x this. */
+static inline double coll__bus_factor(const struct coll_coll_desc *d, int n)
+{
+    switch (d->bus) {
+    case COLL_BUS_ONE:
+        return 1.0;
+    case COLL_BUS_SPREAD:
+        return (double)(n - 1) / n;
+    case COLL_BUS_ALLREDUCE:
+        return 2.0 * (n - 1) / n;
+    default:
+        return 0.0;
+    }
+}
 
 /* Elements of a buffer of b (enum coll_blocks) for this count on nranks ranks. */
 static inline size_t coll__blocks_count(uint8_t b, size_t count, int nranks)

@@ -1346,8 +1346,10 @@ static coll_status_t call_issue(const struct shim_call *k, void **tmp_p)
     if (k->dev) {
         void *s = k->stream;
         switch (k->coll) {
-        case COLL_COLL_ALLREDUCE: return coll_allreduce_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
-        case COLL_COLL_BROADCAST: return coll_broadcast_stream(sbuf, k->rbuf, k->count, dt, k->root, c, s);
+        case COLL_COLL_ALLREDUCE:
+            return coll_allreduce_stream(sbuf, k->rbuf, k->count, dt, op, c, s);
+        case COLL_COLL_BROADCAST:
+            return coll_broadcast_stream(sbuf, k->rbuf, k->count, dt, k->root, c, s);
         case COLL_COLL_REDUCE:
             return coll_reduce_stream(sbuf, k->rbuf, k->count, dt, op, k->root, c, s);
         case COLL_COLL_ALLGATHER: return coll_allgather_stream(sbuf, k->rbuf, k->count, dt, c, s);

@@ -62,6 +62,8 @@ int main(int argc, char **argv)
     FILE *json = NULL;
     size_t esz, floor_count = 0;
     int nrows = 0, nskipped = 0;
+    const struct coll_coll_desc *d;
+    bool data, per_rank;
 
     sg_argv = calloc((size_t)argc + 8, sizeof(char *));
     if (!sg_argv)
@@ -70,6 +72,10 @@ int main(int argc, char **argv)
     if ((rc = parse_args(argc, argv, o, &sg_argc, sg_argv)))
         return rc;
     esz = coll__dtype_size(o->dtype);
+    d = &coll__colls[o->coll];
+    /* the size is a buffer of n blocks (count / n per rank), or of one; none for a barrier */
+    data = coll__desc_moves_data(d);
+    per_rank = d->send_blocks == COLL_BLOCKS_N || d->recv_blocks == COLL_BLOCKS_N;
 
     /* the machine's figures: calibration file, else the cost model's defaults */
     coll__cost_params_default(&S.p);
@@ -141,7 +147,7 @@ int main(int argc, char **argv)
         return usage_error("-n %d: collsim runs every rank's schedule as a SimGrid actor, up "
                            "to %d ranks (4,096 is minutes and GBs at large sizes); the "
                            "selector's pick at any count: collbench %s --explain --np N",
-                           o->nranks, COLLSIM_MAX_RANKS, coll_names[o->coll]);
+                           o->nranks, COLLSIM_MAX_RANKS, coll__coll_name(o->coll));
     if ((rc = parse_algos(o, algos, &nalgos)))
         return rc;
 
@@ -259,8 +265,8 @@ int main(int argc, char **argv)
                            strerror(errno)), EXIT_USAGE;
         fprintf(json, "{\n  \"tool\": \"collsim\",\n  \"coll\": \"%s\",\n  \"nranks\": %d,\n"
                       "  \"hosts\": %d,\n  \"per_host\": %d,\n  \"cores\": %d,\n"
-                      "  \"platform\": ", coll_names[o->coll], o->nranks, o->hosts, o->per_host,
-                o->cores);
+                      "  \"platform\": ",
+                coll__coll_name(o->coll), o->nranks, o->hosts, o->per_host, o->cores);
         coll__json_str(json, o->platform ? o->platform : o->fabric ? o->fabric : "switch");
         fprintf(json, ",\n  \"network_model\": \"%s\",\n  \"link_Bps\": %.17g,\n"
                       "  \"link_latency_s\": %.17g,\n  \"intra_Bps\": %.17g,\n"
@@ -275,7 +281,7 @@ int main(int argc, char **argv)
 
     if (!o->quiet) {
         printf("# collsim %s: %d ranks on %d hosts x %d per host (%d cores each); ",
-               coll_names[o->coll], o->nranks, o->hosts, o->per_host, o->cores);
+               coll__coll_name(o->coll), o->nranks, o->hosts, o->per_host, o->cores);
         if (o->platform)
             printf("platform %s\n", o->platform);
         else
@@ -303,13 +309,9 @@ int main(int argc, char **argv)
 
     rc = 0;
     for (size_t bytes = o->minb;; ) {
-        size_t count = bytes / esz, per = o->coll == COLL_COLL_ALLREDUCE ||
-                                                  o->coll == COLL_COLL_BROADCAST ||
-                                                  o->coll == COLL_COLL_REDUCE
-                                              ? count
-                                              : count / (size_t)o->nranks;
-        size_t shown = o->coll == COLL_COLL_BARRIER ? 0 : bytes;
-        if (o->coll == COLL_COLL_BARRIER)
+        size_t count = bytes / esz, per = per_rank ? count / (size_t)o->nranks : count;
+        size_t shown = data ? bytes : 0;
+        if (!data)
             per = 1;
         if (per == 0)
             goto next;
@@ -362,10 +364,10 @@ int main(int argc, char **argv)
                 rc = 0;
                 if (!o->quiet)
                     printf("# %12zu  %s cannot run %s of %zu elements on %d ranks (%d hosts)\n",
-                           shown, w.algo->name, coll_names[o->coll], per, o->nranks, o->hosts);
+                           shown, w.algo->name, coll__coll_name(o->coll), per, o->nranks, o->hosts);
                 if (nalgos == 1 && algos[k]) {
                     fprintf(stderr, "collsim: %s cannot run %s of %zu elements on %d ranks "
-                                    "(%d hosts)\n", w.algo->name, coll_names[o->coll], per,
+                                    "(%d hosts)\n", w.algo->name, coll__coll_name(o->coll), per,
                             o->nranks, o->hosts);
                     list_algos(stderr, o->coll);
                     rc = EXIT_USAGE;
@@ -376,12 +378,9 @@ int main(int argc, char **argv)
             if (rc)
                 goto out;
             nrows++;
-            databytes = o->coll == COLL_COLL_ALLREDUCE || o->coll == COLL_COLL_BROADCAST ||
-                                o->coll == COLL_COLL_REDUCE
-                            ? per * esz
-                            : per * esz * (size_t)o->nranks;
+            databytes = per_rank || !data ? per * esz * (size_t)o->nranks : per * esz;
             algbw = w.time_s > 0 ? (double)databytes / w.time_s * 1e-9 : 0;
-            busbw = algbw * bus_factor(o->coll, o->nranks);
+            busbw = algbw * coll__bus_factor(d, o->nranks);
             if (!o->quiet) {
                 char model[32];
                 if (isfinite(w.model_s))
@@ -393,7 +392,7 @@ int main(int argc, char **argv)
                     snprintf(coarse, sizeof(coarse), "  coarsened from %zu", w.coarsened_from);
                 printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5s  %-10s %8zu  %s"
                        "  %7" PRIu64 "  %6.2f%s\n",
-                       shown, o->coll == COLL_COLL_BARRIER ? 0 : count, coll__dtype_name(o->dtype),
+                       shown, data ? count : 0, coll__dtype_name(o->dtype),
                        "sum", o->root, w.time_s * 1e6, algbw, busbw, "N/A", w.algo->name,
                        w.chunk_count * esz, model, w.msgs, w.wall_s, coarse);
                 fflush(stdout);
@@ -413,7 +412,7 @@ int main(int argc, char **argv)
             }
         }
     next:
-        if (o->coll == COLL_COLL_BARRIER || bytes >= o->maxb)
+        if (!data || bytes >= o->maxb)
             break;
         {
             double nb = (double)bytes * o->factor;

@@ -130,7 +130,6 @@ struct row {
 };
 
 extern struct sim S;
-extern const char *const coll_names[COLL_NUM_COLLS];
 extern FILE *trace_f; /* --trace, open while the rows run */
 
 /* options.c */
@@ -156,7 +155,6 @@ int srank_load(struct srank *R, const struct coll_schedule *s, uint32_t *peer_la
 /* row.c */
 enum coll_link link_of(void *arg, int32_t src, int32_t dst);
 int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap);
-double bus_factor(enum coll_coll c, int32_t n);
 
 /* select.c */
 int parse_algos(const struct opts *o, const struct coll_algo **algos, int *nalgos_p);

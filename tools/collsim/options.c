@@ -11,11 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-const char *const coll_names[COLL_NUM_COLLS] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-    "alltoall",  "gather",    "scatter", "barrier", NULL,
-};
-
 int usage_error(const char *fmt, ...)
 {
     va_list ap;
@@ -29,7 +24,7 @@ int usage_error(const char *fmt, ...)
 
 void list_algos(FILE *f, enum coll_coll c)
 {
-    fprintf(f, "collsim: algorithms for %s: auto (the selector's pick), all", coll_names[c]);
+    fprintf(f, "collsim: algorithms for %s: auto (the selector's pick), all", coll__coll_name(c));
     for (int i = 0; coll__algos[i]; i++)
         if (coll__algos[i]->colls & (1u << c))
             fprintf(f, ", %s", coll__algos[i]->name);
@@ -204,17 +199,14 @@ int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char **sg_ar
         } else if (!strcmp(a, "--exact")) {
             o->exact = true;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--coll")) {
-            int c;
+            enum coll_coll c;
             NEEDV();
-            for (c = 0; c < COLL_COLL_SENDRECV && strcasecmp(v, coll_names[c]); c++)
-                ;
-            if (c == COLL_COLL_SENDRECV && !strcasecmp(v, "bcast"))
-                c = COLL_COLL_BROADCAST;
-            if (c == COLL_COLL_SENDRECV)
+            /* a send or a receive has no schedule to simulate */
+            if (!coll__coll_from_name(v, strlen(v), &c) || coll__colls[c].p2p)
                 return usage_error("unknown collective '%s'; valid: allreduce, broadcast, reduce, "
                                    "allgather, reducescatter, alltoall, gather, scatter, barrier",
                                    v);
-            o->coll = (enum coll_coll)c;
+            o->coll = c;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--nranks")) {
             NEEDV();
             if (!parse_int(v, 1, 1 << 20, &o->nranks))

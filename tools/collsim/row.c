@@ -63,7 +63,7 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
             st = coll__sched_validate(&s);
         if (st != COLL_SUCCESS) {
             fprintf(stderr, "collsim: %s cannot build rank %d's %s schedule: %s\n", w->algo->name,
-                    r, coll_names[S.o.coll], coll_last_error(NULL));
+                    r, coll__coll_name(S.o.coll), coll_last_error(NULL));
             coll__sched_free(&s);
             return EXIT_USAGE;
         }
@@ -132,24 +132,8 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
         srank_free(&S.r[r]);
     if (S.failed) {
         fprintf(stderr, "collsim: %s %s of %zu bytes did not run to its end: %s\n", w->algo->name,
-                coll_names[S.o.coll], w->bytes, S.failed);
+                coll__coll_name(S.o.coll), w->bytes, S.failed);
         return EXIT_SIMFAIL;
     }
     return 0;
-}
-
-double bus_factor(enum coll_coll c, int32_t n)
-{
-    switch (c) {
-    case COLL_COLL_ALLREDUCE:
-        return 2.0 * (n - 1) / n;
-    case COLL_COLL_ALLGATHER:
-    case COLL_COLL_REDUCE_SCATTER:
-    case COLL_COLL_ALLTOALL:
-    case COLL_COLL_GATHER:
-    case COLL_COLL_SCATTER:
-        return (double)(n - 1) / n;
-    default:
-        return 1;
-    }
 }

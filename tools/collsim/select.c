@@ -32,7 +32,7 @@ int parse_algos(const struct opts *o, const struct coll_algo **algos, int *nalgo
             }
             if (!al || !(al->colls & (1u << o->coll))) {
                 fprintf(stderr, "collsim: unknown algorithm '%s' for %s\n", tok,
-                        coll_names[o->coll]);
+                        coll__coll_name(o->coll));
                 list_algos(stderr, o->coll);
                 return EXIT_USAGE;
             }
@@ -74,7 +74,7 @@ int select_pick(struct row *w, size_t bytes, int32_t *hostmap)
     } else if (coll__cost_rank_algos(&S.p, &links, &q, res, COLL_ARRAY_SIZE(res),
                                      &nres) != COLL_SUCCESS || !nres) {
         fprintf(stderr, "collsim: the selector cannot price %s of %zu bytes on %d "
-                        "ranks: %s\n", coll_names[o->coll], bytes, o->nranks,
+                        "ranks: %s\n", coll__coll_name(o->coll), bytes, o->nranks,
                 coll_last_error(NULL));
         return EXIT_SIMFAIL;
     } else {

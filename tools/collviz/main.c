@@ -279,7 +279,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
                                    .count = o->bytes / coll__dtype_size(o->dtype),
                                    .dtype = o->dtype, .elem_size = coll__dtype_size(o->dtype)};
         a.chunk_count = o->chunk_bytes / a.elem_size ? o->chunk_bytes / a.elem_size : 1;
-        if (o->coll == COLL_COLL_BARRIER)
+        if (!coll__desc_moves_data(&coll__colls[o->coll]))
             a.count = 0;
         if (algo && !strcmp(algo, "list")) {
             for (int i = 0; coll__algos[i]; i++)
@@ -358,7 +358,7 @@ int main(int argc, char **argv)
                                          .count = o.bytes / coll__dtype_size(o.dtype),
                                          .dtype = o.dtype,
                                          .elem_size = coll__dtype_size(o.dtype)};
-        if (o.coll == COLL_COLL_BARRIER)
+        if (!coll__desc_moves_data(&coll__colls[o.coll]))
             v.args.count = 0;
         v.args.chunk_count = o.chunk_bytes / v.args.elem_size ? o.chunk_bytes / v.args.elem_size
                                                               : 1;

@@ -91,8 +91,9 @@ static struct coll_cost_query query_of(const struct opts *o, size_t bytes, size_
 {
     static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
     const size_t es = coll__dtype_size(o->dtype);
+    const bool data = coll__desc_moves_data(&coll__colls[o->coll]);
     struct coll_cost_query q = {.coll = o->coll, .nranks = o->n, .root = o->root,
-                                .count = o->coll == COLL_COLL_BARRIER ? 0 : bytes / es,
+                                .count = data ? bytes / es : 0,
                                 .dtype = o->dtype, .chunk_bytes = chunks,
                                 .nchunk_bytes = sizeof(chunks) / sizeof(chunks[0])};
 
