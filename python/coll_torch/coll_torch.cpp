@@ -1015,10 +1015,18 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         for (auto &t : readers_)
             t.join();
         readers_.clear();
+        // All at once: a healthy channel's destroy waits (up to a second) for the peer to
+        // destroy its end, and each peer goes through its own list in its own order, so
+        // one after the other the waits would add up across the channels.
+        std::vector<std::thread> ds;
         for (auto *c : in_)
-            coll_comm_destroy(c);
+            if (c)
+                ds.emplace_back([c] { coll_comm_destroy(c); });
         for (auto *c : out_)
-            coll_comm_destroy(c);
+            if (c)
+                ds.emplace_back([c] { coll_comm_destroy(c); });
+        for (auto &t : ds)
+            t.join();
         in_.clear();
         out_.clear();
         std::list<Posted> left;
