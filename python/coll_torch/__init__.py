@@ -11,7 +11,9 @@ integer and bool tensors.
 
 send/recv match by source and tag as gloo's do (recv(src=None) takes the first matching
 message from any rank) and never share the collectives' queue. The group's timeout
-(init_process_group(timeout=...)) bounds every wait unless COLL_TIMEOUT_MS is set.
+(init_process_group(timeout=...)) bounds every wait unless COLL_TIMEOUT_MS is set. A
+peer's death raises RuntimeError (coll's message) on every rank within milliseconds,
+whatever the timeout; torchrun --max-restarts then starts a fresh group (docs/dropin.md).
 
 DDP communication hook: each gradient bucket through coll's quantized all-reduce,
 

@@ -22,6 +22,13 @@
 // fails after the same time. The channels themselves wait without limit (an idle channel is
 // not a stuck one); a dead peer closes them.
 //
+// Failures: a peer's death fails the comm on every rank (coll's control plane), so the
+// operation running or queued completes its Work with coll's message, and so does every one
+// after it. The channels follow the comm: the death ends the dead rank's incoming channel on
+// every rank, which fails every posted receive (any source included) and later sends and
+// receives. A failed group closes without waiting for the dead: coll's destroy of a failed
+// comm does not wait, and the channels are destroyed all at once, not one by one.
+//
 // CPU tensors only: coll's host path. A non-contiguous tensor is worked on through a
 // contiguous copy that is written back when the operation completes.
 #include <torch/extension.h>
@@ -694,6 +701,8 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         {
             std::lock_guard<std::mutex> g(pm_);
             TORCH_CHECK(!p2p_stop_, "ProcessGroupColl: send after the group was destroyed");
+            TORCH_CHECK(p2p_failed_.empty(), "ProcessGroupColl: send to rank ", dst,
+                        ": the group failed before: ", p2p_failed_);
             sends_.push_back(SendJob{w, t, dst, tag});
         }
         pcv_.notify_all();
@@ -1015,10 +1024,18 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         for (auto &t : readers_)
             t.join();
         readers_.clear();
+        // All at once: a healthy channel's destroy waits (up to a second) for the peer to
+        // destroy its end, and each peer goes through its own list in its own order, so
+        // one after the other the waits would add up across the channels.
+        std::vector<std::thread> ds;
         for (auto *c : in_)
-            coll_comm_destroy(c);
+            if (c)
+                ds.emplace_back([c] { coll_comm_destroy(c); });
         for (auto *c : out_)
-            coll_comm_destroy(c);
+            if (c)
+                ds.emplace_back([c] { coll_comm_destroy(c); });
+        for (auto &t : ds)
+            t.join();
         in_.clear();
         out_.clear();
         std::list<Posted> left;
@@ -1059,6 +1076,8 @@ class ProcessGroupColl : public c10d::ProcessGroup {
         {
             std::lock_guard<std::mutex> g(pm_);
             TORCH_CHECK(!p2p_stop_, "ProcessGroupColl: recv after the group was destroyed");
+            TORCH_CHECK(p2p_failed_.empty(), "ProcessGroupColl: recv: the group failed "
+                        "before: ", p2p_failed_);
             auto it = match(unexpected_, src, tag);
             if (it == unexpected_.end()) {
                 // Only the waiting caller's give-up withdraws it; tracked by identity.
@@ -1154,13 +1173,25 @@ class ProcessGroupColl : public c10d::ProcessGroup {
             }
             deliver(*p, src, bytes);
         }
-        // The channel is gone (peer died, or this group is closing): receives that can only
-        // be matched from src fail now.
+        // The channel is gone. Closed (the peer destroyed its group) or ended by our own
+        // shutdown: receives that can only be matched from src fail now. Failed while the
+        // group is live (the peer died): the group is broken, as its comm is, so every
+        // posted receive fails, whatever its source (one from any rank included, which
+        // would otherwise wait for the group's timeout), and so does every later send
+        // and receive.
+        std::string why = "the channel from rank " + std::to_string(src) +
+                          (closed ? std::string(" was closed (its group was destroyed)")
+                                  : std::string(" failed (on the channel's two-rank comm, "
+                                                "that rank is rank 0 and this one rank 1): ") +
+                                        coll_last_error(c));
         std::list<Posted> dead;
         {
             std::lock_guard<std::mutex> g(pm_);
+            bool broken = !closed && !p2p_stop_;
+            if (broken && p2p_failed_.empty())
+                p2p_failed_ = why;
             for (auto it = posted_.begin(); it != posted_.end();) {
-                if (it->src == src) {
+                if (broken || it->src == src) {
                     dead.push_back(*it);
                     it = posted_.erase(it);
                 } else {
@@ -1169,9 +1200,7 @@ class ProcessGroupColl : public c10d::ProcessGroup {
             }
         }
         for (auto &p : dead)
-            fail_work(p.w, "recv: the channel from rank " + std::to_string(src) +
-                               (closed ? std::string(" was closed (its group was destroyed)")
-                                       : std::string(" failed: ") + coll_last_error(c)));
+            fail_work(p.w, "recv: " + why);
         {
             std::lock_guard<std::mutex> g(pm_);
             reader_done_[src] = true;
@@ -1248,6 +1277,7 @@ class ProcessGroupColl : public c10d::ProcessGroup {
     std::list<Posted> posted_;
     std::list<Unexpected> unexpected_;
     bool p2p_stop_ = false;
+    std::string p2p_failed_; // a channel's failure while live: the first one's message
 };
 
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store> &store,
