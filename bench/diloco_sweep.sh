@@ -34,17 +34,16 @@ export COLL_TIMEOUT_MS=${COLL_TIMEOUT_MS:-300000}
 SD="--optim adamw --overlap 2 --mix 0.5"
 SETTINGS=(
     "ddp-fp32|"
-    "h20-f3-e3m0|$SD --diloco 20 --fragments 3 --quant e3m0"
-    "h20-f1-sign1|$SD --diloco 20 --fragments 1 --quant sign1"
-    "h30-f3-sign1|$SD --diloco 30 --fragments 3 --quant sign1"
+    "ddp-fp32-seed2|--seed 2"
     "h60-f1-e3m0|$SD --diloco 60 --fragments 1 --quant e3m0"
-    "h100-f3-e3m0|$SD --diloco 100 --fragments 3 --quant e3m0"
+    "h20-f1-sign1|$SD --diloco 20 --fragments 1 --quant sign1"
+    "h20-f1-sign1-seed2|$SD --diloco 20 --fragments 1 --quant sign1 --seed 2"
     "h20-f1-sign1-olr1.0|$SD --diloco 20 --fragments 1 --quant sign1 --outer-lr 1.0"
     "h20-f1-sign1-lr2e-3|$SD --diloco 20 --fragments 1 --quant sign1 --lr 2e-3"
-    "h20-f1-sign1-seed2|$SD --diloco 20 --fragments 1 --quant sign1 --seed 2"
-    "h16-f1-sign1|$SD --diloco 16 --fragments 1 --quant sign1"
-    "h30-f3-sign1|$SD --diloco 30 --fragments 3 --quant sign1"
-    "ddp-fp32-seed2|--seed 2"
+    "h20-f1-sign1-lr2e-3-seed2|$SD --diloco 20 --fragments 1 --quant sign1 --lr 2e-3 --seed 2"
+    "h16-f1-sign1-lr2e-3|$SD --diloco 16 --fragments 1 --quant sign1 --lr 2e-3"
+    "h16-f1-sign1-lr2e-3-seed2|$SD --diloco 16 --fragments 1 --quant sign1 --lr 2e-3 --seed 2"
+    "h30-f3-sign1-lr2e-3|$SD --diloco 30 --fragments 3 --quant sign1 --lr 2e-3"
 )
 
 wanted() {
@@ -117,7 +116,7 @@ main() {
     fi
     tsv=$OUT/sweep.tsv
     {
-        printf 'setting\tflags\taccuracy\tdelta_points\tMB_rank0\tMB_per_epoch\tratio\n'
+        printf 'setting\tflags\taccuracy\tdelta_points\tdelta_same_seed\tMB_rank0\tMB_per_epoch\tratio\n'
         for f in "$OUT"/*.log; do
             name=$(basename "$f" .log)
             flags="(not in the list)"
@@ -126,7 +125,15 @@ main() {
             done
             flags=${flags#"$SD "}
             [ -z "$flags" ] && flags="(SGD momentum 0.9, lr 0.05)"
-            awk -v name="$name" -v flags="$flags" -v epochs="$EPOCHS" -v ref="$ref" '
+            # DiLoCo and DDP with the same --seed start from the same weights and see the
+            # samples in the same order: the pair's difference is the method's.
+            sref=$ref
+            case $name in *-seed*)
+                [ -f "$OUT/ddp-fp32-seed${name##*-seed}.log" ] &&
+                    sref=$OUT/ddp-fp32-seed${name##*-seed}.log ;;
+            esac
+            awk -v name="$name" -v flags="$flags" -v epochs="$EPOCHS" -v ref="$ref" \
+                -v sref="$sref" '
                 function grab(file,   line, a) {
                     acc = mb = ""
                     while ((getline line < file) > 0) {
@@ -138,11 +145,13 @@ main() {
                     close(file)
                 }
                 BEGIN {
+                    grab(sref); sacc = acc
                     grab(ref); racc = acc; rmb = mb
                     grab(ARGV[1])
                     if (acc != "")
-                        printf "%s\t%s\t%.4f\t%+.2f\t%.3f\t%.3f\t%.1f\n", name, flags, acc,
-                               (acc - racc) * 100, mb, mb / epochs, rmb / mb
+                        printf "%s\t%s\t%.4f\t%+.2f\t%+.2f\t%.3f\t%.3f\t%.1f\n", name,
+                               flags, acc, (acc - racc) * 100, (acc - sacc) * 100, mb,
+                               mb / epochs, rmb / mb
                     exit
                 }' "$f"
         done
@@ -152,6 +161,8 @@ main() {
     # Accuracy against the byte ratio, with the targets: 400x and DDP - 0.5 point.
     if command -v gnuplot >/dev/null; then
         racc=$(awk -F'\t' '$1 == "ddp-fp32" { print $3 }' "$tsv")
+        racc2=$(awk -F'\t' '$1 == "ddp-fp32-seed2" { print $3 }' "$tsv")
+        seed2=${racc2:+", $racc2 with lines dt 3 lc rgb 'gray40' title 'DDP fp32, --seed 2'"}
         gnuplot <<GP
 set terminal pngcairo size 900,560 noenhanced
 set output '$OUT/accuracy-vs-ratio.png'
@@ -161,16 +172,20 @@ set xlabel 'fewer bytes sent by rank 0 than fp32 DDP (x)'
 set ylabel 'final test accuracy'
 set xrange [200:1000]
 set xtics (200, 300, 400, 500, 700, 1000)
-set yrange [$racc - 0.015:$racc + 0.003]
+set yrange [$racc - 0.012:$racc + 0.006]
 set grid
-set key top right
+set key bottom right font ",9"
 set datafile separator '\t'
 set arrow from 400, graph 0 to 400, graph 1 nohead dt 2 lc rgb 'red'
 set label '400x' at 410, graph 0.95 tc rgb 'red'
-plot '$tsv' every ::1 using 7:3 with points pt 7 ps 1.3 title 'Streaming DiLoCo settings', \
-     '' every ::1 using 7:3:1 with labels left offset 1,0 font ',8' notitle, \
+s2(c) = strstrt(stringcolumn(1), '-seed') > 0
+plot '$tsv' every ::1 using (s2(1) ? NaN : \$8):3 with points pt 7 ps 1.3 title 'DiLoCo, --seed 1', \
+     '' every ::1 using (s2(1) ? NaN : \$8):3:1 with labels left offset 1,0 font ',8' notitle, \
+     '' every ::1 using (s2(1) ? \$8 : NaN):3 with points pt 6 ps 1.3 title 'DiLoCo, --seed 2', \
+     '' every ::1 using (s2(1) ? \$8 : NaN):3:1 with labels right offset -1,0 font ',8' \
+        notitle, \
      $racc with lines lc rgb 'black' title 'DDP fp32 (ddp-fp32)', \
-     $racc - 0.005 with lines dt 2 lc rgb 'blue' title 'DDP fp32 - 0.5 point'
+     $racc - 0.005 with lines dt 2 lc rgb 'blue' title 'DDP fp32 - 0.5 point'$seed2
 GP
         echo "wrote $OUT/accuracy-vs-ratio.png"
     fi
