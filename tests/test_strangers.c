@@ -588,7 +588,11 @@ TEST(crowds_held_on_every_listener_from_bootstrap_on)
         rejected += rs[r].rejected;
     }
     fprintf(stderr, "# data listeners refused %llu connections\n", (unsigned long long)rejected);
-    ASSERT_EQ(atomic_load(&crowd_n), 1 + NRANKS);
+    /* the root's and the ranks' data listeners; the control plane's listeners (src/core/ctl.c,
+     * one per parent in its tree) stand only while the tree forms, and a loaded machine
+     * lets the crowd find them too */
+    ASSERT_MSG(atomic_load(&crowd_n) >= 1 + NRANKS && atomic_load(&crowd_n) <= 1 + 2 * NRANKS,
+               "%d listeners", atomic_load(&crowd_n));
     ASSERT(rejected > 0);
     ASSERT(drops > 0);
 }
