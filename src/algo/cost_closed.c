@@ -39,6 +39,7 @@ struct cf {
     const struct coll_link_cost *in, *out; /* within a host, between hosts */
     bool tcp_in, tcp_out;
     int32_t n, nh, k; /* ranks, hosts, ranks on the busiest host */
+    int32_t k_last;   /* ranks on the last host (hosts of consecutive ranks) */
     double e;         /* element size */
     double M;         /* memory term */
     double share;     /* ranks / cores on the busiest host, at least 1 */
@@ -83,9 +84,11 @@ static double pipe_tree(double H, double C, double h, double bn)
 {
     return H * h + (C - 1) * bn;
 }
-static double pipe_ring(double H, double C, double h, double bn)
+/* hb: the stage over the busiest port's link (its hop), which the last chunk still takes
+ * once that port has carried everything */
+static double pipe_ring(double H, double C, double h, double bn, double hb)
 {
-    return COLL_MAX(H * h + (C - 1) * bn, H * C * bn + h - bn);
+    return COLL_MAX(H * h + (C - 1) * bn, H * C * bn + hb - bn);
 }
 
 static double ceil_log2(int32_t n)
@@ -149,12 +152,13 @@ static double ring_occ(const struct cf *c, double b)
 
 static double ring_price(const struct cf *c, enum coll_coll coll, double m, double cb)
 {
-    double n = c->n, blk, s, C, t, hr, bnr, h, bn;
+    double n = c->n, blk, s, C, t, hr, bnr, h, bn, hb;
 
     /* all-reduce: m is the vector, n blocks; all-gather / reduce-scatter: m is n blocks */
     blk = m / n;
     C = chunks(blk, cb, c->e, &s);
     h = ring_hop(c, s);
+    hb = c->nh > 1 ? hop(c, true, s) : h;
     bn = COLL_MAX(ring_occ(c, s), 2 * c->step);
     hr = h + red(c, s);
     bnr = COLL_MAX(ring_occ(c, s), 3 * c->step + c->gamma * s);
@@ -164,19 +168,20 @@ static double ring_price(const struct cf *c, enum coll_coll coll, double m, doub
         double part = (m / c->e) / n;
         s = c->e;
         h = ring_hop(c, s);
+        hb = c->nh > 1 ? hop(c, true, s) : h;
         hr = h + red(c, s);
         bn *= part;
         bnr *= part;
     }
     switch (coll) {
     case COLL_COLL_ALLREDUCE:
-        t = pipe_ring(n - 1, C, hr, bnr) + pipe_ring(n - 1, C, h, bn);
+        t = pipe_ring(n - 1, C, hr, bnr, hb + red(c, s)) + pipe_ring(n - 1, C, h, bn, hb);
         break;
     case COLL_COLL_REDUCE_SCATTER:
-        t = pipe_ring(n - 1, C, hr, bnr);
+        t = pipe_ring(n - 1, C, hr, bnr, hb + red(c, s));
         break;
     default: /* all-gather: the own block is copied first */
-        t = pipe_ring(n - 1, C, h, bn) + c->step + c->copy * s;
+        t = pipe_ring(n - 1, C, h, bn, hb) + c->step + c->copy * s;
         break;
     }
     return t;
@@ -219,20 +224,23 @@ static void heap_crossings(const struct cf *c, int d, double *xs)
  * span k or more ranks). `extra`: steps on the path that the tree's shape adds (a second
  * child's send after the first's). */
 static double tree_like(const struct cf *c, enum coll_coll coll, double d, double fan, double m,
-                        double cb, double extra, const double *xs, double bwd)
+                        double cb, double extra, const double *xs, double bwd, double window)
 {
     double s, C = chunks(m, cb, c->e, &s), o = occ(c, false, s), oe = occ(c, true, s);
-    double hs = 0, nic = 0, up_x, up_bn, dn_x, dn_bn, path_o = o;
+    double hs = 0, hq = 0, nic = 0, up_x, up_bn, dn_x, dn_bn, path_o = o;
 
     for (int j = 0; j < (int)d; j++) {
         hs += hop(c, xs[j] > 0, s);
         if (xs[j] > 0) { /* the level's crossing messages queue at the NIC */
-            hs += (xs[j] - 1) * oe;
+            hq += (xs[j] - 1) * oe;
             nic = COLL_MAX(nic, xs[j] * oe);
             path_o = oe;
         }
     }
-    up_x = d * ((fan - 1) * path_o + fan * red(c, s) - (fan - 1) * c->step);
+    hs += hq;
+    /* per level of the way up, the later children's messages at the parent's port and the
+     * reductions, the last child's after its message, the others' overlapping it */
+    up_x = d * COLL_MAX((fan - 1) * path_o + red(c, s), fan * red(c, s));
     up_bn = COLL_MAX(COLL_MAX(fan * o, nic), (2 * fan + 1) * c->step + fan * c->gamma * s);
     dn_x = extra * (c->step + path_o);
     /* what the walker finds for a pipelined broadcast: each level of the tree adds a chunk
@@ -246,10 +254,15 @@ static double tree_like(const struct cf *c, enum coll_coll coll, double d, doubl
     case COLL_COLL_REDUCE:
         return hs + up_x + (C - 1) * up_bn;
     default: /* all-reduce: up and down overlap chunk by chunk */
-        /* up and down cross the NIC in opposite directions: its two ports */
+        /* up and down cross the NIC in opposite directions: its two ports. With `window`
+         * chunks at most between a chunk's way up and its way back down (two trees whose
+         * ways up and down share channels, which are FIFO: a rank's send up of chunk i + 1
+         * queues behind its send down of chunk i - lag), the round trip over the depth,
+         * shared by the window, bounds the time per chunk too */
         return 2 * hs + up_x + dn_x +
-               (C - 1) * COLL_MAX(COLL_MAX((fan + 1) * o, nic),
-                                  (3 * fan + 2) * c->step + fan * c->gamma * s);
+               (C - 1) * COLL_MAX(COLL_MAX(COLL_MAX((fan + 1) * o, nic),
+                                           (3 * fan + 2) * c->step + fan * c->gamma * s),
+                                  window > 0 ? (2 * hs + d * red(c, s)) / window : 0);
     }
 }
 
@@ -263,7 +276,7 @@ static double tree_price(const struct cf *c, enum coll_coll coll, double m, doub
     for (int32_t v = c->n - 1; v > 0; v = (v - 1) / 2)
         extra += v % 2 == 0;
     heap_crossings(c, (int)d, xs);
-    return tree_like(c, coll, d, c->n > 2 ? 2 : 1, m, cb, extra, xs, d);
+    return tree_like(c, coll, d, c->n > 2 ? 2 : 1, m, cb, extra, xs, d, 0);
 }
 
 static double dbtree_price(const struct cf *c, enum coll_coll coll, double m, double cb)
@@ -275,9 +288,18 @@ static double dbtree_price(const struct cf *c, enum coll_coll coll, double m, do
 
     for (int j = 0; j < (int)d; j++) /* level j's hops span about 2^(d-1-j) ranks */
         xs[j] = c->nh > 1 && (1 << ((int)d - 1 - j)) >= c->k ? (c->n > 3 ? 2 : 1) : 0;
-    t = tree_like(c, coll, d, c->n > 3 ? 2 : 1, half, cb, d / 2, xs, COLL_MAX(d, 3));
+    /* The window of the round trip (tree_like): tree.c emits chunk i's way up before
+     * chunk i - COLL_TREE_SLOTS's way down, so a rank's send up of chunk i + 1 in one tree
+     * queues behind its send down of chunk i - COLL_TREE_SLOTS in the other: at most
+     * COLL_TREE_SLOTS + 1 chunks per round trip of 2 hs. The round trip is longer than
+     * that by each rank's queue of the other tree's sends on the same ports; the walker
+     * and collsim at 1,024 and 4,096 ranks (2 MiB, 32 and 128 KiB chunks: 12-13% apart in
+     * collsim) are matched by COLL_TREE_SLOTS - 1 chunks per 2 hs (docs/scale.md) */
+    t = tree_like(c, coll, d, c->n > 3 ? 2 : 1, half, cb, d / 2, xs, COLL_MAX(d, 3),
+                  COLL_TREE_SLOTS - 1);
 
-    return t + C * (coll == COLL_COLL_ALLREDUCE ? 2 : coll == COLL_COLL_REDUCE ? 1 : 0) * o +
+    /* a reduce's leaf sends of the other tree come first but for the first chunk */
+    return t + (coll == COLL_COLL_ALLREDUCE ? 2 * C : coll == COLL_COLL_REDUCE ? C - 1 : 0) * o +
            (coll == COLL_COLL_REDUCE ? 1 : d + 1) * c->step;
 }
 
@@ -286,19 +308,39 @@ static double binomial_price(const struct cf *c, enum coll_coll coll, double m, 
     double L = ceil_log2(c->n), s, C, o, h = 0, up, dn, D, root = 0, nx = 0;
 
     if (coll == COLL_COLL_GATHER || coll == COLL_COLL_SCATTER) {
-        /* m: the root's n blocks; the root's port moves (n-1)/n of it, one message a
-         * child, subtrees of n/2, n/4, ... */
-        double b = m / c->n;
-        double delta = occ(c, spread(c), (c->n - 1) * b) - occ(c, spread(c), 0);
-        /* a gather's root takes its children one after the other (each ready when its
-         * subtree is in): ceil(log2 n) hops; a scatter's deepest path is the binomial
-         * tree's depth */
-        double hs = 0;
-        for (int j = 0; j < (int)(coll == COLL_COLL_GATHER ? L : max_pop(c->n)); j++)
-            hs += hop(c, c->nh > 1 && (1 << j) >= c->k, 0);
-        if (coll == COLL_COLL_GATHER)
-            return hs + delta + 2 * c->step + c->copy * b;
-        return hs + delta + c->step;
+        /* m: the root's n blocks, b each. Subtree by subtree: the child at distance 2^i
+         * holds nb = min(2^i, n - 2^i) blocks and a subtree of as many ranks, those at
+         * distance k or more across hosts. A gather's node takes its children one after
+         * the other, nearest first, so the root's receives are a chain of ceil(log2 n)
+         * hops, each of its subtree's blocks (the leaves copy their own block first). A
+         * scatter's node sends the largest subtree's blocks first, each class's port one
+         * message after another, and each child then scatters its subtree (T[i]). */
+        double b = m / c->n, T[32], t = 0;
+
+        if (coll == COLL_COLL_GATHER) {
+            for (int i = 0; i < (int)L; i++) {
+                bool x = c->nh > 1 && (1 << i) >= c->k;
+                t += hop(c, x, COLL_MIN((double)(1 << i), (double)c->n - (1 << i)) * b);
+            }
+            return t + c->step + c->copy * b;
+        }
+        for (int j = 0; j <= (int)L; j++) {
+            double sent[2] = {0, 0};
+
+            t = 0;
+            for (int i = j - 1; i >= 0; i--) {
+                bool x = c->nh > 1 && (1 << i) >= c->k;
+                double nb = j == (int)L ? COLL_MIN((double)(1 << i), (double)c->n - (1 << i))
+                                        : (double)(1 << i);
+                if (nb <= 0)
+                    continue;
+                sent[x] += occ(c, x, nb * b);
+                t = COLL_MAX(t, (j - i) * c->step + sent[x] + lat_of(x ? c->out : c->in) +
+                                    T[(int)ceil_log2((int32_t)nb)]);
+            }
+            T[j] = t;
+        }
+        return T[(int)L];
     }
     C = chunks(m, cb, c->e, &s);
     D = max_pop(c->n);
@@ -363,6 +405,41 @@ static double rd_round(const struct cf *c, int32_t dist, double b)
 {
     return rd_round_of(c, dist, b, c->k);
 }
+/* A round whose b bytes go as `msgs` messages (the fold's groups are two ranges) */
+static double rd_round_msgs(const struct cf *c, int32_t dist, double b, int msgs)
+{
+    bool cross = c->nh > 1 && dist >= c->k;
+
+    if (msgs <= 1)
+        return rd_round(c, dist, b);
+    b /= msgs;
+    return hop(c, cross, b) + ((cross ? c->k : 1) * msgs - 1) * occ(c, cross, b);
+}
+/* A round of every rank sending to r + dist (mod n), Bruck's and dissemination's: of a
+ * host's k consecutive ranks, the last min(k, dist) have partners beyond it, fewer where
+ * r + dist wraps around onto the same host (n - dist < k); the others' messages stay in
+ * the host, on their own ports. */
+static int32_t shift_cross(const struct cf *c, int32_t dist)
+{
+    int32_t x = 0;
+
+    if (c->nh > 1) { /* the first host, a middle one, the last (k_last ranks) */
+        x = COLL_MAX(0, COLL_MIN(c->k, c->n - dist) - COLL_MAX(0, c->k - dist));
+        if (c->nh > 2)
+            x = COLL_MAX(x, COLL_MIN(c->k, dist));
+        x = COLL_MAX(x, COLL_MIN(c->k_last, dist));
+    }
+    return x;
+}
+static double shift_round(const struct cf *c, int32_t dist, double b)
+{
+    int32_t x = shift_cross(c, dist);
+    double h = hop(c, false, b);
+
+    if (x > 0)
+        h = COLL_MAX(x < c->k ? h : 0, hop(c, true, b) + (x - 1) * occ(c, true, b));
+    return h;
+}
 /* The fold of n - p extra ranks onto ranks 0 .. n-p-1, at distance p. */
 static double fold_hop(const struct cf *c, int32_t p, double b)
 {
@@ -384,13 +461,14 @@ static double rd_price(const struct cf *c, enum coll_coll coll, double m)
         return t + c->step + c->copy * m;
     case COLL_COLL_ALLGATHER:
         for (int32_t d = 1; d < p; d *= 2)
-            t += rd_round(c, d, (fold ? 2 : 1) * d * blk);
+            t += rd_round_msgs(c, d, (fold ? 2 : 1) * d * blk, fold ? 2 : 1);
         if (fold)
             t += fold_hop(c, p, blk) + fold_hop(c, p, m);
         return t + c->step + c->copy * blk;
     default: /* reduce-scatter by halving */
         for (int32_t d = p / 2; d >= 1; d /= 2)
-            t += rd_round(c, d, (double)d * (m / p)) + red(c, (double)d * (m / p));
+            t += rd_round_msgs(c, d, (double)d * (m / p), fold ? 2 : 1) +
+                 red(c, (double)d * (m / p));
         if (fold)
             t += fold_hop(c, p, m) + red(c, m) + fold_hop(c, p, blk);
         return t;
@@ -417,7 +495,9 @@ static double vdg_price(const struct cf *c, double m, double cb)
     double L = ceil_log2(c->n), blk = m / c->n, s, C = chunks(blk, cb, c->e, &s);
     double scatter = L * hop(c, spread(c), 0) + occ(c, spread(c), m - blk) - occ(c, spread(c), 0);
 
-    return scatter + pipe_ring(c->n - 1, C, ring_hop(c, s), COLL_MAX(ring_occ(c, s), 2 * c->step)) +
+    return scatter +
+           pipe_ring(c->n - 1, C, ring_hop(c, s), COLL_MAX(ring_occ(c, s), 2 * c->step),
+                     c->nh > 1 ? hop(c, true, s) : ring_hop(c, s)) +
            c->step + c->copy * blk;
 }
 
@@ -427,9 +507,11 @@ static double bruck_price(const struct cf *c, enum coll_coll coll, double m)
     int32_t rounds = 0;
 
     for (int32_t d = 1; d < c->n; d *= 2, rounds++) {
+        /* all-to-all: the slots whose index has this round's bit set */
+        double nbit = (double)((c->n / (2 * d)) * d + COLL_MAX(0, c->n % (2 * d) - d));
         double b = coll == COLL_COLL_ALLGATHER ? COLL_MIN(d, c->n - d) * blk
-                                               : floor(c->n / 2.0) * blk;
-        t += rd_round(c, d, b);
+                                               : nbit * blk;
+        t += shift_round(c, d, b);
         if (coll == COLL_COLL_ALLTOALL) /* pack and unpack, a copy per run of d slots */
             t += 2 * (ceil((c->n - d) / (2.0 * d)) * c->step + c->copy * b);
     }
@@ -442,15 +524,44 @@ static double pairwise_price(const struct cf *c, double m)
 {
     double blk = m / c->n, n = c->n;
     bool pow2 = (c->n & (c->n - 1)) == 0;
-    /* the rounds overlap: a rank's port or its CPU (a send, a receive, and a copy out of a
-     * slot for every block when n is a power of two, half of them otherwise) */
-    double cpu = pow2 ? 3 * c->step + c->copy * blk : 2.5 * c->step + 0.5 * c->copy * blk;
+    /* A round posts its send and its receive (2 steps) after the own block's copy; a block
+     * received into one of the two scratch slots is copied out after its own send, and the
+     * receive two slot uses later waits for that copy: a chain of receive, hop and copy
+     * every second slot use. Power of two n: every round's block goes through a slot.
+     * Other n: only the (n - 1) / 2 blocks received before they are sent do, one round
+     * after; the others land in place. */
+    double lat = lat_of(spread(c) ? c->out : c->in), o = occ(c, spread(c), blk);
+    double st = c->step, cp = st + c->copy * blk, link = o + lat;
+    double nslot = pow2 ? n - 1 : floor((n - 1) / 2), t, port;
+    /* copies whose receive completes before the last receive is posted run before it */
+    double before = pow2 ? 0 : COLL_MIN(nslot, COLL_MAX(0, ceil((n - link / (2 * st)) / 2) - 1));
+    double post = cp + 2 * (n - 1) * st + before * cp;
 
-    double port = (n - 1) * occ(c, false, blk);
-
-    if (spread(c))
+    t = post + COLL_MAX(link, (nslot - before) * cp) + (pow2 ? cp : 0);
+    t = COLL_MAX(t, cp + 2 * st + (link + cp) + floor((nslot - 1) / 2) * (st + link + cp));
+    port = (n - 1) * occ(c, false, blk);
+    if (spread(c)) {
         port = COLL_MAX((c->k - 1) * occ(c, false, blk), c->k * (n - c->k) * occ(c, true, blk));
-    return lat_of(spread(c) ? c->out : c->in) + c->step + COLL_MAX((n - 1) * cpu, port);
+        if (pow2 && c->k > 2) {
+            /* rounds 1 .. k-1 stay in the host, and the first crossing round's receive
+             * waits for the slot of round k - 2, whose message queued behind the earlier
+             * rounds' at the rank's port: the NIC idles till then */
+            port += (c->k - 2) * occ(c, false, blk) + lat_of(c->in) + cp;
+        } else if (!pow2) {
+            /* round by round (shifts s), a host's NIC carries its crossing ranks'
+             * messages and a round cannot run far ahead (two slots): the rounds' busiest
+             * hosts add up. Over more than two hosts a middle host is the busiest, min(k,
+             * s) at shift s; over two, the sum is read off the n - 1 shifts (n <= 2k) */
+            double xs = 0, k = c->k;
+            if (c->nh > 2)
+                xs = k * (k + 1) / 2 + k * (n - 1 - k);
+            else
+                for (int32_t d = 1; d < c->n; d++)
+                    xs += shift_cross(c, d);
+            port = COLL_MAX(port, xs * occ(c, true, blk));
+        }
+    }
+    return COLL_MAX(t, cp + 2 * st + port + lat + (pow2 ? cp : 0));
 }
 
 static double linear_price(const struct cf *c, enum coll_coll coll, double m)
@@ -466,6 +577,17 @@ static double linear_price(const struct cf *c, enum coll_coll coll, double m)
     }
     if (coll == COLL_COLL_BARRIER)
         return 2 * hop(c, spread(c), c->e) + 2 * (n - 2) * COLL_MAX(o, c->step);
+    if (coll == COLL_COLL_ALLTOALL) {
+        /* the own block's copy, the n - 1 sends, then the n - 1 receives posted (the CPU
+         * takes ready steps in order, so the copies out of scratch come after them all):
+         * the last receive is posted at 2n - 1 steps. Then the CPU's copies, the last
+         * message's hop, or the receive port's n - 1 messages from the first receive on,
+         * whichever ends last, and the last copy */
+        double lat = lat_of(spread(c) ? c->out : c->in), cp = c->step + c->copy * blk;
+        return cp + COLL_MAX(COLL_MAX((2 * n - 2) * c->step + (n - 1) * cp,
+                                      (2 * n - 2) * c->step + lat + o + cp),
+                             n * c->step + (n - 1) * o + lat + cp);
+    }
     if (coll == COLL_COLL_ALLTOALL) /* all posted at once; each receive copied out of scratch */
         return lat_of(spread(c) ? c->out : c->in) + 2 * c->step + c->copy * blk +
                COLL_MAX((3 * n - 6) * c->step + (n - 2) * c->copy * blk, (n - 1) * o);
@@ -480,7 +602,7 @@ static double dissemination_price(const struct cf *c)
 {
     double t = 0;
     for (int32_t d = 1; d < c->n; d *= 2)
-        t += rd_round(c, d, c->e);
+        t += shift_round(c, d, c->e);
     return t;
 }
 
@@ -491,8 +613,13 @@ static double hier_price(const struct cf *c, enum coll_coll coll, double m, doub
     double hi = hop(c, false, s), he = hop(c, true, s);
     double oi = occ(c, false, s), oe = occ(c, true, s);
     double H_in = c->k - 1, H_out = c->nh - 1;
-    double path_up = H_in * (hi + red(c, s)) + H_out * (he + red(c, s));
-    double path_dn = H_in * hi + H_out * he;
+    /* the last host's chain may be shorter (k_last ranks): its leader starts the leaders'
+     * chain sooner, and the path is the longer of its way and the full hosts' (one leader
+     * hop less) */
+    double H_last = c->k_last - 1, H_prev = COLL_MAX(H_out - 1, 0);
+    double path_up = COLL_MAX(H_in * (hi + red(c, s)) + H_prev * (he + red(c, s)),
+                              H_last * (hi + red(c, s)) + H_out * (he + red(c, s)));
+    double path_dn = COLL_MAX(H_in * hi + H_prev * he, H_last * hi + H_out * he);
     double bn_up = COLL_MAX(COLL_MAX(oi, oe), 4 * c->step + 2 * c->gamma * s);
     double bn_dn = COLL_MAX(COLL_MAX(oi, oe), 3 * c->step);
 
@@ -543,6 +670,8 @@ static coll_status_t cf_init(struct cf *c, const struct coll_cost_params *p,
             }
         }
         c->nh = a->nhosts;
+        for (int32_t r = 0; r < a->nranks; r++)
+            c->k_last += a->hosts[r] == a->hosts[a->nranks - 1];
         /* hosts of equal size as launchers make them; a lopsided layout is priced by its
          * first host */
         k = COLL_MAX(k, (a->nranks + a->nhosts - 1) / a->nhosts);
@@ -551,6 +680,8 @@ static coll_status_t cf_init(struct cf *c, const struct coll_cost_params *p,
         r_in = a->nranks > 1 ? 1 : -1;
     }
     c->k = k;
+    if (c->k_last < 1 || c->k_last > k)
+        c->k_last = k;
     if (!links || !links->link_of) {
         lin = lout = links ? links->link : COLL_LINK_TCP;
     } else {
