@@ -246,8 +246,7 @@ static coll_status_t check_mode(const struct coll_call *c)
         uint64_t cseq = atomic_load(&comm->next_coll_seq);
         coll__agree_explain(comm, bad, cseq, &all[bad], cseq, &mine, why, sizeof(why));
         pthread_mutex_lock(&comm->lock);
-        st = coll__error(comm, COLL_REMOTE_ERROR, "%s (COLL_CHECK)", why);
-        coll__comm_fail(comm, st);
+        st = coll__fail(comm, COLL_REMOTE_ERROR, "%s (COLL_CHECK)", why);
         pthread_mutex_unlock(&comm->lock);
         coll__set_thread_error(comm->errmsg);
     }

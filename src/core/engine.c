@@ -117,10 +117,8 @@ static void check_stall(struct coll_comm *comm)
         return;
     }
     op->stall_every_ns = ENGINE_STALL_MS * 1000000ull;
-    if (op->csig && comm->on_call_stall(comm, op->wire_seq, op->csig, why, sizeof(why))) {
-        coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
-        coll__comm_fail(comm, COLL_REMOTE_ERROR);
-    }
+    if (op->csig && comm->on_call_stall(comm, op->wire_seq, op->csig, why, sizeof(why)))
+        coll__fail(comm, COLL_REMOTE_ERROR, "%s", why);
 }
 
 /* A wait that has made no progress for COLL_STALL_MS says once what it waits for: who a
@@ -162,13 +160,12 @@ static void check_timeout(struct coll_comm *comm)
     if (now - op->last_progress_ns < limit)
         return;
     coll__exec_describe_wait(op, what, sizeof(what));
-    coll__error(comm, COLL_TIMEOUT,
-                "%s #%llu (%zu x %s) made no progress for %lld ms (COLL_TIMEOUT_MS): waiting "
-                "for %s",
-                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq,
-                op->parts[0].plan->args.count, coll__dtype_name(op->parts[0].plan->args.dtype),
-                (long long)comm->cfg.timeout_ms, what);
-    coll__comm_fail(comm, COLL_TIMEOUT);
+    coll__fail(comm, COLL_TIMEOUT,
+               "%s #%llu (%zu x %s) made no progress for %lld ms (COLL_TIMEOUT_MS): waiting "
+               "for %s",
+               coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq,
+               op->parts[0].plan->args.count, coll__dtype_name(op->parts[0].plan->args.dtype),
+               (long long)comm->cfg.timeout_ms, what);
 }
 
 /* One round: advance the head ops; if nothing moved, sleep up to timeout_ms in epoll

@@ -224,19 +224,13 @@ static coll_status_t flat_fail(struct coll_flat *f, coll_status_t st, const char
 static coll_status_t flat_fail(struct coll_flat *f, coll_status_t st, const char *fmt, ...)
 {
     struct coll_comm *comm = f->comm;
-    char msg[768];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     pthread_mutex_lock(&comm->lock);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS)
-        coll__error(comm, st, "%s", msg);
-    else
-        st = (coll_status_t)atomic_load(&comm->failed);
-    coll__comm_fail(comm, st);
+    st = coll__failv(comm, st, fmt, ap);
     pthread_mutex_unlock(&comm->lock);
+    va_end(ap);
     coll__set_thread_error(comm->errmsg);
     return st;
 }
