@@ -61,7 +61,7 @@ coll_status_t coll__failv(struct coll_comm *comm, coll_status_t st, const char *
     const struct coll_error_sink *s = comm ? atomic_load(&sink) : NULL;
     coll_status_t now;
 
-    if (!s)
+    if (!s || !s->status || !s->fail)
         return verror(comm, st, 0, fmt, ap);
     /* the engine lock orders failures: no other can come between this look and the fail */
     now = s->status(comm);
