@@ -84,6 +84,13 @@ kill_case() {
             bad+="rank $r: no error (still running: $(kill -0 "${rp[$r]}" 2>/dev/null && echo yes || echo no)); "
             continue
         fi
+        # its error is exit status 2; anything else is a crash, or a sanitizer's report at
+        # exit (ASan's leak check exits 1), which a failed call must not leave
+        if ! kill -0 "${rp[$r]}" 2>/dev/null; then
+            wait "${rp[$r]}"
+            rc=$?
+            [ "$rc" = 2 ] || bad+="rank $r: exit status $rc, not 2 ($(grep -m1 -h 'Sanitizer' "$TMP/err$r")); "
+        fi
         us=$((($(echo "$line" | awk '{print $3}') - t_kill) / 1000))
         [ "$us" -gt "$worst" ] && worst=$us
         { [ "$us" -lt 0 ] || [ "$us" -gt $((LIMIT_MS * 1000)) ]; } && bad+="rank $r: error at $((us / 1000)) ms; "

@@ -96,60 +96,6 @@ static coll_status_t part_plan(const struct coll_call *c, coll_run_fn run, struc
     return st;
 }
 
-/* One freed single-part op kept per thread for its next call: a request in a loop then
- * costs no allocation (malloc, calloc's clearing and free were a tenth of the instructions
- * of a non-blocking 8 B all-reduce). A thread-local pointer, as pthread_getspecific and
- * setspecific cost as much as the allocation; the key exists only so that its destructor
- * frees the op when the thread ends. */
-static _Thread_local struct coll_op *spare_op;
-static _Thread_local bool spare_keyed;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-static bool spare_ok;
-
-static void spare_free(void *unused)
-{
-    (void)unused;
-    free(spare_op);
-    spare_op = NULL;
-}
-
-static void spare_key_make(void)
-{
-    spare_ok = pthread_key_create(&spare_key, spare_free) == 0;
-}
-
-static struct coll_op *op_alloc(int n)
-{
-    size_t size = sizeof(struct coll_op) + (size_t)n * sizeof(((struct coll_op *)0)->part_mem[0]);
-    struct coll_op *op = spare_op;
-
-    assert(n >= 1);
-    if (n == 1 && op) {
-        spare_op = NULL;
-        memset(op, 0, size);
-        return op;
-    }
-    return calloc(1, size);
-}
-
-/* The end of a request or blocking op that went through the queue. */
-static void op_done(struct coll_op *op)
-{
-    if (op->nparts == 1 && !spare_op) {
-        if (!spare_keyed) {
-            pthread_once(&spare_once, spare_key_make);
-            spare_keyed = spare_ok && pthread_setspecific(spare_key, &spare_op) == 0;
-        }
-        if (spare_keyed) {
-            coll__op_clear(op);
-            spare_op = op;
-            return;
-        }
-    }
-    coll__op_free(op);
-}
-
 /* One op on calls[0].comm from n calls (all on that comm), queued on return. */
 /* run: the path's run hook when every call is that path's (the engine runs them in turn),
  * NULL for the sched path. */
@@ -157,14 +103,12 @@ static coll_status_t issue(const struct coll_call *calls, int n, coll_run_fn run
                            bool is_request, struct coll_op **op_p)
 {
     struct coll_comm *comm = calls[0].comm;
-    struct coll_op *op = op_alloc(n);
+    struct coll_op *op = coll__op_new(comm, n);
     uint64_t sig = 0;
     coll_status_t st;
 
     if (!op)
         return coll__error(comm, COLL_SYSTEM_ERROR, "out of memory for an operation");
-    op->parts = op->part_mem;
-    op->comm = comm;
     for (int k = 0; k < n; k++) {
         st = part_plan(&calls[k], run, &op->parts[k]);
         if (st != COLL_SUCCESS) {
@@ -190,7 +134,7 @@ static coll_status_t issue(const struct coll_call *calls, int n, coll_run_fn run
 static coll_status_t finish(struct coll_comm *comm, struct coll_op *op)
 {
     coll_status_t st = coll__engine_wait(comm, op, true);
-    op_done(op);
+    coll__op_done(comm, op);
     if (st != COLL_SUCCESS)
         coll__set_thread_error(comm->errmsg);
     return st;
@@ -246,8 +190,7 @@ static coll_status_t check_mode(const struct coll_call *c)
         uint64_t cseq = atomic_load(&comm->next_coll_seq);
         coll__agree_explain(comm, bad, cseq, &all[bad], cseq, &mine, why, sizeof(why));
         pthread_mutex_lock(&comm->lock);
-        st = coll__error(comm, COLL_REMOTE_ERROR, "%s (COLL_CHECK)", why);
-        coll__comm_fail(comm, st);
+        st = coll__fail(comm, COLL_REMOTE_ERROR, "%s (COLL_CHECK)", why);
         pthread_mutex_unlock(&comm->lock);
         coll__set_thread_error(comm->errmsg);
     }
@@ -705,7 +648,7 @@ COLL_API coll_status_t coll_test(coll_request_t *req, int *done_p)
         return COLL_SUCCESS;
     *done_p = 1;
     coll__engine_detach(comm, op);
-    op_done(op);
+    coll__op_done(comm, op);
     if (st != COLL_SUCCESS)
         coll__set_thread_error(comm->errmsg);
     return st;

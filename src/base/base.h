@@ -14,6 +14,7 @@
 #include "wire.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -154,6 +155,10 @@ COLL_INTERNAL void coll__log(int level, uint32_t subsys, const char *fmt, ...)
 struct coll_error_sink {
     int (*rank)(const struct coll_comm *comm);
     void (*record)(struct coll_comm *comm, const char *msg);
+    /* The comm's status: COLL_SUCCESS while healthy, else its first failure's. */
+    coll_status_t (*status)(const struct coll_comm *comm);
+    /* Fail the comm with st (a no-op once failed). Engine lock held. */
+    void (*fail)(struct coll_comm *comm, coll_status_t st);
 };
 COLL_INTERNAL void coll__error_sink_set(const struct coll_error_sink *sink);
 
@@ -165,6 +170,14 @@ COLL_INTERNAL coll_status_t coll__error(struct coll_comm *comm, coll_status_t st
 /* As coll__error with COLL_SYSTEM_ERROR and ": <strerror(err)>" appended. */
 COLL_INTERNAL coll_status_t coll__sys_error(struct coll_comm *comm, int err,
                                             const char *fmt, ...) COLL_PRINTF(3, 4);
+/* Fail comm with st and a message, first failure wins: a healthy comm records the message
+ * (as coll__error) and fails (the sink's fail: every link shuts, every op ends with st); a
+ * failed one keeps its message and status, and logs nothing more. Returns the status in
+ * force, the first failure's. Engine lock held. Without a comm or a sink, as coll__error. */
+COLL_INTERNAL coll_status_t coll__fail(struct coll_comm *comm, coll_status_t st,
+                                       const char *fmt, ...) COLL_PRINTF(3, 4);
+COLL_INTERNAL coll_status_t coll__failv(struct coll_comm *comm, coll_status_t st,
+                                        const char *fmt, va_list ap) COLL_PRINTF(3, 0);
 /* The thread's own last message (for calls without a comm), set and read. */
 COLL_INTERNAL void coll__set_thread_error(const char *msg);
 COLL_INTERNAL const char *coll__thread_error(void);

@@ -56,6 +56,32 @@ coll_status_t coll__error(struct coll_comm *comm, coll_status_t st, const char *
     return st;
 }
 
+coll_status_t coll__failv(struct coll_comm *comm, coll_status_t st, const char *fmt, va_list ap)
+{
+    const struct coll_error_sink *s = comm ? atomic_load(&sink) : NULL;
+    coll_status_t now;
+
+    if (!s || !s->status || !s->fail)
+        return verror(comm, st, 0, fmt, ap);
+    /* the engine lock orders failures: no other can come between this look and the fail */
+    now = s->status(comm);
+    if (now != COLL_SUCCESS)
+        return now;
+    verror(comm, st, 0, fmt, ap);
+    s->fail(comm, st);
+    now = s->status(comm);
+    return now != COLL_SUCCESS ? now : st;
+}
+
+coll_status_t coll__fail(struct coll_comm *comm, coll_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    st = coll__failv(comm, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 coll_status_t coll__sys_error(struct coll_comm *comm, int err, const char *fmt, ...)
 {
     va_list ap;

@@ -66,7 +66,10 @@ static void reap_head(struct coll_comm *comm)
         struct coll_op *op = comm->ops_head;
         op_list_remove_head(comm);
         coll__exec_release(op);
-        pthread_cond_broadcast(&comm->cond);
+        /* last touch: its holder may free it once it sees this */
+        atomic_store_explicit(&op->dequeued, true, memory_order_release);
+        if (comm->cond_sleepers)
+            pthread_cond_broadcast(&comm->cond);
     }
 }
 
@@ -117,10 +120,8 @@ static void check_stall(struct coll_comm *comm)
         return;
     }
     op->stall_every_ns = ENGINE_STALL_MS * 1000000ull;
-    if (op->csig && comm->on_call_stall(comm, op->wire_seq, op->csig, why, sizeof(why))) {
-        coll__error(comm, COLL_REMOTE_ERROR, "%s", why);
-        coll__comm_fail(comm, COLL_REMOTE_ERROR);
-    }
+    if (op->csig && comm->on_call_stall(comm, op->wire_seq, op->csig, why, sizeof(why)))
+        coll__fail(comm, COLL_REMOTE_ERROR, "%s", why);
 }
 
 /* A wait that has made no progress for COLL_STALL_MS says once what it waits for: who a
@@ -162,13 +163,12 @@ static void check_timeout(struct coll_comm *comm)
     if (now - op->last_progress_ns < limit)
         return;
     coll__exec_describe_wait(op, what, sizeof(what));
-    coll__error(comm, COLL_TIMEOUT,
-                "%s #%llu (%zu x %s) made no progress for %lld ms (COLL_TIMEOUT_MS): waiting "
-                "for %s",
-                coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq,
-                op->parts[0].plan->args.count, coll__dtype_name(op->parts[0].plan->args.dtype),
-                (long long)comm->cfg.timeout_ms, what);
-    coll__comm_fail(comm, COLL_TIMEOUT);
+    coll__fail(comm, COLL_TIMEOUT,
+               "%s #%llu (%zu x %s) made no progress for %lld ms (COLL_TIMEOUT_MS): waiting "
+               "for %s",
+               coll__coll_name(op->parts[0].coll), (unsigned long long)op->seq,
+               op->parts[0].plan->args.count, coll__dtype_name(op->parts[0].plan->args.dtype),
+               (long long)comm->cfg.timeout_ms, what);
 }
 
 /* One round: advance the head ops; if nothing moved, sleep up to timeout_ms in epoll
@@ -287,7 +287,8 @@ static void *progress_main(void *arg)
         comm->driving = true;
         engine_progress(comm, ENGINE_SLEEP_MAX_MS);
         comm->driving = false;
-        pthread_cond_broadcast(&comm->cond);
+        if (comm->cond_sleepers)
+            pthread_cond_broadcast(&comm->cond);
     }
     pthread_mutex_unlock(&comm->lock);
     return NULL;
@@ -334,6 +335,7 @@ void coll__engine_fini(struct coll_comm *comm)
         pthread_join(comm->progress_thread, NULL);
         comm->progress_started = false;
     }
+    free(atomic_exchange(&comm->spare_op, NULL));
 }
 
 void coll__engine_submit(struct coll_comm *comm, struct coll_op *op)
@@ -385,6 +387,7 @@ static void op_unlink(struct coll_comm *comm, struct coll_op *op)
                 comm->ops_tail = o;
         }
         op->next = NULL;
+        atomic_store_explicit(&op->dequeued, true, memory_order_release);
         break;
     }
 }
@@ -393,6 +396,10 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op, bool
 {
     uint64_t spin_ns = (uint64_t)comm->cfg.spin_us * 1000ull;
 
+    /* A request that an earlier wait ran and reaped (a wait runs every op queued before
+     * it, so most requests of a window are done by then) is the caller's alone: no lock. */
+    if (atomic_load_explicit(&op->dequeued, memory_order_acquire))
+        return (coll_status_t)atomic_load(&op->status);
     pthread_mutex_lock(&comm->lock);
     comm->waiters++;
     while (atomic_load(&op->status) == COLL_IN_PROGRESS) {
@@ -400,7 +407,9 @@ coll_status_t coll__engine_wait(struct coll_comm *comm, struct coll_op *op, bool
         if (comm->driving) {
             /* the progress thread is sleeping in epoll: ask it to hand over */
             coll__engine_wake(comm);
+            comm->cond_sleepers++;
             pthread_cond_wait(&comm->cond, &comm->lock);
+            comm->cond_sleepers--;
             continue;
         }
         comm->driving = true;
@@ -465,7 +474,8 @@ void coll__engine_poll(struct coll_comm *comm)
         engine_progress(comm, 0);
         comm->poll_only = false;
         comm->driving = false;
-        pthread_cond_broadcast(&comm->cond);
+        if (comm->cond_sleepers)
+            pthread_cond_broadcast(&comm->cond);
         if (comm->ops_head && comm->ops_head->runs && comm->progress_idle)
             pthread_cond_signal(&comm->pcond);
     }
@@ -550,4 +560,34 @@ void coll__op_free(struct coll_op *op)
         return;
     coll__op_clear(op);
     free(op);
+}
+
+/* The spare is the comm's, not the thread's: it goes with the comm at destroy, where a
+ * thread's would outlive it (a key's destructor never runs for the main thread). An
+ * exchange, not the lock: alloc and done run outside it, on whichever thread issues or
+ * waits. */
+struct coll_op *coll__op_new(struct coll_comm *comm, int nparts)
+{
+    size_t size = sizeof(struct coll_op) + (size_t)nparts * sizeof(struct coll_part);
+    struct coll_op *op = NULL;
+
+    assert(nparts >= 1);
+    if (nparts == 1 && atomic_load_explicit(&comm->spare_op, memory_order_relaxed))
+        op = atomic_exchange(&comm->spare_op, NULL);
+    if (op)
+        memset(op, 0, size);
+    else if (!(op = calloc(1, size)))
+        return NULL;
+    op->parts = op->part_mem;
+    op->comm = comm;
+    return op;
+}
+
+void coll__op_done(struct coll_comm *comm, struct coll_op *op)
+{
+    struct coll_op *none = NULL;
+
+    coll__op_clear(op);
+    if (op->nparts != 1 || !atomic_compare_exchange_strong(&comm->spare_op, &none, op))
+        free(op);
 }

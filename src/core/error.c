@@ -1,8 +1,9 @@
 /*
  * error.c - a comm's error text, as the base's error sink (src/base/error.c) asks the core
- * for it: the rank that prefixes a message, and the first failure's message kept under
- * errlock (coll_last_error reads it). Registered at startup; internal.h makes every object
- * that knows the comm's layout link this one, so no program can hold a comm without it.
+ * for it: the rank that prefixes a message, the first failure's message kept under errlock
+ * (coll_last_error reads it), and the comm's failure (coll__fail). Registered at startup;
+ * internal.h makes every object that knows the comm's layout link this one, so no program
+ * can hold a comm without it.
  */
 #include "internal.h"
 
@@ -22,7 +23,17 @@ static void sink_record(struct coll_comm *comm, const char *msg)
     pthread_mutex_unlock(&comm->errlock);
 }
 
-static const struct coll_error_sink core_sink = {.rank = sink_rank, .record = sink_record};
+static coll_status_t sink_status(const struct coll_comm *comm)
+{
+    return (coll_status_t)atomic_load(&comm->failed);
+}
+
+static const struct coll_error_sink core_sink = {
+    .rank = sink_rank,
+    .record = sink_record,
+    .status = sink_status,
+    .fail = coll__comm_fail,
+};
 
 const char coll__core_error_sink = 1;
 

@@ -97,6 +97,7 @@ struct coll_op {
     bool stall_said;             /* COLL_STALL_MS passed and was logged */
     _Atomic int status;          /* COLL_IN_PROGRESS until complete */
     bool is_request;             /* the user holds it (non-blocking call) */
+    _Atomic bool dequeued;       /* done and out of the queue: no other thread touches it */
     struct coll_op *next;
     struct coll_part part_mem[]; /* allocated with the op: one malloc per call, not two */
 };
@@ -129,6 +130,11 @@ COLL_INTERNAL void coll__call_sig(const struct coll_call *c, struct coll_sig *s)
  * on another comm: the other ops of a group that spans comms, whose ranks may all live in
  * this process (ncclCommInitAll). */
 COLL_INTERNAL void coll__engine_kick(struct coll_comm *comm);
+/* An op of nparts parts on comm, zeroed but for its parts pointer and comm; NULL when out
+ * of memory. op_done ends one (plans and executor arrays released) and keeps a one-part op
+ * for comm's next call: a request in a loop then costs no allocation. */
+COLL_INTERNAL struct coll_op *coll__op_new(struct coll_comm *comm, int nparts);
+COLL_INTERNAL void coll__op_done(struct coll_comm *comm, struct coll_op *op);
 /* Release what op holds (executor arrays, plans); op_free also frees op itself. */
 COLL_INTERNAL void coll__op_clear(struct coll_op *op);
 COLL_INTERNAL void coll__op_free(struct coll_op *op);

@@ -74,6 +74,9 @@ struct coll_comm {
     _Atomic uint64_t next_seq;        /* sequence number of the next op issued */
     _Atomic uint64_t next_coll_seq;   /* ... of the next op holding a collective */
     int waiters;                      /* threads waiting that want to drive progress */
+    int cond_sleepers;                /* threads asleep on cond: the only ones a completion wakes */
+    /* the last freed one-part op, kept for the next call (coll__op_new); freed at fini */
+    struct coll_op *_Atomic spare_op;
     bool driving;                     /* some thread is inside coll__engine_progress */
     bool poll_only;                   /* the driver is coll_test's: it must not block */
     bool stopping;                    /* destroy in progress: progress thread exits */

@@ -73,8 +73,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -224,19 +222,13 @@ static coll_status_t flat_fail(struct coll_flat *f, coll_status_t st, const char
 static coll_status_t flat_fail(struct coll_flat *f, coll_status_t st, const char *fmt, ...)
 {
     struct coll_comm *comm = f->comm;
-    char msg[768];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     pthread_mutex_lock(&comm->lock);
-    if (atomic_load(&comm->failed) == COLL_SUCCESS)
-        coll__error(comm, st, "%s", msg);
-    else
-        st = (coll_status_t)atomic_load(&comm->failed);
-    coll__comm_fail(comm, st);
+    st = coll__failv(comm, st, fmt, ap);
     pthread_mutex_unlock(&comm->lock);
+    va_end(ap);
     coll__set_thread_error(comm->errmsg);
     return st;
 }
@@ -448,35 +440,11 @@ static void flat_free(struct coll_flat *f)
     for (int r = 0; f->pidfd && r < f->n; r++)
         if (f->pidfd[r] >= 0)
             close(f->pidfd[r]);
-    if (f->base)
-        munmap(f->base, f->size);
+    coll__shm_segment_unmap(f->base, f->size);
     free(f->pidfd);
     free(f->snap);
     free(f->src);
     free(f);
-}
-
-/* Rank 0: a reserved, zeroed memfd with the header filled in; -1 with errno on failure. */
-static int segment_new(const struct coll_flat *f)
-{
-    int fd = (int)syscall(SYS_memfd_create, "coll-flat", MFD_CLOEXEC);
-    int err;
-
-    if (fd < 0)
-        return -1;
-    if (ftruncate(fd, (off_t)f->size) < 0)
-        goto fail;
-    err = posix_fallocate(fd, 0, (off_t)f->size);
-    if (err) {
-        errno = err;
-        goto fail;
-    }
-    return fd;
-fail:
-    err = errno;
-    close(fd);
-    errno = err;
-    return -1;
 }
 
 /* Rank 0: hand fd (or, when fd < 0, "no segment") to every other rank. */
@@ -561,14 +529,14 @@ static coll_status_t segment_receive(struct coll_flat *f, int *fd_p)
 /* Map fd and check that it is the segment this comm and its configuration expect. */
 static coll_status_t segment_map(struct coll_flat *f, int fd)
 {
-    struct stat sb;
+    int64_t have = coll__shm_segment_size(fd);
     void *p;
 
-    if (fstat(fd, &sb) < 0 || (size_t)sb.st_size < sizeof(struct flat_hdr))
+    if (have < (int64_t)sizeof(struct flat_hdr))
         return flat_fail(f, COLL_REMOTE_ERROR,
                          "shm: the fast path's segment from rank 0 is too small");
-    p = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
+    p = coll__shm_segment_map(fd, f->size);
+    if (!p)
         return flat_fail(f, COLL_SYSTEM_ERROR, "shm: mmap of the fast path's segment: %s",
                          strerror(errno));
     f->base = p;
@@ -590,7 +558,7 @@ static coll_status_t segment_map(struct coll_flat *f, int fd)
         return flat_fail(f, COLL_REMOTE_ERROR,
                          "shm: the segment rank 0 handed over is not this comm's fast path");
     if (f->hdr->slot_bytes != f->slot_bytes || f->hdr->stride != f->stride ||
-        (size_t)sb.st_size < f->size)
+        (uint64_t)have < f->size)
         return flat_fail(f, COLL_INVALID_USAGE,
                          "COLL_SHM_FLAT_BYTES or COLL_SHM_SLICED_BYTES differs between ranks "
                          "(slots of %zu bytes here, %llu on rank 0): set them alike on every "
@@ -663,7 +631,7 @@ static coll_status_t flat_setup(struct coll_comm *comm, void *shm)
                       "bytes for %d ranks (COLL_SHM_FLAT_BYTES=%lld)", f->size, n,
                       (long long)comm->cfg.shm_flat_bytes);
         } else {
-            fd = segment_new(f);
+            fd = coll__shm_segment_new("coll-flat", f->size);
             if (fd < 0)
                 COLL_WARN(COLL_SUB_SHM, "rank 0: shm fast path off: cannot reserve %zu bytes "
                           "of shared memory: %s", f->size, strerror(errno));

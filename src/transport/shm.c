@@ -311,19 +311,18 @@ static void bell_cb(struct coll_pollent *pe, uint32_t events)
 
 /* ---- 3 segments ---------------------------------------------------------------------- */
 
-/* A memfd holding one ring, its pages reserved. -1 with errno on failure. */
-static int ring_fd_new(void)
+int coll__shm_segment_new(const char *name, size_t size)
 {
-    int fd = (int)syscall(SYS_memfd_create, "coll-shm", MFD_CLOEXEC);
+    int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC);
     int err;
 
     if (fd < 0)
         return -1;
-    if (ftruncate(fd, (off_t)SHM_RING_BYTES) < 0)
+    if (ftruncate(fd, (off_t)size) < 0)
         goto fail;
     /* reserve now: tmpfs pages are otherwise allocated on first touch, and a failure there
      * is a SIGBUS in the middle of a collective */
-    err = posix_fallocate(fd, 0, (off_t)SHM_RING_BYTES);
+    err = posix_fallocate(fd, 0, (off_t)size);
     if (err) {
         errno = err;
         goto fail;
@@ -336,10 +335,34 @@ fail:
     return -1;
 }
 
+int64_t coll__shm_segment_size(int fd)
+{
+    struct stat sb;
+
+    return fstat(fd, &sb) < 0 ? -1 : (int64_t)sb.st_size;
+}
+
+void *coll__shm_segment_map(int fd, size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void coll__shm_segment_unmap(void *base, size_t size)
+{
+    if (base)
+        munmap(base, size);
+}
+
+/* A memfd holding one ring. -1 with errno on failure. */
+static int ring_fd_new(void)
+{
+    return coll__shm_segment_new("coll-shm", SHM_RING_BYTES);
+}
+
 static struct shm_ring *ring_map(int fd)
 {
-    void *p = mmap(NULL, SHM_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    return p == MAP_FAILED ? NULL : p;
+    return coll__shm_segment_map(fd, SHM_RING_BYTES);
 }
 
 /* ---- 4 channels and connect ---------------------------------------------------------- */
@@ -553,13 +576,10 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
                          peer, peer_host(ch), (int)net->peers[peer].pid);
     if (!ch->fd_sent || ctx->peer_fd[peer] < 0)
         return COLL_SUCCESS; /* not yet: the engine calls again */
-    {
-        struct stat sb;
-        if (fstat(ctx->peer_fd[peer], &sb) < 0 || (size_t)sb.st_size < SHM_RING_BYTES)
-            return chan_fail(ch, COLL_REMOTE_ERROR,
-                             "shm: the ring rank %d (%s) handed over is too small", peer,
-                             peer_host(ch));
-    }
+    if (coll__shm_segment_size(ctx->peer_fd[peer]) < (int64_t)SHM_RING_BYTES)
+        return chan_fail(ch, COLL_REMOTE_ERROR,
+                         "shm: the ring rank %d (%s) handed over is too small", peer,
+                         peer_host(ch));
     tx = ring_map(ctx->peer_fd[peer]);
     if (!tx)
         return chan_fail(ch, COLL_SYSTEM_ERROR, "shm: mmap of rank %d's ring failed: %s", peer,
@@ -567,7 +587,7 @@ static coll_status_t shm_connect(void *arg, int peer, struct coll_chan **chan_p)
     if (tx->magic != SHM_MAGIC || tx->version != SHM_VERSION || tx->comm_id != net->comm_id ||
         tx->owner != peer || tx->sender != net->rank || tx->slots != SHM_SLOTS ||
         tx->slot_data != SHM_SLOT_DATA) {
-        munmap(tx, SHM_RING_BYTES);
+        coll__shm_segment_unmap(tx, SHM_RING_BYTES);
         return chan_fail(ch, COLL_REMOTE_ERROR,
                          "shm: the ring rank %d (%s) handed over is not one for this pair", peer,
                          peer_host(ch));
@@ -1112,9 +1132,8 @@ static void shm_fini(void *arg)
             coll__sys.epoll_ctl(ctx->net->epfd, EPOLL_CTL_DEL, ch->pidfd, NULL);
             close(ch->pidfd);
         }
-        if (ch->tx)
-            munmap(ch->tx, SHM_RING_BYTES);
-        munmap(ch->rx, SHM_RING_BYTES);
+        coll__shm_segment_unmap(ch->tx, SHM_RING_BYTES);
+        coll__shm_segment_unmap(ch->rx, SHM_RING_BYTES);
         close(ch->rx_fd);
         free(ch);
     }

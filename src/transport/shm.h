@@ -27,6 +27,19 @@ COLL_INTERNAL int coll__shm_flat_bell_fd(void *shm_ctx);
 enum { COLL_SHM_PEER_OK = 0, COLL_SHM_PEER_STRAY, COLL_SHM_PEER_GONE };
 COLL_INTERNAL int coll__shm_flat_peer(void *shm_ctx, int peer);
 
+/* A shared segment, as a ring or the fast path's is: a memfd of size bytes named name (for
+ * /proc/PID/maps), its pages reserved, so that a full tmpfs is an error here and never a
+ * SIGBUS in the middle of a collective. The fd goes to the host's other ranks over the
+ * doorbell (SCM_RIGHTS); nothing is named in /dev/shm, so a killed rank leaks nothing.
+ * Returns the fd, or -1 with errno. */
+COLL_INTERNAL int coll__shm_segment_new(const char *name, size_t size);
+/* The bytes a segment's fd holds, -1 with errno: a segment a peer handed over is checked
+ * against the size it must have before any page of it is touched. */
+COLL_INTERNAL int64_t coll__shm_segment_size(int fd);
+/* Map size bytes of a segment's fd, shared and writable; NULL with errno on failure. */
+COLL_INTERNAL void *coll__shm_segment_map(int fd, size_t size);
+COLL_INTERNAL void coll__shm_segment_unmap(void *base, size_t size);
+
 /* The segment's owner: shutdown(arg) from the transport's shutdown, fini(arg) from its fini. */
 struct coll_shm_segment_owner {
     void (*shutdown)(void *arg);

@@ -6,7 +6,6 @@
 #include "transport.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 const struct coll_transport *const coll__transports[] = {
@@ -52,16 +51,8 @@ coll_status_t coll__comm_failed_status(const struct coll_net *net)
 coll_status_t coll__transport_failv(struct coll_net *net, coll_status_t st, const char *fmt,
                                     va_list ap)
 {
-    char msg[512];
-
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    if (atomic_load(net->failed) == COLL_SUCCESS)
-        coll__error(net->comm, st, "%s", msg);
-    else
-        st = (coll_status_t)atomic_load(net->failed);
     /* the comm is failed before any transfer completes with the error */
-    coll__net_fail(net, st);
-    return st;
+    return coll__failv(net->comm, st, fmt, ap);
 }
 
 coll_status_t coll__transport_fail(struct coll_net *net, coll_status_t st, const char *fmt, ...)
