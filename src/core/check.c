@@ -36,8 +36,10 @@ coll_status_t coll__check_common(struct coll_comm *comm, const char *fn, size_t 
         return coll__error(comm, COLL_INVALID_ARGUMENT,
                            "%s: op %s is bitwise: integer dtypes only, not %s", fn,
                            coll__op_name(op), coll__dtype_name(dtype));
-    size = coll__dtype_size(dtype);
-    if (count > SIZE_MAX / size / (size_t)comm->nranks)
+    /* count x size x nranks must fit a size_t; multiplied, not divided (two 64-bit
+     * divisions were a tenth of an 8 B call's time on the flat path) */
+    if (__builtin_mul_overflow(count, coll__dtype_size(dtype), &size) ||
+        __builtin_mul_overflow(size, (size_t)comm->nranks, &size))
         return coll__error(comm, COLL_INVALID_ARGUMENT,
                            "%s: count %zu of %s overflows the size of a buffer", fn, count,
                            coll__dtype_name(dtype));
