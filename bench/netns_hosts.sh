@@ -3,19 +3,20 @@
 # (its own hostname) per host, each joined to one bridge by a veth pair whose two ends are
 # rate-limited by tc htb. Needs root (ip, tc, unshare, nsenter from iproute2/util-linux).
 #
-#   bench/netns_hosts.sh run K PER_HOST [-r RATE] [-b BURST] [-c COLLRUN] -- PROG ARGS...
+#   bench/netns_hosts.sh run K PER_HOST [-r RATE] [-c COLLRUN] -- PROG ARGS...
 #       create K hosts, start K*PER_HOST ranks with collrun (ranks 0..P-1 on host 0, ...),
 #       each inside its host, remove the hosts afterwards (also on failure or Ctrl-C);
 #       exits with collrun's status
-#   bench/netns_hosts.sh up K [-r RATE] [-b BURST]   create and leave them (prints their
-#       names)
+#   bench/netns_hosts.sh up K [-r RATE]    create and leave them (prints their names)
 #   bench/netns_hosts.sh down              remove what `up` left (state in $NETNS_STATE)
 #   bench/netns_hosts.sh check             exit 0 when namespaces can be made here
 #
 # RATE is tc's ("1gbit", "10gbit"; default 1gbit): the link of every host, both ways.
-# BURST is htb's burst and cburst (tc's size: "4kb"; default tc's, rate / HZ + MTU: 126 KB
-# at 1gbit, 1.25 MB at 10gbit, which a message of that size crosses at the speed of memory
-# when the bucket is full, as no wire of that rate would: bench/simval.sh sets it).
+# htb charges a packet after it lets it go, and the veths hand it packets of up to 64 KB
+# (GSO): a message of tens of KiB that finds its link idle crosses at the speed of memory, so
+# faster than RATE (docs/scale.md, "Validation against measurement").
+# NETNS_STATS=FILE: each host's TCP retransmissions and loss probes and its qdiscs' drops are
+# appended to FILE before the hosts go.
 # Names carry this run's pid, so runs side by side do not meet. collrun stays in the
 # root namespace and serves the unique id on the bridge's address; each rank enters its
 # host with nsenter and talks over its veth ("eth0" inside), so every byte between hosts
@@ -24,7 +25,6 @@ set -u
 
 die() { echo "netns_hosts: $*" >&2; exit 2; }
 STATE=${NETNS_STATE:-/tmp/netns_hosts.state}
-BURST=
 
 # ---- naming ---------------------------------------------------------------------------
 init_names() {
@@ -40,12 +40,10 @@ br_addr() { echo "${NET%.0}.254"; }
 
 # ---- up / down ------------------------------------------------------------------------
 htb() { # htb DEV RATE [ip netns exec NS]
-    local dev=$1 rate=$2 b=()
+    local dev=$1 rate=$2
     shift 2
-    [ -n "$BURST" ] && b=(burst "$BURST" cburst "$BURST")
     "$@" tc qdisc add dev "$dev" root handle 1: htb default 10 &&
-        "$@" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" \
-            "${b[@]}" quantum 60000
+        "$@" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" quantum 60000
 }
 
 up() {
@@ -68,17 +66,16 @@ up() {
     return 0
 }
 
-# NETNS_STATS=FILE: what each host's TCP and qdiscs counted, written before they go
 stats() {
-    local i ns
+    local i ns re='dropped [0-9]*, overlimits [0-9]*'
     for ((i = 0; i < 64; i++)); do
         ns=$(ns_name "$i")
         [ -e "/run/netns/$ns" ] || break
         echo "host$i: $(ip netns exec "$ns" nstat -az TcpRetransSegs TcpExtTCPTimeouts \
             TcpExtTCPLossProbes TcpExtDelayedACKs TcpExtTCPSlowStartRetrans 2>/dev/null |
             awk 'NR > 1 { printf "%s %s ", $1, $2 }')"
-        echo "host$i: eth0 $(ip netns exec "$ns" tc -s qdisc show dev eth0 | grep -m1 -o 'dropped [0-9]*, overlimits [0-9]*')"
-        echo "host$i: ${PFX}v$i $(tc -s qdisc show dev "${PFX}v$i" | grep -m1 -o 'dropped [0-9]*, overlimits [0-9]*')"
+        echo "host$i: eth0 $(ip netns exec "$ns" tc -s qdisc show dev eth0 | grep -m1 -o "$re")"
+        echo "host$i: ${PFX}v$i $(tc -s qdisc show dev "${PFX}v$i" | grep -m1 -o "$re")"
     done
 }
 
@@ -128,13 +125,7 @@ up)
     k=${1:?usage: up K [-r RATE]}
     shift
     rate=1gbit
-    while [ $# -gt 0 ]; do
-        case $1 in
-        -r) rate=${2:?-r needs a rate}; shift 2 ;;
-        -b) BURST=${2:?-b needs a size}; shift 2 ;;
-        *) die "unknown flag '$1'" ;;
-        esac
-    done
+    [ "${1:-}" = -r ] && rate=${2:?-r needs a rate}
     init_names $$
     if ! up "$k" "$rate"; then down; die "could not create the hosts"; fi
     echo "$$" >"$STATE"
@@ -158,7 +149,6 @@ run)
     while [ $# -gt 0 ] && [ "$1" != -- ]; do
         case $1 in
         -r) rate=$2; shift 2 ;;
-        -b) BURST=$2; shift 2 ;;
         -c) collrun=$2; shift 2 ;;
         *) die "unknown flag '$1'" ;;
         esac
@@ -173,7 +163,7 @@ run)
         "$(readlink -f "$0")" _enter $$ "$per" "$@"
     ;;
 *)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
