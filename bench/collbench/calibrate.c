@@ -89,6 +89,48 @@ static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
     return 0;
 }
 
+/* Seconds per byte of a stream: rank 0 sends STREAM_BYTES to peer as STREAM_CHUNK messages in
+ * one group (both ways at once when both_ways: a ring's or recursive halving's steps), peer
+ * answers 8 bytes once all are in; the median of a few, after a warm-up, less one small
+ * message's one-way time. Printed beside the ping-pong's beta, not written: it shows what
+ * sending both ways at once costs each way (on the netns bed at 10gbit, where the machine's
+ * cores bound the links, twice a one-way stream's time per byte). Every rank calls it. */
+#define STREAM_BYTES (8u << 20)
+#define STREAM_CHUNK (128u << 10)
+#define STREAM_TRIALS 5
+static int stream(struct bench *b, int peer, bool both_ways, double small, double *beta_p)
+{
+    double t[STREAM_TRIALS];
+    size_t n = 0;
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+    int other = b->rank == 0 ? peer : 0;
+
+    for (int trial = 0; trial < STREAM_TRIALS + 1 && in && st == COLL_SUCCESS; trial++) {
+        double t0 = now_s();
+        st = coll_group_start();
+        for (size_t off = 0; off < STREAM_BYTES && st == COLL_SUCCESS; off += STREAM_CHUNK) {
+            if (b->rank == 0 || both_ways)
+                st = coll_send((char *)b->sendbuf + off, STREAM_CHUNK, COLL_UINT8, other,
+                               b->comm);
+            if (st == COLL_SUCCESS && (b->rank != 0 || both_ways))
+                st = coll_recv((char *)b->recvbuf + off, STREAM_CHUNK, COLL_UINT8, other,
+                               b->comm);
+        }
+        if (st == COLL_SUCCESS)
+            st = coll_group_end();
+        if (st == COLL_SUCCESS)
+            st = b->rank == 0 ? coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm)
+                              : coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+        if (trial) /* the first warms up */
+            t[n++] = now_s() - t0;
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "a stream of sends (--calibrate)", st);
+    *beta_p = in && n ? fmax(median(t, n) - small, 0) / STREAM_BYTES : 0;
+    return 0;
+}
+
 /* Seconds per message that a sender spends on a burst of small messages: rank 0 issues
  * BURST_MSGS 8-byte sends to peer in one group, then one; the difference of the median
  * times of their coll_group_end over BURST_MSGS - 1. Sends this small complete once the transport
@@ -327,6 +369,7 @@ int calibrate(struct bench *b)
     double oneway[COLL_NUM_LINKS][COLL_ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
     double per_msg[COLL_NUM_LINKS] = {0}, xchg[COLL_NUM_LINKS][2] = {{0}};
+    double sbeta[COLL_NUM_LINKS][2] = {{0}};
     int probe_link = -1;
     int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
@@ -360,6 +403,12 @@ int calibrate(struct bench *b)
         for (size_t i = 0; peer_of[l] >= 0 && i < COLL_ARRAY_SIZE(sizes); i++) {
             watchdog_arm(&b->wd, "a ping-pong of --calibrate");
             rc = pingpong(b, sizes[i], peer_of[l], &oneway[l][i]);
+            if (rc)
+                return rc;
+        }
+        for (int k = 0; k < 2 && peer_of[l] >= 0; k++) {
+            watchdog_arm(&b->wd, "a stream of --calibrate");
+            rc = stream(b, peer_of[l], k, oneway[l][0], &sbeta[l][k]);
             if (rc)
                 return rc;
         }
@@ -425,6 +474,7 @@ int calibrate(struct bench *b)
             double alphas[4];
             if (!(beta > 0))
                 beta = oneway[l][last] / (double)sizes[last];
+
             for (int i = 0; i < 4; i++)
                 alphas[i] = fmax(oneway[l][i] - beta * (double)sizes[i], 0);
             /* the median of four */
@@ -456,6 +506,12 @@ int calibrate(struct bench *b)
             printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
                    BURST_MSGS, per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
                    l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
+            printf("# stream of %u KiB in %u KiB messages: one way %.3g s/B (%.3f GB/s), both ways "
+                   "at once %.3g s/B each (%.3f GB/s each); ping-pong of %zu and %zu B: %.3g s/B\n",
+                   STREAM_BYTES >> 10, STREAM_CHUNK >> 10, sbeta[l][0],
+                   sbeta[l][0] > 0 ? 1e-9 / sbeta[l][0] : 0.0, sbeta[l][1],
+                   sbeta[l][1] > 0 ? 1e-9 / sbeta[l][1] : 0.0, sizes[last - 1], sizes[last],
+                   (oneway[l][last] - oneway[l][last - 1]) / (double)(sizes[last] - sizes[last - 1]));
             printf("# exchange (both ranks send and receive at once): 8 B %.2f us, 4 KiB %.2f "
                    "us; one way of the ping-pong %.2f us, %.2f us\n",
                    xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6);
