@@ -511,7 +511,8 @@ int calibrate(struct bench *b)
                    STREAM_BYTES >> 10, STREAM_CHUNK >> 10, sbeta[l][0],
                    sbeta[l][0] > 0 ? 1e-9 / sbeta[l][0] : 0.0, sbeta[l][1],
                    sbeta[l][1] > 0 ? 1e-9 / sbeta[l][1] : 0.0, sizes[last - 1], sizes[last],
-                   (oneway[l][last] - oneway[l][last - 1]) / (double)(sizes[last] - sizes[last - 1]));
+                   (oneway[l][last] - oneway[l][last - 1]) /
+                       (double)(sizes[last] - sizes[last - 1]));
             printf("# exchange (both ranks send and receive at once): 8 B %.2f us, 4 KiB %.2f "
                    "us; one way of the ping-pong %.2f us, %.2f us\n",
                    xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6);
