@@ -44,10 +44,16 @@ static double local_cpu(const struct sstep *st)
 }
 
 /* A rank's own time: computation on its host's cores when ranks outnumber them (they share
- * them), else a plain wait, which costs the simulation less and times the same. */
+ * them), else a plain wait, which costs the simulation less and times the same; with
+ * --machine-cores, on the one machine's cores that all ranks share. */
 static void run_cpu(const struct srank *R, double seconds)
 {
-    if (S.o.cores >= S.o.per_host) {
+    if (S.machine) {
+        sg_exec_t e = sg_actor_exec_init(seconds * CPU_SPEED);
+        sg_exec_set_host(e, S.machine);
+        sg_exec_start(e);
+        sg_exec_wait(e);
+    } else if (S.o.cores >= S.o.per_host) {
         sg_actor_sleep_for(seconds);
     } else if (S.o.ports) {
         /* the rank's SimGrid host is its memory port; the cores are its host's */
