@@ -5,11 +5,13 @@ the tables of docs/scale.md ("Validation against measurement") and a plot.
   simval.py picks MEASURED.json...      size, algorithm and chunk the library used, a line
                                         per size (what collsim is to run)
   simval.py tsv DIR                     DIR/RATE-K-COLL*.json and DIR/sim/ -> TSV on stdout
-  simval.py table TSV [--plot PNG] [--points]
+  simval.py table TSV [--plot PNG] [--points] [--bands]
                                         geomean |error| and worst ratio per (rate, hosts,
                                         collective) and overall (markdown); --points adds the
-                                        per-point table; --plot draws measured against
-                                        simulated per collective and the error against size
+                                        per-point table; --bands the same per (rate, hosts)
+                                        and band of sizes (the terms that bound each band
+                                        differ); --plot draws measured against simulated
+                                        per collective and the error against size
 
 Measured: per size, the median over collbench's cycles (-N) of the slowest rank's time
 (-a 3); each cycle times its calls after warming up. Error: simulated / measured - 1.
@@ -125,7 +127,10 @@ def summary(rows):
         sum(1 for x in lr if x <= math.log(2)), len(lr)
 
 
-def cmd_table(path, plot, points):
+BANDS = [("8 B-4 KiB", 0, 4096), ("32-256 KiB", 32768, 262144), ("2-64 MiB", 2 << 20, 64 << 20)]
+
+
+def cmd_table(path, plot, points, bands):
     rows = read_tsv(path)
     groups = {}
     for r in rows:
@@ -147,6 +152,21 @@ def cmd_table(path, plot, points):
     if s:
         print("| all | | | %d | %.1f%% | %.2f | %d | %d | %d of %d cases |" % (
             s[4], 100 * s[0], s[1], s[2], s[3], met, len(groups)))
+    if bands:
+        print()
+        print("| rate | hosts | sizes | points | geomean \\|error\\| | worst ratio | within 15% |"
+              " median error |")
+        print("|---|---:|---|---:|---:|---:|---:|---:|")
+        for rate, k in sorted({(r["rate"], r["hosts"]) for r in rows},
+                              key=lambda x: (rate_val(x[0]), x[1])):
+            for name, lo, hi in BANDS:
+                sel = [r for r in rows if r["rate"] == rate and r["hosts"] == k and
+                       lo <= r["size"] <= hi]
+                b = summary(sel)
+                if b:
+                    print("| %s | %d | %s | %d | %.1f%% | %.2f | %d | %+.0f%% |" % (
+                        rate, k, name, b[4], 100 * b[0], b[1], b[2],
+                        100 * statistics.median(r["error"] for r in sel)))
     if points:
         print()
         print("| rate | hosts | collective | size | algorithm | measured (us) | simulated (us)"
@@ -214,7 +234,7 @@ def main(argv):
         cmd_tsv(argv[1])
     elif len(argv) >= 2 and argv[0] == "table":
         plot = argv[argv.index("--plot") + 1] if "--plot" in argv else None
-        cmd_table(argv[1], plot, "--points" in argv)
+        cmd_table(argv[1], plot, "--points" in argv, "--bands" in argv)
     else:
         sys.stderr.write(__doc__)
         return 2
