@@ -186,45 +186,56 @@ def draw(rows, png):
         return
     tmp = png + ".dat"
     cases = sorted({(r["rate"], r["hosts"]) for r in rows}, key=lambda x: (rate_val(x[0]), x[1]))
+    colls = [c for c in COLLS if any(r["coll"] == c for r in rows)]
+    index = {}  # (coll, case) -> the data file's index, for those with rows
     with open(tmp, "w") as f:
-        for coll in COLLS:
-            for rate, k in cases:
-                for r in rows:
-                    if r["coll"] == coll and r["rate"] == rate and r["hosts"] == k:
-                        f.write("%d %g %g %g\n" % (r["size"], r["measured_us"],
-                                                   r["simulated_us"], 100 * r["error"]))
+        for coll in colls:
+            for case in cases:
+                sel = [r for r in rows if r["coll"] == coll and (r["rate"], r["hosts"]) == case]
+                if not sel:
+                    continue
+                index[coll, case] = len(index)
+                for r in sel:
+                    f.write("%d %g %g %g\n" % (r["size"], r["measured_us"], r["simulated_us"],
+                                               100 * r["error"]))
                 f.write("\n\n")
-    n = len(cases)
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     script = ["set terminal pngcairo size 1400,1000 font ',9'", "set output '%s'" % png,
               "set multiplot layout 3,2", "set logscale x 2", "set format x '%.0b %BB'",
               "set key top left", "set grid"]
-    for ci, coll in enumerate(COLLS):
+    for coll in colls:
         script += ["set title '%s: measured (points) and simulated (lines)'" % coll,
                    "set logscale y", "set ylabel 'time (us)'"]
         plots = []
-        for j, (rate, k) in enumerate(cases):
-            idx = ci * n + j
+        for j, case in enumerate(cases):
+            if (coll, case) not in index:
+                continue
             col = colors[j % len(colors)]
             plots.append("'%s' index %d using 1:2 with points pt 7 lc rgb '%s' title '%s %d "
-                         "hosts'" % (tmp, idx, col, rate, k))
-            plots.append("'%s' index %d using 1:3 with lines lc rgb '%s' notitle" % (tmp, idx, col))
+                         "hosts'" % (tmp, index[coll, case], col, case[0], case[1]))
+            plots.append("'%s' index %d using 1:3 with lines lc rgb '%s' notitle" % (
+                tmp, index[coll, case], col))
         script.append("plot " + ", ".join(plots))
     script += ["unset logscale y", "set ylabel 'error (%)'", "set yrange [-100:400]"]
-    for half in (COLLS[:2], COLLS[2:]):
+    for half in (colls[:2], colls[2:]):
+        if not half:
+            continue
         script.append("set title 'simulated / measured - 1: %s'" % ", ".join(half))
         plots = []
         for coll in half:
-            ci = COLLS.index(coll)
-            for j, (rate, k) in enumerate(cases):
-                plots.append("'%s' index %d using 1:4 with linespoints lc rgb '%s' dt %d "
-                             "title '%s %s %d'" % (tmp, ci * n + j, colors[j % len(colors)],
-                                                   1 + COLLS.index(coll) % 2, coll, rate, k))
+            for j, case in enumerate(cases):
+                if (coll, case) in index:
+                    plots.append("'%s' index %d using 1:4 with linespoints lc rgb '%s' dt %d "
+                                 "title '%s %s %d'" % (tmp, index[coll, case],
+                                                       colors[j % len(colors)],
+                                                       1 + colls.index(coll) % 2, coll, *case))
         script.append("plot " + ", ".join(plots) + ", 15 lc rgb 'gray' notitle, -15 lc rgb "
                       "'gray' notitle")
     script.append("unset multiplot")
-    subprocess.run(["gnuplot"], input="\n".join(script).encode(), check=True)
-    os.unlink(tmp)
+    try:
+        subprocess.run(["gnuplot"], input="\n".join(script).encode(), check=True)
+    finally:
+        os.unlink(tmp)
 
 
 def main(argv):
