@@ -58,10 +58,9 @@ static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
 
 /* Seconds per exchange of `bytes` between ranks 0 and 1 (0 elsewhere), both sending and
  * receiving at once as a step of recursive doubling or of a ring does: the median of single
- * exchanges after a warm-up. The model prices an exchange like one way of a ping-pong
- * (alpha + bytes beta, both directions in parallel); --calibrate prints the two side by
- * side, which shows where the ranks' sends and receives contend for the cores. Every rank
- * calls it. */
+ * exchanges after a warm-up. What it takes beyond one way of the ping-pong at 8 bytes is
+ * <link>.xchg (cost.h), which collsim adds to a message that reaches a rank while it sends
+ * too. Every rank calls it. */
 static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
 {
     static double t[PP_MAX_SAMPLES];
@@ -490,6 +489,8 @@ int calibrate(struct bench *b)
             /* a burst's messages follow each other per_msg apart: that much of alpha holds
              * the link (and the executor: step), the rest is latency they overlap */
             p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
+            /* what an exchange costs beyond one way, both medians of 8-byte messages */
+            p.link[link].xchg = fmax(xchg[l][0] - oneway[l][0], 0);
             if (l == COLL_LINK_SHM && per_msg[l] > 0) /* 0: lost in the noise, keep it */
                 p.step = fmin(per_msg[l], p.link[link].alpha);
             if (rdv_oneway[l][1] > 0) /* replaced by the probe's where there is one */
@@ -514,8 +515,9 @@ int calibrate(struct bench *b)
                    (oneway[l][last] - oneway[l][last - 1]) /
                        (double)(sizes[last] - sizes[last - 1]));
             printf("# exchange (both ranks send and receive at once): 8 B %.2f us, 4 KiB %.2f "
-                   "us; one way of the ping-pong %.2f us, %.2f us\n",
-                   xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6);
+                   "us; one way of the ping-pong %.2f us, %.2f us: %s.xchg %.3g s\n",
+                   xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6,
+                   coll__link_name(link), p.link[link].xchg);
             if (rdv_oneway[l][1] > 0)
                 printf("# ping-pong: %s.rdv %.3g s more per message from %.0f B (one-way "
                        "%.2f us at %.0f B, %.2f us at %.0f B)\n",
