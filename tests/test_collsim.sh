@@ -3,7 +3,7 @@
 # the simulator against the cost model where nothing contends, contention where the fabric
 # is oversubscribed, the selector's pick, JSON, a trace collviz reads, the ranks' memory ports
 # within a host, --max-messages' coarser pieces, hosts sharing one machine's cores
-# (--machine-cores), and bad input.
+# (--machine-cores), a calibration's exchange term, and bad input.
 #
 #   tests/test_collsim.sh path/to/collsim|none path/to/collviz
 #
@@ -132,6 +132,24 @@ if [ -n "$t0" ] && [ "$t0" = "$t4" ] && awk -v a="$t0" -v b="$t2" -v c="$t1" \
     ok "--machine-cores: 8 B rd on 4 hosts $t0 us with a core each ($t4 on 4), $t2 on 2, $t1 on 1"
 else
     not_ok "--machine-cores: none '$t0', 4 '$t4', 2 '$t2', 1 '$t1' us"
+fi
+
+# ---- a calibration's tcp.xchg: a message that meets one going the other way -------------------
+# 2 hosts: recursive doubling's one step is an exchange and pays xchg (5 us); a tree broadcast's
+# one message meets nothing and does not.
+printf 'tcp.alpha 1e-05\ntcp.beta 1e-09\ntcp.lat 2e-06\nstep 0\n' >"$TMP/cal0.txt"
+{ cat "$TMP/cal0.txt"; echo "tcp.xchg 5e-06"; } >"$TMP/cal5.txt"
+xchg_time() { # calibration file, collective, algorithm -> time (us)
+    sim --calib "$1" --hosts 2 -c "$2" --algo "$3" -b 8 -e 8 >"$TMP/out" 2>"$TMP/err" &&
+        time_of "$3"
+}
+r0=$(xchg_time "$TMP/cal0.txt" allreduce rd) r5=$(xchg_time "$TMP/cal5.txt" allreduce rd)
+b0=$(xchg_time "$TMP/cal0.txt" broadcast tree) b5=$(xchg_time "$TMP/cal5.txt" broadcast tree)
+if [ -n "$r0" ] && [ -n "$b0" ] && [ "$b0" = "$b5" ] &&
+        awk -v a="$r0" -v b="$r5" 'BEGIN { d = b - a - 5; exit !(d > -0.01 && d < 0.01) }'; then
+    ok "--calib tcp.xchg 5e-06: 8 B rd on 2 hosts $r0 -> $r5 us, tree broadcast $b0 us both"
+else
+    not_ok "--calib tcp.xchg: rd '$r0' -> '$r5' us (want +5), broadcast '$b0' -> '$b5' (want same)"
 fi
 
 # ---- within a host: each rank's memory port -------------------------------------------------

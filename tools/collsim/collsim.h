@@ -76,6 +76,7 @@ enum {
     F_DONE = 2,
     F_FREE = 4, /* a copy onto itself */
     F_WIN = 8,  /* the window passed on to the next message of the link */
+    F_XCHG = 16, /* a receive the rank waited on while it sent: pays the link's xchg */
 };
 
 struct sstep {

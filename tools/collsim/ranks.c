@@ -66,6 +66,16 @@ static void run_cpu(const struct srank *R, double seconds)
     }
 }
 
+/* What a message costs beyond its latency when it reached the rank while it was sending
+ * (F_XCHG): the calibration's exchange less its one way, per link class. */
+static double xchg_lat(const struct srank *R, uint32_t i)
+{
+    const struct sstep *st = &R->steps[i];
+    if (!(st->flags & F_XCHG))
+        return 0;
+    return S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP].xchg;
+}
+
 static double step_cpu(void)
 {
     return S.o.step_s >= 0 ? S.o.step_s : S.p.step;
@@ -245,11 +255,14 @@ void rank_main(int argc, char **argv)
             }
         }
         if (ncomms) {
+            bool sends = false;
             for (uint32_t k = 0; k < ncomms; k++) {
                 const struct sstep *st = &R->steps[comms[k]];
                 cpu += step_cpu();
-                if (st->kind == COLL_STEP_SEND)
+                if (st->kind == COLL_STEP_SEND) {
                     cpu += msg_cpu(st, S.r[st->peer].host == R->host);
+                    sends = true;
+                }
             }
             if (cpu > 0)
                 run_cpu(R, cpu);
@@ -282,6 +295,11 @@ void rank_main(int argc, char **argv)
                 act_slot[nact] = slot;
                 nact++;
             }
+            /* the receives still waiting for their message while the rank sends: each
+             * message of them meets one going the other way (cost.h, xchg) */
+            for (uint32_t k = 0; sends && k < nact; k++)
+                if (act_slot[k] != NONE && !(act_slot[k] & LAT_SLOT))
+                    R->steps[act_step[k]].flags |= F_XCHG;
             if (!nlocals)
                 continue;
             cpu = 0;
@@ -337,7 +355,7 @@ void rank_main(int argc, char **argv)
                 }
                 slots.free_ids[slots.nfree++] = slot;
                 if (S.o.streams)
-                    lat_pending = pair_lat(R, R->steps[i].peer);
+                    lat_pending = pair_lat(R, R->steps[i].peer) + xchg_lat(R, i);
             }
             act[w] = act[nact - 1];
             act_step[w] = act_step[nact - 1];
