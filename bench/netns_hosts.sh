@@ -12,6 +12,11 @@
 #   bench/netns_hosts.sh check             exit 0 when namespaces can be made here
 #
 # RATE is tc's ("1gbit", "10gbit"; default 1gbit): the link of every host, both ways.
+# htb charges a packet after it lets it go, and the veths hand it packets of up to 64 KB
+# (GSO): a message of tens of KiB that finds its link idle crosses at the speed of memory, so
+# faster than RATE (docs/scale.md, "Validation against measurement").
+# NETNS_STATS=FILE: each host's TCP retransmissions and loss probes and its qdiscs' drops are
+# appended to FILE before the hosts go.
 # Names carry this run's pid, so runs side by side do not meet. collrun stays in the
 # root namespace and serves the unique id on the bridge's address; each rank enters its
 # host with nsenter and talks over its veth ("eth0" inside), so every byte between hosts
@@ -61,9 +66,23 @@ up() {
     return 0
 }
 
+stats() {
+    local i ns re='dropped [0-9]*, overlimits [0-9]*'
+    for ((i = 0; i < 64; i++)); do
+        ns=$(ns_name "$i")
+        [ -e "/run/netns/$ns" ] || break
+        echo "host$i: $(ip netns exec "$ns" nstat -az TcpRetransSegs TcpExtTCPTimeouts \
+            TcpExtTCPLossProbes TcpExtDelayedACKs TcpExtTCPSlowStartRetrans 2>/dev/null |
+            awk 'NR > 1 { printf "%s %s ", $1, $2 }')"
+        echo "host$i: eth0 $(ip netns exec "$ns" tc -s qdisc show dev eth0 | grep -m1 -o "$re")"
+        echo "host$i: ${PFX}v$i $(tc -s qdisc show dev "${PFX}v$i" | grep -m1 -o "$re")"
+    done
+}
+
 down() {
     local i
     [ -n "${PFX:-}" ] || return 0
+    [ -n "${NETNS_STATS:-}" ] && stats >>"$NETNS_STATS"
     for ((i = 0; i < 64; i++)); do
         [ -e "$D/uts$i" ] && { umount "$D/uts$i" 2>/dev/null; rm -f "$D/uts$i"; }
         ip netns del "$(ns_name "$i")" 2>/dev/null # takes its veth pair along
@@ -144,7 +163,7 @@ run)
         "$(readlink -f "$0")" _enter $$ "$per" "$@"
     ;;
 *)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -2,7 +2,8 @@
 # test_collsim.sh - collsim, coll's schedules on SimGrid: a message's time on a known link,
 # the simulator against the cost model where nothing contends, contention where the fabric
 # is oversubscribed, the selector's pick, JSON, a trace collviz reads, the ranks' memory ports
-# within a host, --max-messages' coarser pieces, and bad input.
+# within a host, --max-messages' coarser pieces, hosts sharing one machine's cores
+# (--machine-cores), a calibration's exchange term, and bad input.
 #
 #   tests/test_collsim.sh path/to/collsim|none path/to/collviz
 #
@@ -115,6 +116,40 @@ if sim --platform "$TMP/good.xml" -c broadcast --algo chain -b 8 -e 8 --step 0 -
     ok "--platform: one message over the file's 10 us link takes 10.01 us"
 else
     not_ok "--platform: expected 10.01 us, got '$(time_of chain)'"
+fi
+
+# ---- --machine-cores: hosts emulated on one machine share its cores -----------------------------
+# 4 hosts, a rank each, 8 B recursive doubling: two rounds of a 10 us send each. With a core
+# per rank (4 machine cores, or none named) the sends of a round run side by side; on 2 cores
+# two at a time, on 1 one at a time.
+mc_time() { # machine cores (empty: none named) -> time (us)
+    sim --hosts 4 -c allreduce --algo rd -b 8 -e 8 --step 0 --overhead 10us --latency 1us \
+        --link 1GBps ${1:+--machine-cores "$1"} >"$TMP/out" 2>"$TMP/err" && time_of rd
+}
+t0=$(mc_time) t4=$(mc_time 4) t2=$(mc_time 2) t1=$(mc_time 1)
+if [ -n "$t0" ] && [ "$t0" = "$t4" ] && awk -v a="$t0" -v b="$t2" -v c="$t1" \
+        'BEGIN { exit !(a > 20 && b >= a + 19 && c >= b + 39) }'; then
+    ok "--machine-cores: 8 B rd on 4 hosts $t0 us with a core each ($t4 on 4), $t2 on 2, $t1 on 1"
+else
+    not_ok "--machine-cores: none '$t0', 4 '$t4', 2 '$t2', 1 '$t1' us"
+fi
+
+# ---- a calibration's tcp.xchg: a message that meets one going the other way -------------------
+# 2 hosts: recursive doubling's one step is an exchange and pays xchg (5 us); a tree broadcast's
+# one message meets nothing and does not.
+printf 'tcp.alpha 1e-05\ntcp.beta 1e-09\ntcp.lat 2e-06\nstep 0\n' >"$TMP/cal0.txt"
+{ cat "$TMP/cal0.txt"; echo "tcp.xchg 5e-06"; } >"$TMP/cal5.txt"
+xchg_time() { # calibration file, collective, algorithm -> time (us)
+    sim --calib "$1" --hosts 2 -c "$2" --algo "$3" -b 8 -e 8 >"$TMP/out" 2>"$TMP/err" &&
+        time_of "$3"
+}
+r0=$(xchg_time "$TMP/cal0.txt" allreduce rd) r5=$(xchg_time "$TMP/cal5.txt" allreduce rd)
+b0=$(xchg_time "$TMP/cal0.txt" broadcast tree) b5=$(xchg_time "$TMP/cal5.txt" broadcast tree)
+if [ -n "$r0" ] && [ -n "$b0" ] && [ "$b0" = "$b5" ] &&
+        awk -v a="$r0" -v b="$r5" 'BEGIN { d = b - a - 5; exit !(d > -0.01 && d < 0.01) }'; then
+    ok "--calib tcp.xchg 5e-06: 8 B rd on 2 hosts $r0 -> $r5 us, tree broadcast $b0 us both"
+else
+    not_ok "--calib tcp.xchg: rd '$r0' -> '$r5' us (want +5), broadcast '$b0' -> '$b5' (want same)"
 fi
 
 # ---- within a host: each rank's memory port -------------------------------------------------
@@ -230,6 +265,9 @@ usage "algorithm of another collective" "binomial, linear" -c gather --algo ring
 usage "algorithm that cannot run the ranks" "cannot run" --hosts 1 --per-host 4 --algo hier -b 8 -e 8
 usage "unknown intra-host model" "ports" --intra-model shm
 usage "ports with a platform file" "loopback" --platform "$TMP/good.xml" --intra-model ports
+usage "--machine-cores with a platform file" "platform file says" --platform "$TMP/good.xml" \
+    --machine-cores 2
+usage "--machine-cores 0" "a count of 1 or more" --machine-cores 0
 usage "ports with SimGrid's TCP-fitted model" "loopback" --model LV08 --intra-model ports
 for m in 0 999 lots -5; do
     usage "--max-messages $m" "1000 or more" --max-messages "$m"

@@ -1036,7 +1036,7 @@ static bool params_equal(const struct coll_cost_params *a, const struct coll_cos
     for (int l = 0; l < COLL_NUM_LINKS; l++)
         if (a->link[l].alpha != b->link[l].alpha || a->link[l].beta != b->link[l].beta ||
             a->link[l].rdv != b->link[l].rdv || a->link[l].rdv_bytes != b->link[l].rdv_bytes ||
-            a->link[l].lat != b->link[l].lat)
+            a->link[l].lat != b->link[l].lat || a->link[l].xchg != b->link[l].xchg)
             return false;
     for (int d = 0; d < COLL_NUM_DTYPES; d++)
         if (a->gamma[d] != b->gamma[d])
@@ -1065,6 +1065,7 @@ TEST(calibration_file_round_trip)
     p.mem = 4.87;
     p.cache_bytes = 14145536;
     p.link[COLL_LINK_TCP].lat = 4.25e-5;
+    p.link[COLL_LINK_TCP].xchg = 8.3e-6;
     p.step = 3.3e-7;
     p.flat.alpha = 1.25e-7;
     p.flat.beta = 1 / 17.123456789e9;
@@ -1088,6 +1089,7 @@ TEST(calibration_file_round_trip)
     ASSERT_STR_CONTAINS(text, "\nmem 4.87\n");
     ASSERT_STR_CONTAINS(text, "\ncache_bytes 14145536\n");
     ASSERT_STR_CONTAINS(text, "\ntcp.lat 4.25e-05\n");
+    ASSERT_STR_CONTAINS(text, "\ntcp.xchg 8.3e-06\n");
     ASSERT_STR_CONTAINS(text, "\nstep 3.3e-07\n");
     ASSERT_STR_CONTAINS(text, "\nflat.alpha 1.25e-07\n");
     ASSERT_STR_CONTAINS(text, "\nflat.sliced 0\n");

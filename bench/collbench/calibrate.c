@@ -3,60 +3,152 @@
  */
 #include "collbench.h"
 
-/* One-way time of a message of `bytes` between ranks 0 and 1 (seconds; 0 elsewhere), the
- * best of several trials of ping-pongs. Small messages get many short trials: on a machine
- * shared with other work a trial that overlaps a burst of it is slower by whole wake-ups,
- * and the best short trial is the one that had the cores. Every rank calls it. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v). */
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define PP_MAX_SAMPLES 1200
+
+/* One-way time of a message of `bytes` between ranks 0 and 1 (seconds; 0 elsewhere): the
+ * median of single round trips, halved, after a warm-up (connections, pages, caches). The
+ * median, not the best trial's mean: on a machine shared with other work a few round trips
+ * in a hundred meet a burst of it (a wake-up late by milliseconds, a TCP loss probe after an
+ * ACK that waited for a core), which a mean carries and the best of a few trials still
+ * carries at the sizes whose trials are long, while collbench's figures, medians of
+ * repetitions in bench/simval.sh, do not. Every rank calls it. */
 static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
 {
-    int reps = bytes <= 4096 ? 50 : (int)((32u << 20) / bytes);
-    int trials = bytes <= 4096 ? 24 : 4;
-    double best = INFINITY;
+    static double t[PP_MAX_SAMPLES];
+    size_t reps = bytes <= 4096 ? 1000 : (size_t)((64u << 20) / bytes), n = 0;
     coll_status_t st = COLL_SUCCESS;
     bool in = b->rank == 0 || b->rank == peer;
 
-    if (reps < 10)
-        reps = 10;
-    for (int trial = 0; trial < trials && in; trial++) {
+    if (reps < 24)
+        reps = 24;
+    if (reps > PP_MAX_SAMPLES)
+        reps = PP_MAX_SAMPLES;
+    for (size_t i = 0; i < reps + 5 && in && st == COLL_SUCCESS; i++) {
         double t0 = now_s();
-        /* trial 0 warms up: connections, pages, caches */
-        for (int i = 0; i < (trial ? reps : 5) && st == COLL_SUCCESS; i++) {
-            if (b->rank == 0) {
-                st = coll_send(b->sendbuf, bytes, COLL_UINT8, peer, b->comm);
-                if (st == COLL_SUCCESS)
-                    st = coll_recv(b->recvbuf, bytes, COLL_UINT8, peer, b->comm);
-            } else {
-                st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm);
-                if (st == COLL_SUCCESS)
-                    st = coll_send(b->sendbuf, bytes, COLL_UINT8, 0, b->comm);
-            }
+        if (b->rank == 0) {
+            st = coll_send(b->sendbuf, bytes, COLL_UINT8, peer, b->comm);
+            if (st == COLL_SUCCESS)
+                st = coll_recv(b->recvbuf, bytes, COLL_UINT8, peer, b->comm);
+        } else {
+            st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm);
+            if (st == COLL_SUCCESS)
+                st = coll_send(b->sendbuf, bytes, COLL_UINT8, 0, b->comm);
         }
-        if (st != COLL_SUCCESS)
-            return lib_error(b, "send/recv (--calibrate)", st);
-        if (trial)
-            best = fmin(best, (now_s() - t0) / (2.0 * reps));
+        if (i >= 5)
+            t[n++] = (now_s() - t0) / 2;
     }
-    *oneway_p = in ? best : 0;
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "send/recv (--calibrate)", st);
+    *oneway_p = in && n ? median(t, n) : 0;
+    return 0;
+}
+
+/* Seconds per exchange of `bytes` between ranks 0 and 1 (0 elsewhere), both sending and
+ * receiving at once as a step of recursive doubling or of a ring does: the median of single
+ * exchanges after a warm-up. What it takes beyond one way of the ping-pong at 8 bytes is
+ * <link>.xchg (cost.h), which collsim adds to a message that reaches a rank while it sends
+ * too. Every rank calls it. */
+static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
+{
+    static double t[PP_MAX_SAMPLES];
+    const size_t reps = bytes <= 4096 ? 1000 : 100;
+    size_t n = 0;
+    int other = b->rank == 0 ? peer : 0;
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    for (size_t i = 0; i < reps + 5 && in && st == COLL_SUCCESS; i++) {
+        double t0 = now_s();
+        st = coll_group_start();
+        if (st == COLL_SUCCESS)
+            st = coll_send(b->sendbuf, bytes, COLL_UINT8, other, b->comm);
+        if (st == COLL_SUCCESS)
+            st = coll_recv(b->recvbuf, bytes, COLL_UINT8, other, b->comm);
+        if (st == COLL_SUCCESS)
+            st = coll_group_end();
+        if (i >= 5)
+            t[n++] = now_s() - t0;
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "grouped send/recv exchange (--calibrate)", st);
+    *t_p = in && n ? median(t, n) : 0;
+    return 0;
+}
+
+/* Seconds per byte of a stream: rank 0 sends STREAM_BYTES to peer as STREAM_CHUNK messages in
+ * one group (both ways at once when both_ways: a ring's or recursive halving's steps), peer
+ * answers 8 bytes once all are in; the median of a few, after a warm-up, less one small
+ * message's one-way time. Printed beside the ping-pong's beta, not written: it shows what
+ * sending both ways at once costs each way (on the netns bed at 10gbit, where the machine's
+ * cores bound the links, twice a one-way stream's time per byte). Every rank calls it. */
+#define STREAM_BYTES (8u << 20)
+#define STREAM_CHUNK (128u << 10)
+#define STREAM_TRIALS 5
+static int stream(struct bench *b, int peer, bool both_ways, double small, double *beta_p)
+{
+    double t[STREAM_TRIALS];
+    size_t n = 0;
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+    int other = b->rank == 0 ? peer : 0;
+
+    for (int trial = 0; trial < STREAM_TRIALS + 1 && in && st == COLL_SUCCESS; trial++) {
+        double t0 = now_s();
+        st = coll_group_start();
+        for (size_t off = 0; off < STREAM_BYTES && st == COLL_SUCCESS; off += STREAM_CHUNK) {
+            if (b->rank == 0 || both_ways)
+                st = coll_send((char *)b->sendbuf + off, STREAM_CHUNK, COLL_UINT8, other,
+                               b->comm);
+            if (st == COLL_SUCCESS && (b->rank != 0 || both_ways))
+                st = coll_recv((char *)b->recvbuf + off, STREAM_CHUNK, COLL_UINT8, other,
+                               b->comm);
+        }
+        if (st == COLL_SUCCESS)
+            st = coll_group_end();
+        if (st == COLL_SUCCESS)
+            st = b->rank == 0 ? coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm)
+                              : coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+        if (trial) /* the first warms up */
+            t[n++] = now_s() - t0;
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "a stream of sends (--calibrate)", st);
+    *beta_p = in && n ? fmax(median(t, n) - small, 0) / STREAM_BYTES : 0;
     return 0;
 }
 
 /* Seconds per message that a sender spends on a burst of small messages: rank 0 issues
- * BURST_MSGS 8-byte sends to peer in one group, then one; the difference of the best times
- * of their coll_group_end over BURST_MSGS - 1. Sends this small complete once the transport
+ * BURST_MSGS 8-byte sends to peer in one group, then one; the difference of the median
+ * times of their coll_group_end over BURST_MSGS - 1. Sends this small complete once the transport
  * holds them, so this is the part of a message's alpha that holds the sender (the
  * executor's step and the transport's hand-over), not the latency to the receiver that
  * messages in flight share. peer answers each burst, so every one starts on drained
  * links. Every rank calls it. */
 #define BURST_MSGS 16
+#define BURST_TRIALS 60
 static int burst(struct bench *b, int peer, double *per_msg_p)
 {
-    double best[2] = {INFINITY, INFINITY};
+    double t[2][BURST_TRIALS / 2];
+    size_t n[2] = {0, 0};
     coll_status_t st = COLL_SUCCESS;
     bool in = b->rank == 0 || b->rank == peer;
 
-    for (int trial = 0; trial < 40 && in && st == COLL_SUCCESS; trial++) {
+    for (int trial = 0; trial < BURST_TRIALS + 2 && in && st == COLL_SUCCESS; trial++) {
         int k = trial & 1, nmsg = k ? BURST_MSGS : 1;
-        double t0 = now_s(), t;
+        double t0 = now_s(), dt;
 
         st = coll_group_start();
         for (int i = 0; i < nmsg && st == COLL_SUCCESS; i++)
@@ -64,16 +156,17 @@ static int burst(struct bench *b, int peer, double *per_msg_p)
                               : coll_recv((char *)b->recvbuf + 8 * i, 8, COLL_UINT8, 0, b->comm);
         if (st == COLL_SUCCESS)
             st = coll_group_end();
-        t = now_s() - t0;
+        dt = now_s() - t0;
         if (st == COLL_SUCCESS)
             st = b->rank == 0 ? coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm)
                               : coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
         if (trial >= 2) /* the first two warm up */
-            best[k] = fmin(best[k], t);
+            t[k][n[k]++] = dt;
     }
     if (st != COLL_SUCCESS)
         return lib_error(b, "grouped send/recv (--calibrate)", st);
-    *per_msg_p = in ? fmax((best[1] - best[0]) / (BURST_MSGS - 1), 0) : 0;
+    /* medians, as the ping-pong's */
+    *per_msg_p = in ? fmax((median(t[1], n[1]) - median(t[0], n[0])) / (BURST_MSGS - 1), 0) : 0;
     return 0;
 }
 
@@ -274,7 +367,8 @@ int calibrate(struct bench *b)
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
     double oneway[COLL_NUM_LINKS][COLL_ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
-    double per_msg[COLL_NUM_LINKS] = {0};
+    double per_msg[COLL_NUM_LINKS] = {0}, xchg[COLL_NUM_LINKS][2] = {{0}};
+    double sbeta[COLL_NUM_LINKS][2] = {{0}};
     int probe_link = -1;
     int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
@@ -308,6 +402,18 @@ int calibrate(struct bench *b)
         for (size_t i = 0; peer_of[l] >= 0 && i < COLL_ARRAY_SIZE(sizes); i++) {
             watchdog_arm(&b->wd, "a ping-pong of --calibrate");
             rc = pingpong(b, sizes[i], peer_of[l], &oneway[l][i]);
+            if (rc)
+                return rc;
+        }
+        for (int k = 0; k < 2 && peer_of[l] >= 0; k++) {
+            watchdog_arm(&b->wd, "a stream of --calibrate");
+            rc = stream(b, peer_of[l], k, oneway[l][0], &sbeta[l][k]);
+            if (rc)
+                return rc;
+        }
+        for (int k = 0; k < 2 && peer_of[l] >= 0; k++) {
+            watchdog_arm(&b->wd, "an exchange of --calibrate");
+            rc = exchange(b, k ? 4096 : 8, peer_of[l], &xchg[l][k]);
             if (rc)
                 return rc;
         }
@@ -367,6 +473,7 @@ int calibrate(struct bench *b)
             double alphas[4];
             if (!(beta > 0))
                 beta = oneway[l][last] / (double)sizes[last];
+
             for (int i = 0; i < 4; i++)
                 alphas[i] = fmax(oneway[l][i] - beta * (double)sizes[i], 0);
             /* the median of four */
@@ -382,15 +489,17 @@ int calibrate(struct bench *b)
             /* a burst's messages follow each other per_msg apart: that much of alpha holds
              * the link (and the executor: step), the rest is latency they overlap */
             p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
+            /* what an exchange costs beyond one way, both medians of 8-byte messages */
+            p.link[link].xchg = fmax(xchg[l][0] - oneway[l][0], 0);
             if (l == COLL_LINK_SHM && per_msg[l] > 0) /* 0: lost in the noise, keep it */
                 p.step = fmin(per_msg[l], p.link[link].alpha);
             if (rdv_oneway[l][1] > 0) /* replaced by the probe's where there is one */
                 p.link[link].rdv = fmax(rdv_oneway[l][1] - rdv_oneway[l][0] - 64 * beta, 0);
             printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
                    coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
-            printf("#       size   one-way (us)   model (us)\n");
+            printf("#       size   one-way, median (us)   model (us)\n");
             for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
-                printf("%12zu   %12.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
+                printf("%12zu   %20.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
                        (p.link[link].alpha + p.link[link].beta * (double)sizes[i]) * 1e6);
             printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
                    coll__link_name(link), p.link[link].alpha, coll__link_name(link),
@@ -398,6 +507,17 @@ int calibrate(struct bench *b)
             printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
                    BURST_MSGS, per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
                    l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
+            printf("# stream of %u KiB in %u KiB messages: one way %.3g s/B (%.3f GB/s), both ways "
+                   "at once %.3g s/B each (%.3f GB/s each); ping-pong of %zu and %zu B: %.3g s/B\n",
+                   STREAM_BYTES >> 10, STREAM_CHUNK >> 10, sbeta[l][0],
+                   sbeta[l][0] > 0 ? 1e-9 / sbeta[l][0] : 0.0, sbeta[l][1],
+                   sbeta[l][1] > 0 ? 1e-9 / sbeta[l][1] : 0.0, sizes[last - 1], sizes[last],
+                   (oneway[l][last] - oneway[l][last - 1]) /
+                       (double)(sizes[last] - sizes[last - 1]));
+            printf("# exchange (both ranks send and receive at once): 8 B %.2f us, 4 KiB %.2f "
+                   "us; one way of the ping-pong %.2f us, %.2f us: %s.xchg %.3g s\n",
+                   xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6,
+                   coll__link_name(link), p.link[link].xchg);
             if (rdv_oneway[l][1] > 0)
                 printf("# ping-pong: %s.rdv %.3g s more per message from %.0f B (one-way "
                        "%.2f us at %.0f B, %.2f us at %.0f B)\n",

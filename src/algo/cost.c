@@ -201,6 +201,8 @@ static double *param_of(struct coll_cost_params *p, const char *key)
             return &p->link[l].rdv_bytes;
         if (!strcmp(dot + 1, "lat"))
             return &p->link[l].lat;
+        if (!strcmp(dot + 1, "xchg"))
+            return &p->link[l].xchg;
         return NULL;
     }
     return NULL;
@@ -400,6 +402,8 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
                       "buffers exceed cache_bytes;\n"
                       "# <link>.lat: seconds of alpha that are latency (messages in flight "
                       "overlap it);\n"
+                      "# <link>.xchg: seconds more for a message that reaches a rank while it "
+                      "sends too (collsim);\n"
                       "# step: seconds of the executor's time per schedule step\n"
                       "# flat.alpha: seconds per flat-path call per rank; flat.beta: seconds "
                       "per byte a rank touches in a small one;\n"
@@ -416,6 +420,8 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
         bad |= fprintf(f, "%s.rdv_bytes %s\n", link_names[l], num) < 0;
         format_exact(num, sizeof(num), p->link[l].lat);
         bad |= fprintf(f, "%s.lat %s\n", link_names[l], num) < 0;
+        format_exact(num, sizeof(num), p->link[l].xchg);
+        bad |= fprintf(f, "%s.xchg %s\n", link_names[l], num) < 0;
     }
     for (int d = 0; d < COLL_NUM_DTYPES; d++) {
         format_exact(num, sizeof(num), p->gamma[d]);

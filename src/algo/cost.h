@@ -60,6 +60,12 @@ struct coll_link_cost {
      * messages in flight overlap their latencies while each still pays its occupancy. 0:
      * the whole alpha occupies the ports. */
     double lat;
+    /* Seconds more for a message that reaches a rank while it sends too (the steps of
+     * recursive doubling and of rings), over one way of a ping-pong: collbench --calibrate's
+     * exchange less its ping-pong. On bench/netns_hosts.sh's hosts the ranks poll while they
+     * wait, and the kernel's work that delivers the peer's message waits for a core. 0: an
+     * exchange costs what one way does. collsim adds it; the selector's model does not. */
+    double xchg;
 };
 
 struct coll_cost_params {

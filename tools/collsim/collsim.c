@@ -119,6 +119,9 @@ int main(int argc, char **argv)
     }
     if (o->step_s >= 0)
         S.p.step = o->step_s;
+    if (o->machine_cores && o->platform)
+        return usage_error("--machine-cores with --platform: the platform file says where the "
+                           "cores are");
     if (!o->cores)
         o->cores = o->per_host;
     S.p.cores = o->cores;
@@ -178,6 +181,8 @@ int main(int argc, char **argv)
         S.hosts = list;
         qsort(S.hosts, S.nhosts_plat, sizeof(*S.hosts), host_cmp);
         S.nfab = o->ports ? S.nhosts_plat - (size_t)o->nranks : 0;
+        /* the fabric's first host holds the machine's cores (write_platform) */
+        S.machine = o->machine_cores ? sg_host_by_name("h0") : NULL;
     }
     if (o->streams) {
         /* the latencies leave SimGrid's links for pair_lat: a pair's messages go in turn,

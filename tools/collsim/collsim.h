@@ -52,6 +52,9 @@ struct opts {
     coll_dtype_t dtype;
     int32_t nranks, root;
     int32_t hosts, per_host, cores;
+    /* --machine-cores: the hosts are emulated on one machine of this many cores, which
+     * every rank's computation shares (0: each host has its own --cores) */
+    int32_t machine_cores;
     double link_bw, link_lat, intra_bw, intra_lat; /* bytes/s, s */
     const char *fabric, *platform, *calib, *json, *trace, *model;
     size_t minb, maxb, chunk;
@@ -73,6 +76,7 @@ enum {
     F_DONE = 2,
     F_FREE = 4, /* a copy onto itself */
     F_WIN = 8,  /* the window passed on to the next message of the link */
+    F_XCHG = 16, /* a receive the rank waited on while it sent: pays the link's xchg */
 };
 
 struct sstep {
@@ -103,6 +107,7 @@ struct sim {
     struct opts o;
     struct coll_cost_params p;
     sg_host_t *hosts;
+    sg_host_t machine; /* --machine-cores: the host whose cores every rank computes on */
     size_t nhosts_plat;
     size_t nfab; /* with ports: the fabric's hosts h*, which sort before the ranks' r* */
     struct srank *r;

@@ -57,6 +57,9 @@ static void usage(FILE *f)
           "  --hosts H            hosts (default 1)\n"
           "  --per-host K         ranks per host (default 1); they share the host's --cores\n"
           "  --cores C            cores per host (default: per-host)\n"
+          "  --machine-cores M    the hosts share one machine of M cores (bench/netns_hosts.sh's\n"
+          "                       emulated hosts): every rank's per-step, per-message and\n"
+          "                       reduction time runs on those M cores, shared\n"
           "  --link BW            NIC bandwidth (SimGrid units: 100Gbps, 12.5GBps; default\n"
           "                       100Gbps)\n"
           "  --latency T          NIC link latency (1us, 500ns; default 1us)\n"
@@ -76,7 +79,8 @@ static void usage(FILE *f)
           "                       --per-host to each\n"
           "  --calib FILE         coll's calibration file (collbench --calibrate): the links'\n"
           "                       latency and bandwidth, gamma, copy and per-step time from\n"
-          "                       it, network model CM02 without factors\n"
+          "                       it, network model CM02 without factors; a message that\n"
+          "                       reaches a rank while it sends too takes <link>.xchg longer\n"
           "  --model NAME         SimGrid network model (default CM02; LV08 is SimGrid's\n"
           "                       TCP-fitted default)\n"
           "  --step T, --overhead T   executor time per step, sender time per message\n"
@@ -198,6 +202,10 @@ int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char **sg_ar
             o->quiet = true;
         } else if (!strcmp(a, "--exact")) {
             o->exact = true;
+        } else if (!strcmp(a, "--machine-cores")) {
+            NEEDV();
+            if (!parse_int(v, 1, 1 << 20, &o->machine_cores))
+                return usage_error("--machine-cores '%s': a count of 1 or more", v);
         } else if (!strcmp(a, "-c") || !strcmp(a, "--coll")) {
             enum coll_coll c;
             NEEDV();

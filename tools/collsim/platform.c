@@ -158,7 +158,8 @@ int write_platform(const struct opts *o, const char *path, int32_t *nodes_p)
     fprintf(f, "  <cluster id=\"fabric\" prefix=\"h\" suffix=\"\" radical=\"0-%d\" "
                "speed=\"%gf\" core=\"%d\" bw=\"%.17gBps\" lat=\"%.17gs\" "
                "sharing_policy=\"SPLITDUPLEX\"",
-            *nodes_p - 1, CPU_SPEED, o->cores, o->link_bw, o->link_lat);
+            *nodes_p - 1, CPU_SPEED,
+            o->machine_cores > o->cores ? o->machine_cores : o->cores, o->link_bw, o->link_lat);
     if (!ports && o->streams) /* a rank per host: the loopback is its timer (rank_main) */
         fprintf(f, " loopback_bw=\"%.17gBps\" loopback_lat=\"0s\"", TIMER_BPS);
     else if (!ports)

@@ -44,10 +44,16 @@ static double local_cpu(const struct sstep *st)
 }
 
 /* A rank's own time: computation on its host's cores when ranks outnumber them (they share
- * them), else a plain wait, which costs the simulation less and times the same. */
+ * them), else a plain wait, which costs the simulation less and times the same; with
+ * --machine-cores, on the one machine's cores that all ranks share. */
 static void run_cpu(const struct srank *R, double seconds)
 {
-    if (S.o.cores >= S.o.per_host) {
+    if (S.machine) {
+        sg_exec_t e = sg_actor_exec_init(seconds * CPU_SPEED);
+        sg_exec_set_host(e, S.machine);
+        sg_exec_start(e);
+        sg_exec_wait(e);
+    } else if (S.o.cores >= S.o.per_host) {
         sg_actor_sleep_for(seconds);
     } else if (S.o.ports) {
         /* the rank's SimGrid host is its memory port; the cores are its host's */
@@ -58,6 +64,16 @@ static void run_cpu(const struct srank *R, double seconds)
     } else {
         sg_actor_execute(seconds * CPU_SPEED);
     }
+}
+
+/* What a message costs beyond its latency when it reached the rank while it was sending
+ * (F_XCHG): the calibration's exchange less its one way, per link class. */
+static double xchg_lat(const struct srank *R, uint32_t i)
+{
+    const struct sstep *st = &R->steps[i];
+    if (!(st->flags & F_XCHG))
+        return 0;
+    return S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP].xchg;
 }
 
 static double step_cpu(void)
@@ -239,11 +255,14 @@ void rank_main(int argc, char **argv)
             }
         }
         if (ncomms) {
+            bool sends = false;
             for (uint32_t k = 0; k < ncomms; k++) {
                 const struct sstep *st = &R->steps[comms[k]];
                 cpu += step_cpu();
-                if (st->kind == COLL_STEP_SEND)
+                if (st->kind == COLL_STEP_SEND) {
                     cpu += msg_cpu(st, S.r[st->peer].host == R->host);
+                    sends = true;
+                }
             }
             if (cpu > 0)
                 run_cpu(R, cpu);
@@ -276,6 +295,11 @@ void rank_main(int argc, char **argv)
                 act_slot[nact] = slot;
                 nact++;
             }
+            /* the receives still waiting for their message while the rank sends: each
+             * message of them meets one going the other way (cost.h, xchg) */
+            for (uint32_t k = 0; sends && k < nact; k++)
+                if (act_slot[k] != NONE && !(act_slot[k] & LAT_SLOT))
+                    R->steps[act_step[k]].flags |= F_XCHG;
             if (!nlocals)
                 continue;
             cpu = 0;
@@ -331,7 +355,7 @@ void rank_main(int argc, char **argv)
                 }
                 slots.free_ids[slots.nfree++] = slot;
                 if (S.o.streams)
-                    lat_pending = pair_lat(R, R->steps[i].peer);
+                    lat_pending = pair_lat(R, R->steps[i].peer) + xchg_lat(R, i);
             }
             act[w] = act[nact - 1];
             act_step[w] = act_step[nact - 1];
