@@ -1102,6 +1102,47 @@ TEST(short_reads_and_writes_keep_messages_intact)
     coll__sys = coll__sys_libc;
 }
 
+/* The stalled hook's frame (one iovec of a header, nothing queued) is cut after 10 bytes,
+ * once, as a socket all but full takes only a part: the rest must follow, ahead of the next
+ * message, rather than fail the link (a 64 MiB broadcast over a 1 Gbit/s link failed so). */
+static atomic_int cut_stalled;
+
+static ssize_t cutting_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    if (msg->msg_iovlen == 1 && msg->msg_iov[0].iov_len == 40 + COLL_SIG_BYTES &&
+        atomic_exchange(&cut_stalled, 0)) {
+        struct iovec v = {msg->msg_iov[0].iov_base, 10};
+        struct msghdr m = *msg;
+
+        m.msg_iov = &v;
+        return sendmsg(fd, &m, flags);
+    }
+    return sendmsg(fd, msg, flags);
+}
+
+TEST(a_stalled_frame_cut_short_keeps_the_stream_in_step)
+{
+    struct rank rs[2];
+    struct coll_sig sig;
+
+    memset(&sig, 0, sizeof(sig));
+    coll__sys.sendmsg = cutting_sendmsg;
+    setup(rs, 2, 10000, 0);
+    exchange(rs, 0, 1, 1000, 1, 1); /* connected, nothing queued */
+    atomic_store(&cut_stalled, 1);
+    pthread_mutex_lock(&rs[0].comm.lock);
+    tp->stalled(rs[0].comm.chans[1], 0, &sig);
+    pthread_mutex_unlock(&rs[0].comm.lock);
+    ASSERT_EQ(atomic_load(&cut_stalled), 0); /* the frame went out cut */
+    ASSERT_MSG(atomic_load(&rs[0].comm.failed) == COLL_SUCCESS, "%s", rs[0].comm.errmsg);
+    exchange(rs, 0, 1, (1 << 20) + 5, 2, 2);
+    exchange(rs, 1, 0, 4096, 3, 3);
+    ASSERT_MSG(atomic_load(&rs[0].comm.failed) == COLL_SUCCESS, "%s", rs[0].comm.errmsg);
+    ASSERT_MSG(atomic_load(&rs[1].comm.failed) == COLL_SUCCESS, "%s", rs[1].comm.errmsg);
+    teardown(rs, 2);
+    coll__sys = coll__sys_libc;
+}
+
 static atomic_int fail_at;
 
 /* The fail_at-th sendmsg fails with ECONNRESET. */

@@ -200,6 +200,11 @@ struct tcp_sock {
     bool readable;         /* no read since the last EPOLLIN edge came up short */
     bool writable;         /* no write since the last EPOLLOUT edge came up short */
     bool hdr_ok;           /* the header of rq's head piece is checked and consumed */
+    /* what the kernel did not take of a stalled frame: it goes out before anything else, so
+     * that the stream stays in step (tcp_stalled) */
+    uint8_t tail[TCP_HDR_BYTES];
+    uint8_t tail_len;
+    _Static_assert(TCP_HDR_BYTES < 256, "tail_len counts a header's bytes");
     int eof_err;           /* TCP_EOF: errno the socket reported, 0 for a FIN */
 
     /* handshake */
@@ -596,13 +601,15 @@ static coll_status_t sock_send(struct tcp_sock *s)
 {
     struct tcp_fifo *q = &s->sq;
 
-    while (q->n > 0 && s->writable) {
+    while ((q->n > 0 || s->tail_len > 0) && s->writable) {
         struct iovec iov[TCP_IOV_MAX];
         struct msghdr mh = {.msg_iov = iov};
         size_t left;
         int n = 0;
         ssize_t w;
 
+        if (s->tail_len > 0)
+            iov[n++] = (struct iovec){s->tail + TCP_HDR_BYTES - s->tail_len, s->tail_len};
         for (uint32_t i = 0; i < q->n && n + 2 <= TCP_IOV_MAX; i++) {
             struct tcp_piece *pc = fifo_at(q, i);
             uint8_t *payload = pc->len ? (uint8_t *)pc->x->buf + pc->off : NULL;
@@ -628,6 +635,11 @@ static coll_status_t sock_send(struct tcp_sock *s)
             return conn_lost(s, errno);
         }
         left = (size_t)w;
+        if (s->tail_len > 0) {
+            size_t t = COLL_MIN(left, (size_t)s->tail_len);
+            s->tail_len = (uint8_t)(s->tail_len - t);
+            left -= t;
+        }
         while (q->n > 0) {
             struct tcp_piece *pc = fifo_at(q, 0);
             size_t need = TCP_HDR_BYTES + pc->len - pc->done;
@@ -749,7 +761,8 @@ static coll_status_t take_stalled(struct tcp_sock *s)
 }
 
 /* The transport's stalled hook: a header-only frame on a socket of the link with nothing
- * queued (so it goes between frames), sent only whole; a full socket skips it. */
+ * queued (so it goes between frames); a full socket skips it, and what a nearly full one
+ * does not take waits in the socket's tail, sent before anything else. */
 static void tcp_stalled(struct coll_chan *ch, uint64_t cseq, const struct coll_sig *sig)
 {
     struct tcp_link *l = (struct tcp_link *)ch;
@@ -771,15 +784,17 @@ static void tcp_stalled(struct coll_chan *ch, uint64_t cseq, const struct coll_s
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
         ssize_t r;
 
-        if (!s || s->state != TCP_UP || s->fd < 0 || s->sq.n > 0)
+        if (!s || s->state != TCP_UP || s->fd < 0 || s->sq.n > 0 || s->tail_len > 0)
             continue;
         do
             r = coll__sys.sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         while (r < 0 && errno == EINTR);
         if (r == (ssize_t)sizeof(frame) || r < 0)
             return; /* sent, or the kernel would not take it now: ask again later */
-        /* a part of a frame went out: the stream cannot be resumed in step */
-        conn_fail(s, COLL_SYSTEM_ERROR, "a stalled frame to rank %d was cut short", ch->peer);
+        /* a part went out (a socket all but full, as a large message to a slow link
+         * leaves it): the rest follows when there is room, ahead of any piece */
+        memcpy(s->tail, frame, sizeof(frame));
+        s->tail_len = (uint8_t)(sizeof(frame) - (size_t)r);
         return;
     }
 }
@@ -863,7 +878,7 @@ static void sock_peer_left(struct tcp_sock *s, uint32_t events)
 
     if (events & EPOLLERR)
         coll__sys.getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (s->sq.n > 0 || s->rq.n > 0) {
+    if (s->sq.n > 0 || s->rq.n > 0 || s->tail_len > 0) {
         conn_lost(s, err);
         return;
     }
@@ -887,7 +902,7 @@ static void sock_up_event(struct tcp_sock *s, uint32_t events)
         s->writable = true;
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
         s->readable = true;
-    if (s->sq.n > 0 && sock_send(s) != COLL_SUCCESS)
+    if ((s->sq.n > 0 || s->tail_len > 0) && sock_send(s) != COLL_SUCCESS)
         return;
     if (s->state != TCP_UP)
         return;
@@ -1000,7 +1015,7 @@ static void link_send_abort(struct tcp_link *l, const char *why)
         uint8_t sink[4096];
 
         if (!s || s->state != TCP_UP || s->fd < 0 ||
-            (s->sq.n > 0 && fifo_at(&s->sq, 0)->done > 0))
+            (s->sq.n > 0 && fifo_at(&s->sq, 0)->done > 0) || s->tail_len > 0)
             continue;
         (void)coll__sys.sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         coll__sys.shutdown(s->fd, SHUT_WR);
