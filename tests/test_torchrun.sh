@@ -31,21 +31,7 @@ export OMP_NUM_THREADS=1 COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
 # A free port for each run: torchrun's agent binds MASTER_PORT itself. Taken from
 # 20000-29999, below Linux's ephemeral range, so that no socket bound to port 0 meanwhile
 # (another rank's listener, a client) can be handed it before torchrun binds it.
-port() {
-    "$PY" -c '
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 30000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break'
-}
+port() { "$PY" "$(dirname "${BASH_SOURCE[0]}")/free_port.py"; }
 # Debian's torch 1.13 on Python 3.11 cannot parse --redirects/--tee 0 (enum Flag change), so
 # every run tees stdout (1) into a log directory and keeps it on the console.
 TR="timeout -k 5 60 $PY -m torch.distributed.run --redirects 1 --tee 1 --monitor_interval 0.2"

@@ -38,21 +38,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # A free port from 20000-29999, below Linux's ephemeral range (test_torchrun.sh says why).
-port() {
-    "$py" -c '
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 30000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break'
-}
+port() { "$py" "$here/../free_port.py"; }
 
 # run DIR RESTARTS PHASE: torchrun's output in DIR/out, its status in $rc. --redirects/--tee:
 # torchrun 1.13 on Python 3.11 fails without them.
