@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -104,6 +105,7 @@ struct opts {
     int device; /* --device: the CUDA device of every rank; -1 = local rank % devices */
     bool explain, calibrate;
     bool exact; /* --exact: --explain with the schedule walker (COLL_SELECT=exact) */
+    bool shared_clock; /* --shared-clock: timed calls start at one instant of CLOCK_REALTIME */
     int nfiles; /* --compare: the files are argv[files[i]] */
     int *files;
     const char *placement; /* --placement for --compare */
@@ -149,6 +151,7 @@ enum opt_id {
     O_CALIBRATE,
     O_EXPLAIN,
     O_EXACT,
+    O_SHARED_CLOCK,
     O_NCCL_IGNORED,
 };
 
@@ -187,6 +190,7 @@ struct col_rec {
     double algbw, busbw;
     uint64_t wrong;
     int64_t iters;
+    int late; /* --shared-clock: ranks that got the start instant after it had passed */
 };
 
 struct row_rec {

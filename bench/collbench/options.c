@@ -101,6 +101,10 @@ void usage(FILE *f, const char *prog)
             "  --device N             with --memtype cuda: CUDA device N on every rank (default:\n"
             "                         the local rank modulo the number of devices)\n"
             "  --inplace-only, --outofplace-only\n"
+            "  --shared-clock         the ranks share CLOCK_REALTIME (one machine, netns hosts,\n"
+            "                         PTP): timed calls start at one instant rank 0 names, and\n"
+            "                         each rank's time runs from it, not from its own exit from\n"
+            "                         the start barrier (as collsim times a call)\n"
             "  --json FILE, --csv FILE   every size and the run's metadata\n"
             "  --plot FILE.png        busbw and time vs size (python3 + matplotlib or gnuplot)\n"
             "  --explain              per size, the algorithms the cost model ranks and the one\n"
@@ -227,6 +231,7 @@ static const struct opt_def opt_defs[] = {
     {0, "calibrate", false, O_CALIBRATE},
     {0, "explain", false, O_EXPLAIN},
     {0, "exact", false, O_EXACT},
+    {0, "shared-clock", false, O_SHARED_CLOCK},
     /* nccl-tests 2.x flags that mean nothing here (CUDA graphs, CTA policies, registration,
      * parallel init, ...): scripts pass them, so they are accepted and ignored with a note */
     {'p', "parallel_init", true, O_NCCL_IGNORED},
@@ -456,6 +461,9 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
         break;
     case O_EXACT:
         o->exact = true;
+        break;
+    case O_SHARED_CLOCK:
+        o->shared_clock = true;
         break;
     case O_NCCL_IGNORED:
         if (!quiet_rank())

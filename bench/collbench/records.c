@@ -116,7 +116,7 @@ static void json_col(FILE *f, const struct col_rec *c)
     coll__json_num(f, c->tavg_us);
     fputs(", \"time_max_us\": ", f);
     coll__json_num(f, c->tmax_us);
-    fputc('}', f);
+    fprintf(f, ", \"late_starts\": %d}", c->late);
 }
 
 static void utc_now(char *buf, size_t n)
@@ -183,8 +183,11 @@ void write_json(struct bench *b, FILE *f, const char *status)
             o->min_bytes, o->max_bytes, o->step_factor, o->step_bytes, o->iters, o->warmup,
             o->agg_iters, o->cycles, o->check, o->blocking, o->average, o->timeout_s);
     coll__json_num(f, o->budget_s);
-    fprintf(f, ", \"memtype\": \"%s\", \"out_of_place\": %s, \"in_place\": %s},\n",
-            b->cuda ? "cuda" : "host", o->run_oop ? "true" : "false", o->run_ip ? "true" : "false");
+    fprintf(f,
+            ", \"memtype\": \"%s\", \"out_of_place\": %s, \"in_place\": %s, "
+            "\"shared_clock\": %s},\n",
+            b->cuda ? "cuda" : "host", o->run_oop ? "true" : "false", o->run_ip ? "true" : "false",
+            o->shared_clock ? "true" : "false");
     fputs("  \"env\": {", f);
     first = true;
     for (char **e = environ; *e; e++) {

@@ -441,6 +441,48 @@ static coll_status_t gather_times(struct bench *b, double t)
     return coll_allreduce(b->times, b->times, (size_t)b->nranks, COLL_FLOAT64, COLL_SUM, b->comm);
 }
 
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* --shared-clock: rank 0 names an instant of CLOCK_REALTIME a few barrier times ahead, every
+ * rank waits for it, and *t0_p is that instant on now_s()'s clock. A rank's exit from the
+ * start barrier trails the others' by up to a message's latency, which a call of a few
+ * messages would carry in its time; collsim starts every rank at once. A rank that learns
+ * the instant after it has passed starts at once and its lateness counts in its time;
+ * *late_p says whether this rank did. */
+static coll_status_t shared_start(struct bench *b, double barrier_s, double *t0_p, int *late_p)
+{
+    int64_t start = 0, now;
+    bool late;
+    coll_status_t st;
+
+    if (b->rank == 0)
+        start = realtime_ns() + 1000000 + (int64_t)(4 * barrier_s * 1e9);
+    st = coll_broadcast(&start, &start, 1, COLL_INT64, 0, b->comm);
+    if (st != COLL_SUCCESS)
+        return st;
+    now = realtime_ns();
+    late = now > start;
+    if (!late) {
+        /* sleep to short of it, then poll (yielding, for ranks that outnumber the cores): a
+         * timer's wake-up comes up to its slack (50 us) late, and then the scheduler's */
+        int64_t wake = start - 500000;
+        struct timespec ts = {.tv_sec = wake / 1000000000, .tv_nsec = wake % 1000000000};
+        if (wake > now)
+            while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                ;
+        while ((now = realtime_ns()) < start)
+            sched_yield();
+    }
+    *t0_p = now_s() - (double)(now - start) * 1e-9;
+    *late_p = late;
+    return COLL_SUCCESS;
+}
+
 static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
                        struct col_rec *col)
 {
@@ -497,20 +539,34 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
     }
     /* Start together, so that a rank's time is not its wait for the others. */
     watchdog_arm(&b->wd, "the start barrier");
+    t0 = now_s();
     st = coll_allreduce(&one, &one, 1, COLL_INT32, COLL_SUM, b->comm);
     if (st != COLL_SUCCESS)
         return lib_error(b, "allreduce (start barrier)", st);
+    if (b->o.shared_clock) {
+        st = shared_start(b, now_s() - t0, &t0, &col->late);
+        if (st != COLL_SUCCESS)
+            return lib_error(b, "broadcast of the start instant", st);
+    }
     watchdog_arm(&b->wd, "the timed calls");
-    t0 = now_s();
+    if (!b->o.shared_clock)
+        t0 = now_s();
     st = run_calls(b, s, r, l->param, rs->dt, rs->op, rs->root, iters, agg);
     t = (now_s() - t0) / ((double)iters * agg);
     if (st != COLL_SUCCESS)
         return lib_error(b, what, st);
     watchdog_arm(&b->wd, "the allreduce of the times");
     st = gather_times(b, t);
+    if (st == COLL_SUCCESS && b->o.shared_clock)
+        st = coll_allreduce(&col->late, &col->late, 1, COLL_INT32, COLL_SUM, b->comm);
     watchdog_arm(&b->wd, NULL);
     if (st != COLL_SUCCESS)
         return lib_error(b, "allreduce of the times", st);
+    if (col->late && b->rank == 0)
+        fprintf(stderr,
+                "collbench: --shared-clock: %d rank(s) learned the start instant after it had "
+                "passed (%s, %" PRIu64 " B); their lateness is in the time\n",
+                col->late, what, (uint64_t)l->param * es);
     col->tmin_us = col->tmax_us = b->times[0];
     for (int i = 0; i < b->nranks; i++) {
         sum += b->times[i];

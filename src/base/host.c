@@ -41,15 +41,16 @@ void coll__host_identity(struct coll_peer_info *self)
     self->host_hash = coll__hash64(
         netns, strlen(netns),
         coll__hash64(boot, strlen(boot), coll__hash64(host, strlen(host), 0)));
+    self->machine_hash = boot[0] ? coll__hash64(boot, strlen(boot), 0) : self->host_hash;
     self->pid = (int32_t)getpid();
 }
 
 int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
-                       const struct coll_peer_info *peers, int nranks, int rank)
+                       const struct coll_peer_info *peers, int nranks, int rank, bool machine)
 {
     cpu_set_t set, peer;
 
-    if (configured > 0) /* ranks pinned one to a CPU see only their own */
+    if (configured > 0 && !machine) /* ranks pinned one to a CPU see only their own */
         return (int)configured;
     if (sched_getaffinity(0, sizeof(set), &set) < 0)
         return (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -58,7 +59,9 @@ int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
      * of theirs. A peer whose affinity cannot be read (gone, or in another PID
      * namespace) adds nothing. */
     for (int p = 0; peers && p < nranks; p++) {
-        if (p == rank || peers[p].host_hash != self->host_hash || peers[p].pid <= 0)
+        if (p == rank || peers[p].pid <= 0 ||
+            (machine ? peers[p].machine_hash != self->machine_hash
+                     : peers[p].host_hash != self->host_hash))
             continue;
         if (sched_getaffinity((pid_t)peers[p].pid, sizeof(peer), &peer) == 0)
             CPU_OR(&set, &set, &peer);

@@ -12,7 +12,7 @@
  * Wire records (little-endian):
  *   peer info   rank i32 | pid i32 | host_hash u64 | hostname[64] | addr_len u16 | addr[28] |
  *               tp_mask u32 | tp_addr[8][32] (opaque, per transport) | ctl_addr_len u16 |
- *               ctl_addr[28]
+ *               ctl_addr[28] | machine_hash u64
  *   join        magic u32 | version u32 | comm_id u64 | rank i32 | nranks i32 |
  *               rank_nonce[16] | peer info | facts[136] | blob_len u32 | blob[8192] | mac[32]
  *               mac = HMAC(secret, "coll-join" | root_nonce | join record up to the mac)
@@ -47,9 +47,9 @@
 #define BS_NONCE_BYTES 16
 #define PEER_WIRE_BYTES                                                                    \
     (4 + 4 + 8 + COLL_HOSTNAME_MAX + 2 + COLL_ADDR_MAX + 4 +                               \
-     COLL_MAX_TRANSPORTS * COLL_TP_ADDR_MAX + 2 + COLL_ADDR_MAX) /* 400 */
+     COLL_MAX_TRANSPORTS * COLL_TP_ADDR_MAX + 2 + COLL_ADDR_MAX + 8) /* 408 */
 #define JOIN_MAGIC 0x4e4a4243u                                              /* "CBJN" */
-#define JOIN_VERSION 4u
+#define JOIN_VERSION 5u
 #define JOIN_SETTINGS_AT (4 + 4 + 8 + 4 + 4 + BS_NONCE_BYTES + PEER_WIRE_BYTES)
 #define JOIN_BODY_BYTES (JOIN_SETTINGS_AT + COLL_SETTINGS_FACTS + 4 + COLL_SETTINGS_BLOB_MAX)
 #define JOIN_BYTES (JOIN_BODY_BYTES + COLL_MAC_BYTES)
@@ -82,6 +82,7 @@ static void peer_encode(uint8_t *p, const struct coll_peer_info *info)
     p += 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX + sizeof(info->tp_addr);
     put16(p, info->ctl_addr_len);
     memcpy(p + 2, info->ctl_addr, COLL_ADDR_MAX);
+    put64(p + 2 + COLL_ADDR_MAX, info->machine_hash);
 }
 
 /* Decode and validate: a NUL-terminated hostname and an address that fits. */
@@ -99,6 +100,7 @@ static bool peer_decode(const uint8_t *p, struct coll_peer_info *info)
     p += 22 + COLL_HOSTNAME_MAX + COLL_ADDR_MAX + sizeof(info->tp_addr);
     info->ctl_addr_len = get16(p);
     memcpy(info->ctl_addr, p + 2, COLL_ADDR_MAX);
+    info->machine_hash = get64(p + 2 + COLL_ADDR_MAX);
     return memchr(info->hostname, '\0', COLL_HOSTNAME_MAX) && info->addr_len <= COLL_ADDR_MAX &&
            info->ctl_addr_len <= COLL_ADDR_MAX;
 }
