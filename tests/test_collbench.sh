@@ -209,6 +209,23 @@ EOF
         test $? = 0 -a ! -s "$TMP/py"
 done
 
+# --shared-clock: every column starts at one instant rank 0 names; the record says so, and
+# how many ranks learned it late (their lateness is in the time, so a time is never short)
+mp 3 broadcast -b 8 -e 64K -f 8 -n 1 -w 1 -N 3 -a 3 --shared-clock --json "$TMP/sc.json"
+py "$TMP/sc.json" <<'EOF' >"$TMP/py" 2>&1
+import json, sys
+run = json.load(open(sys.argv[1]))
+assert run["options"]["shared_clock"] is True, run["options"]
+assert len(run["results"]) == 3 * 5, len(run["results"])
+for r in run["results"]:
+    for p in ("out_of_place", "in_place"):
+        c = r[p]
+        assert c["time_us"] > 0 and c["time_us"] == c["time_max_us"], c
+        assert isinstance(c["late_starts"], int) and 0 <= c["late_starts"] <= 3, c
+EOF
+check "--shared-clock: 15 rows timed from one instant, late starts counted (0..3)" \
+    test "$rc" = 0 -a ! -s "$TMP/py"
+
 mp 2 alltoall -b 1K -e 2K -N 2 -m 2 -n 2 -w 1 --json "$TMP/n.json"
 py "$TMP/n.json" <<'EOF' >"$TMP/py" 2>&1
 import json, sys

@@ -116,8 +116,9 @@ case_() {
 
 # 1-2. The two commands, smaller: rows on screen, then Ctrl-C. The ranks get the
 # signal one after the other: rank 0 may see its peer die first and write the record as
-# "failed", with every row all the same.
-sweep="allreduce -b 8 -e 64M -n 100 -w 1 -c 0"
+# "failed", with every row all the same. -N 0 repeats the sweep until the Ctrl-C: a machine
+# fast enough ran all 24 rows before the keys arrived, and the run ended by itself.
+sweep="allreduce -b 8 -e 64M -n 100 -w 1 -c 0 -N 0"
 row='^ +65536 +16384 +float'
 case_ collrun "collrun -n 2 collbench --json, Ctrl-C after rows" \
     "'$COLLRUN' -n 2 '$COLLBENCH' $sweep" "$row" a.json seen interrupted,failed
