@@ -46,6 +46,21 @@ for cfg in "2 4" "4 2"; do
     else
         not_ok "$k hosts x $per ranks: collbench --topo sees $want"
     fi
+    # ranks of other hosts on this machine count against its cores: once they outnumber
+    # them (and the host's own do not), a wait polls yielding, which rank 0 says at INFO
+    if on_hosts env COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT "$COLLBENCH" allreduce -b 8 -e 8 -n 1
+    then
+        yields=$(grep -c "$np ranks of this comm share this machine's $(nproc) CPUs" "$TMP/out")
+        want=0
+        [ "$np" -gt "$(nproc)" ] && [ "$per" -le "$(nproc)" ] && want=1
+        if [ "$yields" -eq "$want" ]; then
+            ok "$k hosts x $per ranks on $(nproc) CPUs: rank 0's line on the machine's yield $yields time(s)"
+        else
+            not_ok "$k hosts x $per ranks on $(nproc) CPUs: the machine's yield line $yields times, want $want"
+        fi
+    else
+        not_ok "$k hosts x $per ranks: an 8 B all-reduce with COLL_DEBUG=INFO"
+    fi
     bad=""
     for c in $COLLS; do
         if ! on_hosts "$COLLBENCH" "$c" -b 8 -e 256K -f 32 -n 1 -w 1 -c 1 ||
