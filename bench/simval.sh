@@ -16,6 +16,8 @@
 #   SIMVAL_RESUME  set: keep the measurements OUT already holds (a sweep stopped half way)
 #   SIMVAL_CYCLES  repetitions of each sweep, of which the median counts (default 15; a
 #                  third of them at 64 MiB)
+#   SIMVAL_PASSES  times the whole set of cases is measured, one after the other (default
+#                  2); per point the pass with the smaller median counts
 #
 # Each measured run holds /tmp/coll-netns.lock and /tmp/coll-bench.lock for one collective
 # of one (rate, hosts): about a minute, the largest sizes the longest. The load average at
@@ -29,6 +31,7 @@ hostss=${SIMVAL_HOSTS:-2 4}
 colls=${SIMVAL_COLLS:-allreduce broadcast reduce allgather}
 parts=${SIMVAL_PARTS:-calib measure sim}
 cycles=${SIMVAL_CYCLES:-15}
+passes=${SIMVAL_PASSES:-2}
 big=$(((cycles + 2) / 3))
 bed=bench/netns_hosts.sh
 sim=$build/tools/collsim/collsim
@@ -64,33 +67,49 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 for rate in $rates; do
     cal=$raw/calib-$rate.txt
     if has calib && ! { [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$cal" ]; }; then
-        # across 2 of the hosts, one rank each: tcp's alpha, beta, lat; gamma, copy, memory
+        # across 2 of the hosts, one rank each: tcp's alpha, beta, lat, burst; gamma, copy,
+        # memory
         echo "simval.sh: $rate: collbench --calibrate (load $(load))" >&2
         rm -f "$cal"
         COLL_CALIB_FILE=$cal locked $bed run 2 1 -r "$rate" -c "$build/collrun" \
             -- "$build/collbench" --calibrate >"$raw/calib-$rate.log"
     fi
     [ -s "$cal" ] || { echo "simval.sh: no $cal (SIMVAL_PARTS=calib first)" >&2; exit 2; }
-    for k in $hostss; do
-        for coll in $colls; do
-            js=$raw/$rate-$k-$coll
-            if has measure; then
-                # 8 B .. 16 MiB in steps of 8, then 64 MiB: -N cycles of the sweep, each
-                # size warmed up by a call, then one call timed from a common start to
-                # its slowest rank's end (-a 3), as collsim times one; the median over
-                # cycles counts, so a call that met a burst of the machine's other work
-                # (a TCP loss probe after a late ACK: bench/netns_hosts.sh NETNS_STATS)
-                # does not
-                echo "simval.sh: $rate $k hosts $coll: measuring (load $(load))" >&2
-                echo "$(load)" >"$js.load"
-                [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js.json" ] ||
-                    measure "$js.json" "$coll" -b 8 -e 16M -f 8 -w 1 -n 1 -c 0 -N "$cycles" \
+done
+# Every case once, then every case again (SIMVAL_PASSES): a pass that meets a disturbance of
+# the machine (minutes in which every call here is 3-5x slower) has its twin minutes later.
+for ((pass = 1; pass <= passes; pass++)); do
+    sfx=""
+    [ "$pass" -eq 1 ] || sfx=".p$pass"
+    for rate in $rates; do
+        cal=$raw/calib-$rate.txt
+        for k in $hostss; do
+            for coll in $colls; do
+                js=$raw/$rate-$k-$coll
+                has measure || continue
+                # 8 B .. 16 MiB in steps of 8, then 64 MiB: -N cycles of the sweep, each size
+                # warmed up by a call, then one call timed from the start barrier to its
+                # slowest rank's end (-a 3), as collsim times one; the median over cycles
+                # counts, so a call that met a burst of the machine's other work (a TCP loss
+                # probe after a late ACK: bench/netns_hosts.sh NETNS_STATS) does not
+                echo "simval.sh: pass $pass: $rate $k hosts $coll: measuring (load $(load))" >&2
+                [ "$pass" -eq 1 ] && echo "$(load)" >"$js.load"
+                [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js$sfx.json" ] ||
+                    measure "$js$sfx.json" "$coll" -b 8 -e 16M -f 8 -w 1 -n 1 -c 0 -N "$cycles" \
                         -a 3 --outofplace-only
-                [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js-64M.json" ] ||
-                    measure "$js-64M.json" "$coll" -b 64M -e 64M -w 1 -n 1 -c 0 -N "$big" \
+                [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js-64M$sfx.json" ] ||
+                    measure "$js-64M$sfx.json" "$coll" -b 64M -e 64M -w 1 -n 1 -c 0 -N "$big" \
                         -a 3 --outofplace-only
-            fi
-            if has sim; then
+            done
+        done
+    done
+done
+if has sim; then
+    for rate in $rates; do
+        cal=$raw/calib-$rate.txt
+        for k in $hostss; do
+            for coll in $colls; do
+                js=$raw/$rate-$k-$coll
                 # the measured run's algorithm and chunk per size, simulated one by one
                 python3 bench/simval.py picks "$js.json" "$js-64M.json" |
                     while read -r size algo chunk; do
@@ -99,9 +118,9 @@ for rate in $rates; do
                             --algo "$algo" --chunk "$chunk" \
                             --json "$raw/sim/$rate-$k-$coll-$size.json"
                     done
-            fi
+            done
         done
     done
-done
+fi
 python3 bench/simval.py tsv "$raw" >"$out/simval.tsv"
 python3 bench/simval.py table "$out/simval.tsv" --plot "$out/simval.png"

@@ -152,6 +152,75 @@ else
     not_ok "--calib tcp.xchg: rd '$r0' -> '$r5' us (want +5), broadcast '$b0' -> '$b5' (want same)"
 fi
 
+# ---- a shaped link's burst (tcp.burst, tcp.burst_beta): an idle link's first bytes -----------
+# One 32 KiB message on 2 hosts: with a bucket of 64 KiB at a tenth of beta it crosses 32768 x
+# 0.9 ns = 29.5 us sooner. 8 x 32 KiB in a row gain, but the link never beats its rate by more
+# than the bucket: at least (256 - 64) KiB at 1 GB/s, 196.6 us.
+{ cat "$TMP/cal0.txt"; printf 'tcp.burst 65536\ntcp.burst_beta 1e-10\n'; } >"$TMP/calb.txt"
+burst_time() { # calibration file, size, chunk -> time (us) of a 2-host chain broadcast
+    sim --calib "$1" --hosts 2 -c broadcast --algo chain -b "$2" -e "$2" --chunk "$3" \
+        >"$TMP/out" 2>"$TMP/err" && time_of chain
+}
+o1=$(burst_time "$TMP/cal0.txt" 32K 32K) b1=$(burst_time "$TMP/calb.txt" 32K 32K)
+o2=$(burst_time "$TMP/cal0.txt" 256K 32K) b2=$(burst_time "$TMP/calb.txt" 256K 32K)
+if [ -n "$o1" ] && [ -n "$b2" ] &&
+        awk -v a="$o1" -v b="$b1" -v c="$o2" -v d="$b2" 'BEGIN { x = a - b - 29.49; y = c - d
+            exit !(x > -0.5 && x < 0.5 && y > 29 && d >= 196.6) }'; then
+    ok "--calib tcp.burst: 32 KiB on 2 hosts $o1 -> $b1 us; 8 x 32 KiB $o2 -> $b2 us"
+else
+    not_ok "--calib tcp.burst: 32 KiB '$o1' -> '$b1' us (want -29.5), 8 x 32 KiB '$o2' -> '$b2' (want less, >= 196.6)"
+fi
+
+# ---- wake: a wait that outlasts --spin sleeps, and its rank runs wake later ------------------
+# 8 B cross in 12 us, inside 50 us of polling: no wake. 8 KiB with --spin 10us: the wait
+# slept, and its rank runs 100 us after the message's first bytes, 8.19 us before its last:
+# 91.8 us more. 1 MiB takes a millisecond on the link, which hides the wake.
+{ cat "$TMP/cal0.txt"; echo "wake 1e-04"; } >"$TMP/calw.txt"
+wake_time() { # calibration file, size, more flags -> time (us) of a 2-host chain broadcast
+    local c=$1 b=$2
+    shift 2
+    sim --calib "$c" --hosts 2 -c broadcast --algo chain -b "$b" -e "$b" --chunk "$b" "$@" \
+        >"$TMP/out" 2>"$TMP/err" && time_of chain
+}
+s0=$(wake_time "$TMP/cal0.txt" 8) s1=$(wake_time "$TMP/calw.txt" 8)
+k0=$(wake_time "$TMP/cal0.txt" 8K --spin 10us) k1=$(wake_time "$TMP/calw.txt" 8K --spin 10us)
+l0=$(wake_time "$TMP/cal0.txt" 1M) l1=$(wake_time "$TMP/calw.txt" 1M)
+if [ -n "$s0" ] && [ "$s0" = "$s1" ] && [ -n "$l0" ] && [ "$l0" = "$l1" ] && [ -n "$k1" ] &&
+        awk -v a="$k0" -v b="$k1" 'BEGIN { d = b - a - 91.81; exit !(d > -0.5 && d < 0.5) }'; then
+    ok "--calib wake 1e-04: 8 B $s0 us both; 8 KiB --spin 10us $k0 -> $k1 us; 1 MiB $l0 both"
+else
+    not_ok "--calib wake: 8 B '$s0' -> '$s1', 8 KiB '$k0' -> '$k1' (want +91.8), 1 MiB '$l0' -> '$l1'"
+fi
+
+# ---- call: a collective call's own cost, once per rank before its first step ----------------
+{ cat "$TMP/cal0.txt"; echo "call 5e-06"; } >"$TMP/calk.txt"
+n0=$(wake_time "$TMP/cal0.txt" 8) n5=$(wake_time "$TMP/calk.txt" 8)
+m0=$(wake_time "$TMP/cal0.txt" 1M) m5=$(wake_time "$TMP/calk.txt" 1M)
+if [ -n "$n0" ] && [ -n "$m5" ] && awk -v a="$n0" -v b="$n5" -v c="$m0" -v d="$m5" \
+        'BEGIN { x = b - a - 5; y = d - c - 5; exit !(x > -0.01 && x < 0.01 && y > -0.01 && y < 0.01) }'; then
+    ok "--calib call 5e-06: 8 B $n0 -> $n5 us, 1 MiB $m0 -> $m5 us"
+else
+    not_ok "--calib call 5e-06: 8 B '$n0' -> '$n5', 1 MiB '$m0' -> '$m5' (want +5 both)"
+fi
+
+# ---- tcp.cpu with --machine-cores: the machine's copy path, shared by every host's bytes -----
+# 2 machine cores at 2 ns a byte carry 1 GB/s in all: one 4 MiB message at the links' 1 GB/s
+# keeps its time; a 4-host ring's four at once get a quarter each, so the all-gather's time
+# is about 4x (3x or more, as the latencies do not grow).
+{ cat "$TMP/cal0.txt"; echo "tcp.cpu 2e-09"; } >"$TMP/calc.txt"
+cpu_time() { # calibration file, hosts, collective, algorithm -> time (us)
+    sim --calib "$1" --hosts "$2" --machine-cores 2 -c "$3" --algo "$4" -b 4M -e 4M --chunk 4M \
+        >"$TMP/out" 2>"$TMP/err" && time_of "$4"
+}
+c0=$(cpu_time "$TMP/cal0.txt" 2 broadcast chain) c1=$(cpu_time "$TMP/calc.txt" 2 broadcast chain)
+g0=$(cpu_time "$TMP/cal0.txt" 4 allgather ring) g1=$(cpu_time "$TMP/calc.txt" 4 allgather ring)
+if [ -n "$c0" ] && [ -n "$g1" ] && within "$c1" "$c0" 1 &&
+        awk -v a="$g0" -v b="$g1" 'BEGIN { exit !(b > 3 * a && b < 4.2 * a) }'; then
+    ok "--calib tcp.cpu + --machine-cores 2: one message $c0 -> $c1 us, 4-host ring $g0 -> $g1 us"
+else
+    not_ok "--calib tcp.cpu: one message '$c0' -> '$c1' (want the same), ring '$g0' -> '$g1' (3-4x)"
+fi
+
 # ---- within a host: each rank's memory port -------------------------------------------------
 # 128 chunks of 8 KiB at 1 GB/s (8.19 us each) with 10 us of shared-memory latency: over the
 # ranks' ports the latency overlaps the next chunk's copy (128 x 8.19 + 10 us, plus the

@@ -56,6 +56,68 @@ static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
     return 0;
 }
 
+/* wake (cost.h): rank 0 sends 8 bytes, peer holds them WAKE_HOLD_S (polling its clock,
+ * so that it sleeps nowhere) and answers; rank 0's receive outlasts any usual polling
+ * (COLL_SPIN_US) and sleeps, and what the round trip takes beyond the hold and two one-way
+ * times is its wake-up: the median of WAKE_REPS. Every rank calls it. */
+#define WAKE_HOLD_S 1e-3
+#define WAKE_REPS 60
+static int wake(struct bench *b, int peer, double oneway, double *wake_p)
+{
+    double t[WAKE_REPS];
+    size_t n = 0;
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    for (int i = 0; i < WAKE_REPS + 2 && in && st == COLL_SUCCESS; i++) {
+        double t0 = now_s();
+        if (b->rank == 0) {
+            st = coll_send(b->sendbuf, 8, COLL_UINT8, peer, b->comm);
+            if (st == COLL_SUCCESS)
+                st = coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm);
+        } else {
+            st = coll_recv(b->recvbuf, 8, COLL_UINT8, 0, b->comm);
+            for (double h = now_s(); st == COLL_SUCCESS && now_s() - h < WAKE_HOLD_S;)
+                ;
+            if (st == COLL_SUCCESS)
+                st = coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+        }
+        if (i >= 2)
+            t[n++] = now_s() - t0;
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "a held ping-pong (--calibrate)", st);
+    *wake_p = in && n ? fmax(median(t, n) - WAKE_HOLD_S - 2 * oneway, 0) : 0;
+    return 0;
+}
+
+/* call (cost.h): one way of a ping-pong of 8-byte broadcasts on a comm of ranks 0 and peer
+ * (from 0, then back from peer), less one way of the send/recv ping-pong: what a collective
+ * call costs beyond its one message. Needs a comm of those two alone (the calibration's comm
+ * when it has two ranks, as bench/simval.sh's); *call_p is 0 elsewhere. Every rank calls it. */
+static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
+{
+    double t[PP_MAX_SAMPLES];
+    size_t n = 0;
+    coll_status_t st = COLL_SUCCESS;
+
+    *call_p = 0;
+    if (b->nranks != 2)
+        return 0;
+    for (int i = 0; i < 405 && st == COLL_SUCCESS; i++) {
+        double t0 = now_s();
+        st = coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+        if (st == COLL_SUCCESS)
+            st = coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, peer, b->comm);
+        if (i >= 5)
+            t[n++] = (now_s() - t0) / 2;
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "a broadcast ping-pong (--calibrate)", st);
+    *call_p = n ? fmax(median(t, n) - oneway, 0) : 0;
+    return 0;
+}
+
 /* Seconds per exchange of `bytes` between ranks 0 and 1 (0 elsewhere), both sending and
  * receiving at once as a step of recursive doubling or of a ring does: the median of single
  * exchanges after a warm-up. What it takes beyond one way of the ping-pong at 8 bytes is
@@ -127,6 +189,54 @@ static int stream(struct bench *b, int peer, bool both_ways, double small, doubl
     if (st != COLL_SUCCESS)
         return lib_error(b, "a stream of sends (--calibrate)", st);
     *beta_p = in && n ? fmax(median(t, n) - small, 0) / STREAM_BYTES : 0;
+    return 0;
+}
+
+/* The machine's busy CPU time so far, seconds (/proc/stat: user, nice, system, irq and
+ * softirq of every CPU, not a guest's steal); < 0 where it cannot be read. */
+static double machine_busy_s(void)
+{
+    unsigned long long v[8] = {0};
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                       &v[3], &v[4], &v[5], &v[6], &v[7])
+              : 0;
+    if (f)
+        fclose(f);
+    if (n < 7 || hz <= 0)
+        return -1;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
+}
+
+/* <link>.cpu (cost.h): the busy CPU time of rank 0's machine over streams both ways of at
+ * least 0.4 s (the clock ticks at 10 ms), per byte moved. What one way of a stream costs at
+ * 10 Gbit/s between emulated hosts is the machine's copy path (both ends on its 2 cores);
+ * 4 hosts' streams share it, which their links' beta alone does not say. Every rank calls
+ * it; rank 0 decides the length. */
+static int stream_cpu(struct bench *b, int peer, double both_beta, double *cpu_p)
+{
+    double per = both_beta * STREAM_BYTES * (STREAM_TRIALS + 1), t0, t1, ignored;
+    int64_t reps = per > 0 ? (int64_t)ceil(0.4 / per) : 1;
+    coll_status_t st;
+
+    reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
+    st = coll_broadcast(&reps, &reps, 1, COLL_INT64, 0, b->comm);
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "broadcast of the stream's length (--calibrate)", st);
+    if (reps < 1 || reps > 64)
+        return fprintf(stderr, "collbench: rank %d: rank 0 sent %" PRId64 " streams\n", b->rank,
+                       reps), 1;
+    t0 = machine_busy_s();
+    for (int64_t i = 0; i < reps; i++) {
+        int rc = stream(b, peer, true, 0, &ignored);
+        if (rc)
+            return rc;
+    }
+    t1 = machine_busy_s();
+    *cpu_p = t0 >= 0 && t1 > t0
+                 ? (t1 - t0) / ((double)reps * (STREAM_TRIALS + 1) * 2.0 * STREAM_BYTES)
+                 : 0;
     return 0;
 }
 
@@ -362,13 +472,64 @@ static int mkdir_parents(const char *path)
     return 0;
 }
 
+/* alpha: the median of what the small messages have left after beta, over the sizes whose
+ * beta is at most a tenth of their time (at least the smallest two). Sizes a shaped link
+ * lets through at its burst's speed (fit_burst) would pull it down: one of 512 B at 1
+ * Gbit/s crosses an idle link in less than its 4 us at the rate. */
+static double fit_alpha(const double *oneway, const size_t *sizes, double beta)
+{
+    double a[4];
+    int n = 0;
+    for (int i = 0; i < 4; i++)
+        if (i < 2 || beta * (double)sizes[i] <= 0.1 * oneway[i])
+            a[n++] = fmax(oneway[i] - beta * (double)sizes[i], 0);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (a[j] < a[i]) {
+                double t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+            }
+    return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
+}
+
+/* A shaped link's burst (cost.h): when messages below 256 KiB crossed in under three
+ * quarters of alpha + bytes beta, burst_beta from the smallest of them that took longer
+ * than alpha, burst from the largest: alpha + burst burst_beta + (bytes - burst) beta is
+ * its time. Else 0, every byte at beta. */
+static void fit_burst(struct coll_link_cost *c, const double *oneway, const size_t *sizes,
+                      size_t n)
+{
+    int lo = -1, hi = -1;
+    c->burst = c->burst_beta = 0;
+    for (size_t i = 0; i < n && sizes[i] < (256u << 10); i++) {
+        double model = c->alpha + c->beta * (double)sizes[i];
+        if (oneway[i] >= 0.75 * model)
+            continue;
+        if (lo < 0 && oneway[i] > c->alpha)
+            lo = (int)i;
+        hi = (int)i;
+    }
+    if (lo < 0 || hi < 0)
+        return;
+    c->burst_beta = fmin((oneway[lo] - c->alpha) / (double)sizes[lo], c->beta);
+    if (c->beta > c->burst_beta)
+        c->burst = fmin(fmax((c->alpha + c->beta * (double)sizes[hi] - oneway[hi]) /
+                                 (c->beta - c->burst_beta),
+                             0),
+                        (double)sizes[hi]);
+    if (!(c->burst > 0))
+        c->burst = c->burst_beta = 0;
+}
+
 int calibrate(struct bench *b)
 {
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
     double oneway[COLL_NUM_LINKS][COLL_ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
     double per_msg[COLL_NUM_LINKS] = {0}, xchg[COLL_NUM_LINKS][2] = {{0}};
-    double sbeta[COLL_NUM_LINKS][2] = {{0}};
+    double sbeta[COLL_NUM_LINKS][2] = {{0}}, cpu[COLL_NUM_LINKS] = {0};
+    double wakes[COLL_NUM_LINKS] = {0}, calls[COLL_NUM_LINKS] = {0};
     int probe_link = -1;
     int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
@@ -408,6 +569,24 @@ int calibrate(struct bench *b)
         for (int k = 0; k < 2 && peer_of[l] >= 0; k++) {
             watchdog_arm(&b->wd, "a stream of --calibrate");
             rc = stream(b, peer_of[l], k, oneway[l][0], &sbeta[l][k]);
+            if (rc)
+                return rc;
+        }
+        if (peer_of[l] >= 0) {
+            watchdog_arm(&b->wd, "a broadcast ping-pong of --calibrate");
+            rc = call_cost(b, peer_of[l], oneway[l][0], &calls[l]);
+            if (rc)
+                return rc;
+        }
+        if (peer_of[l] >= 0) {
+            watchdog_arm(&b->wd, "a held ping-pong of --calibrate");
+            rc = wake(b, peer_of[l], oneway[l][0], &wakes[l]);
+            if (rc)
+                return rc;
+        }
+        if (peer_of[l] >= 0 && l != COLL_LINK_SHM) {
+            watchdog_arm(&b->wd, "the streams of --calibrate's CPU time");
+            rc = stream_cpu(b, peer_of[l], sbeta[l][1], &cpu[l]);
             if (rc)
                 return rc;
         }
@@ -470,22 +649,17 @@ int calibrate(struct bench *b)
             /* beta from the two largest messages, alpha what the small ones have left */
             double beta =
                 (oneway[l][last] - oneway[l][last - 1]) / (double)(sizes[last] - sizes[last - 1]);
-            double alphas[4];
             if (!(beta > 0))
                 beta = oneway[l][last] / (double)sizes[last];
-
-            for (int i = 0; i < 4; i++)
-                alphas[i] = fmax(oneway[l][i] - beta * (double)sizes[i], 0);
-            /* the median of four */
-            for (int i = 0; i < 4; i++)
-                for (int j = i + 1; j < 4; j++)
-                    if (alphas[j] < alphas[i]) {
-                        double t = alphas[i];
-                        alphas[i] = alphas[j];
-                        alphas[j] = t;
-                    }
-            p.link[link].alpha = (alphas[1] + alphas[2]) / 2;
+            p.link[link].alpha = fit_alpha(oneway[l], sizes, beta);
             p.link[link].beta = beta;
+            if (link != COLL_LINK_SHM) /* its large messages take another path */
+                fit_burst(&p.link[link], oneway[l], sizes, COLL_ARRAY_SIZE(sizes));
+            p.link[link].cpu = cpu[l];
+            if (wakes[l] > 0 && (l == COLL_LINK_TCP || !(p.wake > 0)))
+                p.wake = wakes[l]; /* between hosts where there are hosts */
+            if (calls[l] > 0 && (l == COLL_LINK_TCP || !(p.call > 0)))
+                p.call = calls[l];
             /* a burst's messages follow each other per_msg apart: that much of alpha holds
              * the link (and the executor: step), the rest is latency they overlap */
             p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
@@ -498,12 +672,22 @@ int calibrate(struct bench *b)
             printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
                    coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
             printf("#       size   one-way, median (us)   model (us)\n");
-            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
+            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++) {
+                const struct coll_link_cost *c = &p.link[link];
+                double fast = fmin((double)sizes[i], c->burst);
                 printf("%12zu   %20.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
-                       (p.link[link].alpha + p.link[link].beta * (double)sizes[i]) * 1e6);
+                       (c->alpha + fast * c->burst_beta + ((double)sizes[i] - fast) * c->beta) *
+                           1e6);
+            }
             printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
                    coll__link_name(link), p.link[link].alpha, coll__link_name(link),
                    p.link[link].beta, p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
+            if (p.link[link].burst > 0)
+                printf("# an idle link let %.0f B through at %.3g s/B (%.2f GB/s): %s.burst, "
+                       "%s.burst_beta (collsim)\n",
+                       p.link[link].burst, p.link[link].burst_beta,
+                       p.link[link].burst_beta > 0 ? 1e-9 / p.link[link].burst_beta : 0.0,
+                       coll__link_name(link), coll__link_name(link));
             printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
                    BURST_MSGS, per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
                    l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
@@ -514,6 +698,17 @@ int calibrate(struct bench *b)
                    sbeta[l][1] > 0 ? 1e-9 / sbeta[l][1] : 0.0, sizes[last - 1], sizes[last],
                    (oneway[l][last] - oneway[l][last - 1]) /
                        (double)(sizes[last] - sizes[last - 1]));
+            if (calls[l] > 0)
+                printf("# a ping-pong of 8-byte broadcasts: %.2f us more a call than send/recv's, "
+                       "call %.3g s\n",
+                       calls[l] * 1e6, calls[l]);
+            printf("# an answer held 1 ms (the wait sleeps): %.2f us more than two one-way "
+                   "times, wake %.3g s\n",
+                   wakes[l] * 1e6, wakes[l]);
+            if (p.link[link].cpu > 0)
+                printf("# streams both ways: %.3g s of the machine's CPU per byte, %s.cpu (%.2f "
+                       "GB/s a core)\n",
+                       p.link[link].cpu, coll__link_name(link), 1e-9 / p.link[link].cpu);
             printf("# exchange (both ranks send and receive at once): 8 B %.2f us, 4 KiB %.2f "
                    "us; one way of the ping-pong %.2f us, %.2f us: %s.xchg %.3g s\n",
                    xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6,

@@ -83,6 +83,7 @@
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,22 @@ void coll__cost_params_default(struct coll_cost_params *p)
 
 #define COST_FILE_MAX (1u << 20) /* a calibration file is a few dozen lines */
 
+/* A link's parameters as the file names them (<link>.<name>), in the order it writes them. */
+static const struct {
+    const char *name;
+    size_t off;
+} link_fields[] = {
+    {"alpha", offsetof(struct coll_link_cost, alpha)},
+    {"beta", offsetof(struct coll_link_cost, beta)},
+    {"rdv", offsetof(struct coll_link_cost, rdv)},
+    {"rdv_bytes", offsetof(struct coll_link_cost, rdv_bytes)},
+    {"lat", offsetof(struct coll_link_cost, lat)},
+    {"xchg", offsetof(struct coll_link_cost, xchg)},
+    {"burst", offsetof(struct coll_link_cost, burst)},
+    {"burst_beta", offsetof(struct coll_link_cost, burst_beta)},
+    {"cpu", offsetof(struct coll_link_cost, cpu)},
+};
+
 /* The parameter named key, or NULL when the key is unknown. */
 static double *param_of(struct coll_cost_params *p, const char *key)
 {
@@ -169,6 +186,10 @@ static double *param_of(struct coll_cost_params *p, const char *key)
         return &p->cache_bytes;
     if (!strcmp(key, "step"))
         return &p->step;
+    if (!strcmp(key, "wake"))
+        return &p->wake;
+    if (!strcmp(key, "call"))
+        return &p->call;
     if (!dot)
         return NULL;
     if (plen == 4 && !strncmp(key, "flat", 4)) {
@@ -191,18 +212,9 @@ static double *param_of(struct coll_cost_params *p, const char *key)
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
         if (strlen(link_names[l]) != plen || strncmp(key, link_names[l], plen))
             continue;
-        if (!strcmp(dot + 1, "alpha"))
-            return &p->link[l].alpha;
-        if (!strcmp(dot + 1, "beta"))
-            return &p->link[l].beta;
-        if (!strcmp(dot + 1, "rdv"))
-            return &p->link[l].rdv;
-        if (!strcmp(dot + 1, "rdv_bytes"))
-            return &p->link[l].rdv_bytes;
-        if (!strcmp(dot + 1, "lat"))
-            return &p->link[l].lat;
-        if (!strcmp(dot + 1, "xchg"))
-            return &p->link[l].xchg;
+        for (size_t f = 0; f < COLL_ARRAY_SIZE(link_fields); f++)
+            if (!strcmp(dot + 1, link_fields[f].name))
+                return (double *)((char *)&p->link[l] + link_fields[f].off);
         return NULL;
     }
     return NULL;
@@ -404,24 +416,24 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
                       "overlap it);\n"
                       "# <link>.xchg: seconds more for a message that reaches a rank while it "
                       "sends too (collsim);\n"
+                      "# <link>.burst: bytes an idle link lets through at <link>.burst_beta "
+                      "seconds per byte (collsim);\n"
+                      "# <link>.cpu: CPU seconds of the machine per byte moved (collsim "
+                      "--machine-cores);\n"
                       "# step: seconds of the executor's time per schedule step\n"
+                      "# wake: seconds more for a wait that slept (collsim)\n"
+                      "# call: seconds a collective call costs a rank beyond its steps "
+                      "(collsim)\n"
                       "# flat.alpha: seconds per flat-path call per rank; flat.beta: seconds "
                       "per byte a rank touches in a small one;\n"
                       "# flat.sliced: seconds per byte and pass of one in pieces; "
                       "flat.yield: seconds per wait per rank beyond the cores\n") < 0;
     for (int l = 0; l < COLL_NUM_LINKS; l++) {
-        format_exact(num, sizeof(num), p->link[l].alpha);
-        bad |= fprintf(f, "%s.alpha %s\n", link_names[l], num) < 0;
-        format_exact(num, sizeof(num), p->link[l].beta);
-        bad |= fprintf(f, "%s.beta %s\n", link_names[l], num) < 0;
-        format_exact(num, sizeof(num), p->link[l].rdv);
-        bad |= fprintf(f, "%s.rdv %s\n", link_names[l], num) < 0;
-        format_exact(num, sizeof(num), p->link[l].rdv_bytes);
-        bad |= fprintf(f, "%s.rdv_bytes %s\n", link_names[l], num) < 0;
-        format_exact(num, sizeof(num), p->link[l].lat);
-        bad |= fprintf(f, "%s.lat %s\n", link_names[l], num) < 0;
-        format_exact(num, sizeof(num), p->link[l].xchg);
-        bad |= fprintf(f, "%s.xchg %s\n", link_names[l], num) < 0;
+        for (size_t k = 0; k < COLL_ARRAY_SIZE(link_fields); k++) {
+            format_exact(num, sizeof(num),
+                         *(const double *)((const char *)&p->link[l] + link_fields[k].off));
+            bad |= fprintf(f, "%s.%s %s\n", link_names[l], link_fields[k].name, num) < 0;
+        }
     }
     for (int d = 0; d < COLL_NUM_DTYPES; d++) {
         format_exact(num, sizeof(num), p->gamma[d]);
@@ -435,6 +447,10 @@ static int write_params(FILE *f, const struct coll_cost_params *p)
     bad |= fprintf(f, "cache_bytes %s\n", num) < 0;
     format_exact(num, sizeof(num), p->step);
     bad |= fprintf(f, "step %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->wake);
+    bad |= fprintf(f, "wake %s\n", num) < 0;
+    format_exact(num, sizeof(num), p->call);
+    bad |= fprintf(f, "call %s\n", num) < 0;
     format_exact(num, sizeof(num), p->flat.alpha);
     bad |= fprintf(f, "flat.alpha %s\n", num) < 0;
     format_exact(num, sizeof(num), p->flat.beta);

@@ -66,6 +66,18 @@ struct coll_link_cost {
      * wait, and the kernel's work that delivers the peer's message waits for a core. 0: an
      * exchange costs what one way does. collsim adds it; the selector's model does not. */
     double xchg;
+    /* A shaped link's burst: an idle link lets up to burst bytes of a message through at
+     * burst_beta seconds per byte, and charges them to its rate afterwards (tc htb, which
+     * bench/netns_hosts.sh's links are, lets a packet go before it charges it, and TCP
+     * hands it packets of tens of KiB). 0: every byte at beta. collsim keeps a bucket of
+     * burst bytes per host's link; the selector's model does not. */
+    double burst;
+    double burst_beta;
+    /* CPU seconds the machine of collbench --calibrate's rank 0 spent per byte of a stream
+     * both ways (its end's work; both ends' where the hosts are emulated on it). collsim
+     * --machine-cores M: every message between hosts crosses one link of M / cpu bytes a
+     * second, the machine's cores that copy it. 0: not measured. */
+    double cpu;
 };
 
 struct coll_cost_params {
@@ -83,6 +95,16 @@ struct coll_cost_params {
      * rank's CPU runs it before the step takes effect, one at a time with its local steps,
      * so a schedule of many small steps pays for their number. */
     double step;
+    /* Seconds more a wait takes when it outlasted its polling (COLL_SPIN_US) and slept: the
+     * wake-up from epoll_wait once the message is in (a virtual machine's idle CPU halts:
+     * 100 us and more). collbench --calibrate's ping-pong whose answer comes after the
+     * poll; collsim adds it to a wait longer than --spin. 0: not measured. */
+    double wake;
+    /* Seconds a collective call costs each rank beyond its schedule's steps and messages
+     * (its arguments' checks, the path's choice, the plan, the completion): what a 2-rank
+     * broadcast ping-pong of 8 bytes takes beyond a send/recv ping-pong's (collbench
+     * --calibrate). collsim runs it on the rank's CPU before the first step. 0: none. */
+    double call;
     /* Cores of each host, 0: as many as its ranks. When a host has more ranks than cores,
      * its ranks' local steps and the messages they receive share that many cores (time-
      * slicing: each message also costs the receiving side CPU for its whole duration). The

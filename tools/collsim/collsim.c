@@ -89,6 +89,8 @@ int main(int argc, char **argv)
         o->link_lat = (t->lat < t->alpha ? t->lat : t->alpha) / 2;
         o->intra_bw = m->beta > 0 ? 1 / m->beta : 1e15;
         o->intra_lat = m->lat < m->alpha ? m->lat : m->alpha;
+        if (o->machine_cores && t->cpu > 0)
+            o->machine_bw = o->machine_cores / t->cpu;
     } else {
         /* the platform's links are the cost model's links (so the selector and the model's
          * column see this platform): inter-host over tcp's entry, intra-host over shm's */
@@ -244,6 +246,13 @@ int main(int argc, char **argv)
         o->hosts = (o->nranks + o->per_host - 1) / o->per_host;
         if (o->root >= o->nranks)
             return usage_error("--root %d is not a rank of %d", o->root, o->nranks);
+    }
+    if (o->calib && !o->platform && o->hosts > 1 && S.p.link[COLL_LINK_TCP].burst > 0) {
+        S.bucket = calloc((size_t)o->hosts, sizeof(double));
+        S.bucket_at = calloc((size_t)o->hosts, sizeof(double));
+        if (!S.bucket || !S.bucket_at)
+            return fprintf(stderr, "collsim: out of memory for %d hosts\n", o->hosts),
+                   EXIT_SIMFAIL;
     }
     S.r = calloc((size_t)o->nranks, sizeof(*S.r));
     peer_last = malloc(sizeof(uint32_t) * 2 * (size_t)o->nranks);
@@ -440,6 +449,8 @@ out:
     free(S.links);
     free(S.link_bw);
     free(S.link_lat);
+    free(S.bucket);
+    free(S.bucket_at);
     free(sg_argv);
     return rc;
 }

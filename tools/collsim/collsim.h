@@ -55,6 +55,9 @@ struct opts {
     /* --machine-cores: the hosts are emulated on one machine of this many cores, which
      * every rank's computation shares (0: each host has its own --cores) */
     int32_t machine_cores;
+    /* ... and its copy path: every message between hosts crosses one shared link of this
+     * many bytes a second, machine_cores / tcp.cpu of the calibration (0: none) */
+    double machine_bw;
     double link_bw, link_lat, intra_bw, intra_lat; /* bytes/s, s */
     const char *fabric, *platform, *calib, *json, *trace, *model;
     size_t minb, maxb, chunk;
@@ -66,6 +69,7 @@ struct opts {
     const char *intra_model;
     const char *algo_spec;
     double step_s, overhead_s; /* <0: from the cost model's parameters */
+    double spin_s; /* --spin: a wait polls this long, then sleeps (the calibration's wake) */
     bool quiet;
     bool exact; /* --exact: the selector's ranking by the schedule walker */
 };
@@ -119,6 +123,9 @@ struct sim {
     double *link_bw;  /* as the platform gave them */
     double *link_lat; /* streams: every link's latency, which SimGrid's links no longer carry */
     size_t nlinks;
+    /* a shaped link's burst (cost.h, <link>.burst): per host, the bytes its bucket holds
+     * (below 0: owed) and when it was last filled */
+    double *bucket, *bucket_at;
     const char *failed; /* first failure, reported once the run ends */
     char errbuf[256];
 };

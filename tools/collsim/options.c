@@ -80,10 +80,16 @@ static void usage(FILE *f)
           "  --calib FILE         coll's calibration file (collbench --calibrate): the links'\n"
           "                       latency and bandwidth, gamma, copy and per-step time from\n"
           "                       it, network model CM02 without factors; a message that\n"
-          "                       reaches a rank while it sends too takes <link>.xchg longer\n"
+          "                       reaches a rank while it sends too takes <link>.xchg longer;\n"
+          "                       each host's link keeps a bucket of tcp.burst bytes that\n"
+          "                       cross at tcp.burst_beta (a shaped link: tc htb); with\n"
+          "                       --machine-cores M, every message between hosts also crosses\n"
+          "                       a link of M / tcp.cpu bytes a second (the machine's copy path)\n"
           "  --model NAME         SimGrid network model (default CM02; LV08 is SimGrid's\n"
           "                       TCP-fitted default)\n"
           "  --step T, --overhead T   executor time per step, sender time per message\n"
+          "  --spin T             with --calib: a wait polls T (COLL_SPIN_US, default 50us),\n"
+          "                       then sleeps; its rank runs the calibration's wake later\n"
           "output:\n"
           "  --json FILE          the rows as JSON\n"
           "  --trace FILE         every rank's steps in COLL_TRACE's format (collviz trace)\n"
@@ -185,6 +191,7 @@ int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char **sg_ar
     o->chunk = 128u << 10;
     o->algo_spec = "auto";
     o->step_s = o->overhead_s = -1;
+    o->spin_s = 50e-6;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEEDV()                                                                                    \
@@ -253,8 +260,9 @@ int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char **sg_ar
                 return usage_error("%s '%s': a bandwidth (100Gbps, 12.5GBps, bytes per second)",
                                    a, v);
         } else if (!strcmp(a, "--latency") || !strcmp(a, "--intra-latency") ||
-                   !strcmp(a, "--step") || !strcmp(a, "--overhead")) {
+                   !strcmp(a, "--step") || !strcmp(a, "--overhead") || !strcmp(a, "--spin")) {
             double *dst = a[2] == 'l' ? &o->link_lat : a[2] == 'i' ? &o->intra_lat
+                          : !strcmp(a, "--spin") ? &o->spin_s
                           : a[2] == 's' ? &o->step_s : &o->overhead_s;
             NEEDV();
             if (!parse_time(v, dst))

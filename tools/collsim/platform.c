@@ -167,6 +167,9 @@ int write_platform(const struct opts *o, const char *path, int32_t *nodes_p)
                 o->intra_lat);
     if (topo[0])
         fprintf(f, " topology=\"%s\" topo_parameters=\"%s\"", topo, params);
+    else if (o->machine_bw > 0) /* the hosts' bytes share the one machine's cores */
+        fprintf(f, " bb_bw=\"%.17gBps\" bb_lat=\"0s\" bb_sharing_policy=\"SHARED\"",
+                o->machine_bw);
     fputs("/>\n", f);
     if (ports) {
         /* SimGrid's order in a zone: the clusters, then the links, then the routes */

@@ -76,6 +76,44 @@ static double xchg_lat(const struct srank *R, uint32_t i)
     return S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP].xchg;
 }
 
+/* The bytes SimGrid moves for a message between hosts over a shaped link (cost.h, burst):
+ * the sender's host's bucket refills at the link's rate up to burst bytes; a message takes
+ * what it holds at burst_beta a byte and the rest at the rate, and owes the whole message,
+ * as htb charges a packet after it lets it go. In SimGrid's terms, its time at the rate. */
+static long wire_bytes(const struct srank *R, const struct sstep *st, double now)
+{
+    const struct coll_link_cost *l = &S.p.link[COLL_LINK_TCP];
+    double fast, *tok;
+    if (!S.bucket || !(l->burst > 0) || !(l->beta > 0) || S.r[st->peer].host == R->host)
+        return (long)st->bytes;
+    tok = &S.bucket[R->host];
+    *tok = fmin(l->burst, *tok + (now - S.bucket_at[R->host]) / l->beta);
+    S.bucket_at[R->host] = now;
+    fast = fmin((double)st->bytes, fmax(*tok, 0));
+    *tok -= (double)st->bytes;
+    return (long)llround((double)st->bytes - fast + fast * l->burst_beta / l->beta);
+}
+
+/* A wait that outlasts the rank's polling (--spin) sleeps, and its rank runs the
+ * calibration's wake after its message's first bytes came (cost.h): a message that takes
+ * longer than that on its link hides it. slots: the activities' (latency waits have none). */
+static ssize_t wait_any(const struct srank *R, sg_comm_t *act, size_t n, const uint32_t *steps,
+                        const uint32_t *slots)
+{
+    double t0 = simgrid_get_clock();
+    ssize_t w = sg_comm_wait_any(act, n);
+    if (w >= 0 && S.o.calib && S.p.wake > 0 && simgrid_get_clock() - t0 > S.o.spin_s &&
+        slots[w] != LAT_PUT && (slots[w] == NONE || !(slots[w] & LAT_SLOT))) {
+        const struct sstep *st = &R->steps[steps[w]];
+        double beta =
+            S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP].beta;
+        double dur = (double)st->bytes * beta;
+        if (S.p.wake > dur)
+            sg_actor_sleep_for(S.p.wake - dur);
+    }
+    return w;
+}
+
 static double step_cpu(void)
 {
     return S.o.step_s >= 0 ? S.o.step_s : S.p.step;
@@ -239,6 +277,9 @@ void rank_main(int argc, char **argv)
     for (uint32_t i = 0; i < n; i++)
         if (R->steps[i].left == 0)
             ready[nready++] = i;
+    /* the call's own cost before its first step (cost.h, call) */
+    if (n && S.o.calib && S.p.call > 0)
+        run_cpu(R, S.p.call);
     while (R->ndone < n && !S.failed) {
         double cpu = 0, now;
         ncomms = nlocals = 0;
@@ -278,7 +319,7 @@ void rank_main(int argc, char **argv)
                     mailbox_name(mb, sizeof(mb), R->rank, st->peer);
                     act[nact] = sg_mailbox_put_async(sg_mailbox_by_name(mb),
                                                      (void *)(uintptr_t)(st->tag + 1),
-                                                     (long)st->bytes);
+                                                     wire_bytes(R, st, now));
                     R->nmsgs++;
                 } else {
                     if (!slot_get(&slots, &slot)) {
@@ -330,7 +371,7 @@ void rank_main(int argc, char **argv)
             break;
         }
         {
-            ssize_t w = sg_comm_wait_any(act, nact);
+            ssize_t w = wait_any(R, act, nact, act_step, act_slot);
             uint32_t i, slot;
             double lat_pending = 0;
             if (w < 0 || (size_t)w >= nact) {

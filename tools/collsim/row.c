@@ -108,6 +108,10 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
     else if (n == 1)
         w->model_s = 0;
     S.start = simgrid_get_clock();
+    for (int32_t h = 0; S.bucket && h < S.o.hosts; h++) {
+        S.bucket[h] = S.p.link[COLL_LINK_TCP].burst;
+        S.bucket_at[h] = S.start;
+    }
     for (int32_t r = 0; r < n; r++) {
         char name[32];
         sg_actor_t act;
