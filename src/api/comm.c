@@ -410,7 +410,8 @@ static coll_status_t choose_transports(struct coll_comm *comm)
     {
         int cpus = coll__host_cpus(comm);
 
-        /* ranks of other hosts on this machine (emulated hosts, a node's containers) need
+        /* ranks of other hosts on this machine (emulated hosts, containers that share its
+         * PID namespace) need
          * its cores as much: a rank that polls without yielding holds one from the peer
          * whose message it waits for until its poll ends (4 emulated hosts on 2 cores: an
          * 8-byte all-reduce took 3x as long) */
@@ -420,7 +421,7 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         if (mr > mc && local_ranks(comm) <= cpus && comm->rank == 0)
             COLL_INFO(COLL_SUB_INIT,
                       "%d ranks of this comm share this machine's %d CPUs (other hosts' too: "
-                      "containers, network namespaces): waits yield the core while they poll",
+                      "network namespaces): waits yield the core while they poll",
                       mr, mc);
         /* priced before the peers were known with this rank's CPUs alone; now with the
          * number every rank agreed on, so that all of them pick alike */

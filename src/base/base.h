@@ -203,9 +203,9 @@ struct coll_peer_info {
     int32_t rank;
     int32_t pid;
     uint64_t host_hash;               /* hash of hostname + boot id: "same host" */
-    uint64_t machine_hash;            /* hash of the boot id: ranks on one kernel, whatever
-                                       * their hostnames and network namespaces, share its
-                                       * CPUs (containers of one node, emulated hosts) */
+    uint64_t machine_hash;            /* hash of the boot id and the PID namespace: ranks on
+                                       * one kernel, whatever their hostnames and network
+                                       * namespaces, share its CPUs (emulated hosts) */
     char hostname[COLL_HOSTNAME_MAX]; /* NUL-terminated, for messages */
     uint16_t addr_len;                /* bytes used in addr */
     uint8_t addr[COLL_ADDR_MAX];      /* sockaddr of this rank's data listener */

@@ -18,13 +18,16 @@
  * doorbell sockets, which live in the network namespace, so such ranks are not "local". */
 void coll__host_identity(struct coll_peer_info *self)
 {
-    char host[256] = "", boot[64] = "", netns[64] = "";
+    char host[256] = "", boot[64] = "", netns[64] = "", pidns[64] = "";
     size_t n;
     int fd;
     ssize_t nl = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+    ssize_t pl = readlink("/proc/self/ns/pid", pidns, sizeof(pidns) - 1);
 
     if (nl > 0)
         netns[nl] = '\0';
+    if (pl > 0)
+        pidns[pl] = '\0';
 
     if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
         snprintf(host, sizeof(host), "unknown-host");
@@ -41,7 +44,13 @@ void coll__host_identity(struct coll_peer_info *self)
     self->host_hash = coll__hash64(
         netns, strlen(netns),
         coll__hash64(boot, strlen(boot), coll__hash64(host, strlen(host), 0)));
-    self->machine_hash = boot[0] ? coll__hash64(boot, strlen(boot), 0) : self->host_hash;
+    /* one kernel and one PID namespace: the peers whose CPU affinity this rank can read
+     * (coll__host_cpus_of); containers with their own PID namespaces, often their own
+     * cpusets too, are machines of their own here */
+    self->machine_hash = self->host_hash;
+    if (boot[0] && pidns[0])
+        self->machine_hash =
+            coll__hash64(pidns, strlen(pidns), coll__hash64(boot, strlen(boot), 0));
     self->pid = (int32_t)getpid();
 }
 
