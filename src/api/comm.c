@@ -340,7 +340,8 @@ static int machine_ranks(const struct coll_comm *comm)
 
 static int machine_cpus(const struct coll_comm *comm)
 {
-    return coll__host_cpus_of(0, &comm->self, comm->peers, comm->nranks, comm->rank, true);
+    return coll__host_cpus_of(comm->cfg.host_cpus, &comm->self, comm->peers, comm->nranks,
+                              comm->rank, true);
 }
 
 /* Hosts numbered by their lowest rank, for the hierarchical algorithms. */
@@ -416,9 +417,10 @@ static coll_status_t choose_transports(struct coll_comm *comm)
          * whose message it waits for until its poll ends (4 emulated hosts on 2 cores: an
          * 8-byte all-reduce took 3x as long) */
         int mr = machine_ranks(comm), mc = machine_cpus(comm);
+        bool crowded = mr > mc;
 
-        comm->spin_yield = local_ranks(comm) > cpus || mr > mc;
-        if (mr > mc && local_ranks(comm) <= cpus && comm->rank == 0)
+        comm->spin_yield = local_ranks(comm) > cpus || crowded;
+        if (crowded && local_ranks(comm) <= cpus && comm->rank == 0)
             COLL_INFO(COLL_SUB_INIT,
                       "%d ranks of this comm share this machine's %d CPUs (other hosts' too: "
                       "network namespaces): waits yield the core while they poll",

@@ -59,7 +59,7 @@ int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
 {
     cpu_set_t set, peer;
 
-    if (configured > 0 && !machine) /* ranks pinned one to a CPU see only their own */
+    if (configured > 0) /* ranks pinned one to a CPU see only their own */
         return (int)configured;
     if (sched_getaffinity(0, sizeof(set), &set) < 0)
         return (int)sysconf(_SC_NPROCESSORS_ONLN);

@@ -24,7 +24,7 @@ COLL_INTERNAL void coll__host_identity(struct coll_peer_info *self);
 /* The CPUs this host's ranks may run on: configured when > 0 (COLL_HOST_CPUS); else this
  * process's affinity joined with that of its peers on this host (self->host_hash; peers
  * NULL: this process's alone), or the online CPUs where affinity cannot be read. machine:
- * the peers on this machine instead (self->machine_hash), and configured is not asked. */
+ * the peers on this machine instead (self->machine_hash). */
 COLL_INTERNAL int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
                                      const struct coll_peer_info *peers, int nranks, int rank,
                                      bool machine);

@@ -177,7 +177,9 @@ const struct coll_param coll__params[] = {
      "the CPUs this host's ranks share, which decides whether waiting ranks spin or yield "
      "(they yield when ranks outnumber CPUs) and how the cost model shares cores; 0 = the "
      "union of the CPU affinities of this host's ranks (read by their pids, so ranks a "
-     "launcher pinned one to a CPU count all of them). collrun sets it when it binds",
+     "launcher pinned one to a CPU count all of them); ranks of other hosts on the same "
+     "machine (one kernel and PID namespace) count against the machine's CPUs, this value "
+     "when set. collrun sets it when it binds",
      COLL_PARAM_INT, CFG(host_cpus), 0, 1 << 20, COLL_SCOPE_RANK},
     {"COLL_SOCKBUF_BYTES", "0", "SO_SNDBUF and SO_RCVBUF of data sockets; 0 = kernel default",
      COLL_PARAM_SIZE, CFG(sockbuf_bytes), 0, (int64_t)1 << 30, COLL_SCOPE_RANK},
