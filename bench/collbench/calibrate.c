@@ -483,14 +483,7 @@ static double fit_alpha(const double *oneway, const size_t *sizes, double beta)
     for (int i = 0; i < 4; i++)
         if (i < 2 || beta * (double)sizes[i] <= 0.1 * oneway[i])
             a[n++] = fmax(oneway[i] - beta * (double)sizes[i], 0);
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            if (a[j] < a[i]) {
-                double t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-            }
-    return n % 2 ? a[n / 2] : (a[n / 2 - 1] + a[n / 2]) / 2;
+    return median(a, (size_t)n);
 }
 
 /* A shaped link's burst (cost.h): when messages below 256 KiB crossed in under three

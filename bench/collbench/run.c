@@ -569,10 +569,11 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
         st = shared_start(b, now_s() - t0, &t0, &col->late);
         if (st != COLL_SUCCESS)
             return lib_error(b, "broadcast of the start instant", st);
-    }
-    watchdog_arm(&b->wd, "the timed calls");
-    if (!b->o.shared_clock)
+        watchdog_arm(&b->wd, "the timed calls");
+    } else {
+        watchdog_arm(&b->wd, "the timed calls");
         t0 = now_s();
+    }
     st = run_calls(b, s, r, l->param, rs->dt, rs->op, rs->root, iters, agg);
     t = (now_s() - t0) / ((double)iters * agg);
     if (st != COLL_SUCCESS)
