@@ -18,6 +18,36 @@ static double median(double *v, size_t n)
 
 #define PP_MAX_SAMPLES 1200
 
+/* Round trips of `bytes` between rank 0 and peer after `warm` unrecorded ones: rank 0 sends,
+ * peer receives, holds the message `hold_s` (polling its clock, so that it sleeps nowhere)
+ * and answers. t[] gets each recorded round trip's seconds on ranks 0 and peer; *n_p their
+ * number (0 elsewhere). Every rank calls it. */
+static coll_status_t round_trips(struct bench *b, size_t bytes, int peer, double hold_s,
+                                 size_t warm, size_t reps, double *t, size_t *n_p)
+{
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    *n_p = 0;
+    for (size_t i = 0; i < reps + warm && in && st == COLL_SUCCESS; i++) {
+        double t0 = now_s();
+        if (b->rank == 0) {
+            st = coll_send(b->sendbuf, bytes, COLL_UINT8, peer, b->comm);
+            if (st == COLL_SUCCESS)
+                st = coll_recv(b->recvbuf, bytes, COLL_UINT8, peer, b->comm);
+        } else {
+            st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm);
+            for (double h = now_s(); st == COLL_SUCCESS && now_s() - h < hold_s;)
+                ;
+            if (st == COLL_SUCCESS)
+                st = coll_send(b->sendbuf, bytes, COLL_UINT8, 0, b->comm);
+        }
+        if (i >= warm)
+            t[(*n_p)++] = now_s() - t0;
+    }
+    return st;
+}
+
 /* One-way time of a message of `bytes` between ranks 0 and 1 (seconds; 0 elsewhere): the
  * median of single round trips, halved, after a warm-up (connections, pages, caches). The
  * median, not the best trial's mean: on a machine shared with other work a few round trips
@@ -28,31 +58,17 @@ static double median(double *v, size_t n)
 static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
 {
     static double t[PP_MAX_SAMPLES];
-    size_t reps = bytes <= 4096 ? 1000 : (size_t)((64u << 20) / bytes), n = 0;
-    coll_status_t st = COLL_SUCCESS;
-    bool in = b->rank == 0 || b->rank == peer;
+    size_t reps = bytes <= 4096 ? 1000 : (size_t)((64u << 20) / bytes), n;
+    coll_status_t st;
 
     if (reps < 24)
         reps = 24;
     if (reps > PP_MAX_SAMPLES)
         reps = PP_MAX_SAMPLES;
-    for (size_t i = 0; i < reps + 5 && in && st == COLL_SUCCESS; i++) {
-        double t0 = now_s();
-        if (b->rank == 0) {
-            st = coll_send(b->sendbuf, bytes, COLL_UINT8, peer, b->comm);
-            if (st == COLL_SUCCESS)
-                st = coll_recv(b->recvbuf, bytes, COLL_UINT8, peer, b->comm);
-        } else {
-            st = coll_recv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm);
-            if (st == COLL_SUCCESS)
-                st = coll_send(b->sendbuf, bytes, COLL_UINT8, 0, b->comm);
-        }
-        if (i >= 5)
-            t[n++] = (now_s() - t0) / 2;
-    }
+    st = round_trips(b, bytes, peer, 0, 5, reps, t, &n);
     if (st != COLL_SUCCESS)
         return lib_error(b, "send/recv (--calibrate)", st);
-    *oneway_p = in && n ? median(t, n) : 0;
+    *oneway_p = n ? median(t, n) / 2 : 0;
     return 0;
 }
 
@@ -65,29 +81,12 @@ static int pingpong(struct bench *b, size_t bytes, int peer, double *oneway_p)
 static int wake(struct bench *b, int peer, double oneway, double *wake_p)
 {
     double t[WAKE_REPS];
-    size_t n = 0;
-    coll_status_t st = COLL_SUCCESS;
-    bool in = b->rank == 0 || b->rank == peer;
+    size_t n;
+    coll_status_t st = round_trips(b, 8, peer, WAKE_HOLD_S, 2, WAKE_REPS, t, &n);
 
-    for (int i = 0; i < WAKE_REPS + 2 && in && st == COLL_SUCCESS; i++) {
-        double t0 = now_s();
-        if (b->rank == 0) {
-            st = coll_send(b->sendbuf, 8, COLL_UINT8, peer, b->comm);
-            if (st == COLL_SUCCESS)
-                st = coll_recv(b->recvbuf, 8, COLL_UINT8, peer, b->comm);
-        } else {
-            st = coll_recv(b->recvbuf, 8, COLL_UINT8, 0, b->comm);
-            for (double h = now_s(); st == COLL_SUCCESS && now_s() - h < WAKE_HOLD_S;)
-                ;
-            if (st == COLL_SUCCESS)
-                st = coll_send(b->sendbuf, 8, COLL_UINT8, 0, b->comm);
-        }
-        if (i >= 2)
-            t[n++] = now_s() - t0;
-    }
     if (st != COLL_SUCCESS)
         return lib_error(b, "a held ping-pong (--calibrate)", st);
-    *wake_p = in && n ? fmax(median(t, n) - WAKE_HOLD_S - 2 * oneway, 0) : 0;
+    *wake_p = n ? fmax(median(t, n) - WAKE_HOLD_S - 2 * oneway, 0) : 0;
     return 0;
 }
 

@@ -322,26 +322,15 @@ static coll_status_t init_transports(struct coll_comm *comm)
     return COLL_SUCCESS;
 }
 
-static int local_ranks(const struct coll_comm *comm)
+/* This rank's host's ranks and its machine's (other hosts' on its kernel too), itself
+ * included. */
+static void count_ranks(const struct coll_comm *comm, int *host, int *machine)
 {
-    int n = 0;
-    for (int p = 0; p < comm->nranks; p++)
-        n += comm->peers[p].host_hash == comm->self.host_hash;
-    return n;
-}
-
-static int machine_ranks(const struct coll_comm *comm)
-{
-    int n = 0;
-    for (int p = 0; p < comm->nranks; p++)
-        n += comm->peers[p].machine_hash == comm->self.machine_hash;
-    return n;
-}
-
-static int machine_cpus(const struct coll_comm *comm)
-{
-    return coll__host_cpus_of(comm->cfg.host_cpus, &comm->self, comm->peers, comm->nranks,
-                              comm->rank, true);
+    *host = *machine = 0;
+    for (int p = 0; p < comm->nranks; p++) {
+        *host += comm->peers[p].host_hash == comm->self.host_hash;
+        *machine += comm->peers[p].machine_hash == comm->self.machine_hash;
+    }
 }
 
 /* Hosts numbered by their lowest rank, for the hierarchical algorithms. */
@@ -409,18 +398,19 @@ static coll_status_t choose_transports(struct coll_comm *comm)
         }
     }
     {
-        int cpus = coll__host_cpus(comm);
+        int mc, cpus = coll__host_cpus_of(comm->cfg.host_cpus, &comm->self, comm->peers,
+                                          comm->nranks, comm->rank, &mc);
+        int lr, mr;
+        bool crowded;
 
         /* ranks of other hosts on this machine (emulated hosts, containers that share its
-         * PID namespace) need
-         * its cores as much: a rank that polls without yielding holds one from the peer
-         * whose message it waits for until its poll ends (4 emulated hosts on 2 cores: an
-         * 8-byte all-reduce took 3x as long) */
-        int mr = machine_ranks(comm), mc = machine_cpus(comm);
-        bool crowded = mr > mc;
-
-        comm->spin_yield = local_ranks(comm) > cpus || crowded;
-        if (crowded && local_ranks(comm) <= cpus && comm->rank == 0)
+         * PID namespace) need its cores as much: a rank that polls without yielding holds
+         * one from the peer whose message it waits for until its poll ends (4 emulated
+         * hosts on 2 cores: an 8-byte all-reduce took 3x as long) */
+        count_ranks(comm, &lr, &mr);
+        crowded = mr > mc;
+        comm->spin_yield = lr > cpus || crowded;
+        if (crowded && lr <= cpus && comm->rank == 0)
             COLL_INFO(COLL_SUB_INIT,
                       "%d ranks of this comm share this machine's %d CPUs (other hosts' too: "
                       "network namespaces): waits yield the core while they poll",

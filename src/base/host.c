@@ -55,27 +55,42 @@ void coll__host_identity(struct coll_peer_info *self)
 }
 
 int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
-                       const struct coll_peer_info *peers, int nranks, int rank, bool machine)
+                       const struct coll_peer_info *peers, int nranks, int rank,
+                       int *machine_cpus)
 {
-    cpu_set_t set, peer;
+    cpu_set_t host, machine, peer;
 
-    if (configured > 0) /* ranks pinned one to a CPU see only their own */
+    if (configured > 0) { /* ranks pinned one to a CPU see only their own */
+        if (machine_cpus)
+            *machine_cpus = (int)configured;
         return (int)configured;
-    if (sched_getaffinity(0, sizeof(set), &set) < 0)
-        return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    }
+    if (sched_getaffinity(0, sizeof(host), &host) < 0) {
+        int online = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (machine_cpus)
+            *machine_cpus = online;
+        return online;
+    }
+    machine = host;
     /* Once the peers are known: the union of this host's ranks' affinities, so that ranks
      * a launcher pinned one to a CPU (mpirun --bind-to core, srun --cpu-bind) count all
      * of theirs. A peer whose affinity cannot be read (gone, or in another PID
-     * namespace) adds nothing. */
+     * namespace) adds nothing. Each peer's is read once, for the host and the machine. */
     for (int p = 0; peers && p < nranks; p++) {
-        if (p == rank || peers[p].pid <= 0 ||
-            (machine ? peers[p].machine_hash != self->machine_hash
-                     : peers[p].host_hash != self->host_hash))
+        bool on_host = peers[p].host_hash == self->host_hash;
+        bool on_machine = machine_cpus && peers[p].machine_hash == self->machine_hash;
+
+        if (p == rank || peers[p].pid <= 0 || !(on_host || on_machine) ||
+            sched_getaffinity((pid_t)peers[p].pid, sizeof(peer), &peer) != 0)
             continue;
-        if (sched_getaffinity((pid_t)peers[p].pid, sizeof(peer), &peer) == 0)
-            CPU_OR(&set, &set, &peer);
+        if (on_host)
+            CPU_OR(&host, &host, &peer);
+        if (on_machine)
+            CPU_OR(&machine, &machine, &peer);
     }
-    return CPU_COUNT(&set);
+    if (machine_cpus)
+        *machine_cpus = CPU_COUNT(&machine);
+    return CPU_COUNT(&host);
 }
 
 /* A process out of file descriptors whose soft limit is below the hard one raises it, once,

@@ -23,11 +23,12 @@ COLL_INTERNAL void coll__host_identity(struct coll_peer_info *self);
 
 /* The CPUs this host's ranks may run on: configured when > 0 (COLL_HOST_CPUS); else this
  * process's affinity joined with that of its peers on this host (self->host_hash; peers
- * NULL: this process's alone), or the online CPUs where affinity cannot be read. machine:
- * the peers on this machine instead (self->machine_hash). */
+ * NULL: this process's alone), or the online CPUs where affinity cannot be read.
+ * machine_cpus, when not NULL, gets the same count over the peers on this machine
+ * (self->machine_hash: other hosts' ranks that share its kernel too). */
 COLL_INTERNAL int coll__host_cpus_of(int64_t configured, const struct coll_peer_info *self,
                                      const struct coll_peer_info *peers, int nranks, int rank,
-                                     bool machine);
+                                     int *machine_cpus);
 
 /* Out of file descriptors (EMFILE): raise the soft RLIMIT_NOFILE to the hard limit if it is
  * lower; true when it did, and a retry may succeed. */

@@ -156,7 +156,7 @@ COLL_INTERNAL coll_status_t coll__comm_check(const struct coll_comm *comm, const
 static inline int coll__host_cpus(const struct coll_comm *comm)
 {
     return coll__host_cpus_of(comm->cfg.host_cpus, &comm->self, comm->peers, comm->nranks,
-                              comm->rank, false);
+                              comm->rank, NULL);
 }
 /* Wake a thread sleeping in the engine's epoll_wait (any thread, no lock needed). */
 COLL_INTERNAL void coll__engine_wake(struct coll_comm *comm);

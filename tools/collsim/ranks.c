@@ -25,9 +25,15 @@ int32_t host_of(int32_t rank)
     return rank / S.o.per_host;
 }
 
-static double msg_cpu(const struct sstep *st, bool same_host)
+/* The calibration's terms of the link class between R and its step's peer. */
+static const struct coll_link_cost *step_link(const struct srank *R, const struct sstep *st)
 {
-    const struct coll_link_cost *l = &S.p.link[same_host ? COLL_LINK_SHM : COLL_LINK_TCP];
+    return &S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP];
+}
+
+static double msg_cpu(const struct srank *R, const struct sstep *st)
+{
+    const struct coll_link_cost *l = step_link(R, st);
     double c = S.o.overhead_s >= 0 ? S.o.overhead_s : (l->alpha > l->lat ? l->alpha - l->lat : 0);
     if (l->rdv_bytes > 0 && (double)st->bytes >= l->rdv_bytes)
         c += l->rdv;
@@ -73,7 +79,7 @@ static double xchg_lat(const struct srank *R, uint32_t i)
     const struct sstep *st = &R->steps[i];
     if (!(st->flags & F_XCHG))
         return 0;
-    return S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP].xchg;
+    return step_link(R, st)->xchg;
 }
 
 /* The bytes SimGrid moves for a message between hosts over a shaped link (cost.h, burst):
@@ -105,9 +111,7 @@ static ssize_t wait_any(const struct srank *R, sg_comm_t *act, size_t n, const u
     if (w >= 0 && S.o.calib && S.p.wake > 0 && simgrid_get_clock() - t0 > S.o.spin_s &&
         slots[w] != LAT_PUT && (slots[w] == NONE || !(slots[w] & LAT_SLOT))) {
         const struct sstep *st = &R->steps[steps[w]];
-        double beta =
-            S.p.link[S.r[st->peer].host == R->host ? COLL_LINK_SHM : COLL_LINK_TCP].beta;
-        double dur = (double)st->bytes * beta;
+        double dur = (double)st->bytes * step_link(R, st)->beta;
         if (S.p.wake > dur)
             sg_actor_sleep_for(S.p.wake - dur);
     }
@@ -301,7 +305,7 @@ void rank_main(int argc, char **argv)
                 const struct sstep *st = &R->steps[comms[k]];
                 cpu += step_cpu();
                 if (st->kind == COLL_STEP_SEND) {
-                    cpu += msg_cpu(st, S.r[st->peer].host == R->host);
+                    cpu += msg_cpu(R, st);
                     sends = true;
                 }
             }
