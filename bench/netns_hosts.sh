@@ -12,9 +12,14 @@
 #   bench/netns_hosts.sh check             exit 0 when namespaces can be made here
 #
 # RATE is tc's ("1gbit", "10gbit"; default 1gbit): the link of every host, both ways.
-# htb charges a packet after it lets it go, and the veths hand it packets of up to 64 KB
-# (GSO): a message of tens of KiB that finds its link idle crosses at the speed of memory, so
-# faster than RATE (docs/scale.md, "Validation against measurement").
+# NETNS_QDISC picks the shaper:
+#   htb (default)  htb charges a packet after it lets it go, and the veths hand it packets of
+#                  up to 64 KB (GSO): a message of tens of KiB that finds its link idle
+#                  crosses at the speed of memory, and how much of it does depends on how TCP
+#                  cut it (docs/scale.md, "Validation against measurement");
+#   tbf            a token bucket of 512 us at RATE that charges a packet before it goes and
+#                  cuts larger GSO packets to fit: what crosses faster than RATE is the
+#                  bucket, whatever TCP does (bench/simval.sh uses it).
 # NETNS_STATS=FILE: each host's TCP retransmissions and loss probes and its qdiscs' drops are
 # appended to FILE before the hosts go.
 # Names carry this run's pid, so runs side by side do not meet. collrun stays in the
@@ -25,6 +30,8 @@ set -u
 
 die() { echo "netns_hosts: $*" >&2; exit 2; }
 STATE=${NETNS_STATE:-/tmp/netns_hosts.state}
+QDISC=${NETNS_QDISC:-htb}
+case $QDISC in htb | tbf) ;; *) die "NETNS_QDISC is htb or tbf, not '$QDISC'" ;; esac
 
 # ---- naming ---------------------------------------------------------------------------
 init_names() {
@@ -39,9 +46,31 @@ ns_addr() { echo "${NET%.0}.$(($1 + 1))"; }
 br_addr() { echo "${NET%.0}.254"; }
 
 # ---- up / down ------------------------------------------------------------------------
-htb() { # htb DEV RATE [ip netns exec NS]
-    local dev=$1 rate=$2
+# rate_bps RATE: tc's rate ("1gbit", "500mbit", "10gbit") in bits a second.
+rate_bps() {
+    local r=${1,,} n unit
+    n=${r%%[a-z]*}
+    unit=${r#"$n"}
+    [[ $n =~ ^[0-9]+$ ]] || return 1
+    case $unit in
+    kbit) echo $((n * 1000)) ;;
+    mbit) echo $((n * 1000000)) ;;
+    gbit) echo $((n * 1000000000)) ;;
+    bit | "") echo "$n" ;;
+    *) return 1 ;;
+    esac
+}
+
+shape() { # shape DEV RATE [ip netns exec NS]
+    local dev=$1 rate=$2 bps
     shift 2
+    if [ "$QDISC" = tbf ]; then
+        # the bytes of 512 us at the rate: a smaller bucket needs the qdisc's timer more
+        # often than this machine's wake-ups allow (a 4 KiB one held 1 Gbit/s to 0.24)
+        bps=$(rate_bps "$rate") || { echo "netns_hosts: rate '$rate' is not N[k|m|g]bit" >&2; return 1; }
+        "$@" tc qdisc add dev "$dev" root tbf rate "$rate" burst $((bps / 8 * 512 / 1000000)) latency 100ms
+        return
+    fi
     "$@" tc qdisc add dev "$dev" root handle 1: htb default 10 &&
         "$@" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" quantum 60000
 }
@@ -58,8 +87,8 @@ up() {
         ip link set "${PFX}v$i" master "$BR" up || return 1
         ip -n "$ns" addr add "$(ns_addr "$i")/24" dev eth0 || return 1
         ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
-        htb "${PFX}v$i" "$rate" || return 1            # bridge -> host i
-        htb eth0 "$rate" ip netns exec "$ns" || return 1 # host i -> bridge
+        shape "${PFX}v$i" "$rate" || return 1            # bridge -> host i
+        shape eth0 "$rate" ip netns exec "$ns" || return 1 # host i -> bridge
         # a UTS namespace kept alive by a bind mount on a file, named like its host
         touch "$D/uts$i" && unshare --uts="$D/uts$i" hostname "host$i" || return 1
     done
@@ -163,7 +192,7 @@ run)
         "$(readlink -f "$0")" _enter $$ "$per" "$@"
     ;;
 *)
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
     exit 2
     ;;
 esac
