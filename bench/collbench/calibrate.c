@@ -279,65 +279,6 @@ static int burst(struct bench *b, int peer, double *per_msg_p)
     return 0;
 }
 
-/* A request waited for by coll_test alone, so that the wait never sleeps. */
-static coll_status_t poll_done(coll_request_t *req)
-{
-    int done = 0;
-    coll_status_t st = COLL_SUCCESS;
-
-    while (!done && st == COLL_SUCCESS)
-        st = coll_test(req, &done);
-    return st;
-}
-
-/* One-way time of `bytes` into a link idle for IDLE_GAP_S, as a shaper's bucket is full
- * (seconds, ranks 0 and peer; 0 elsewhere): rank 0 waits out the gap, sends, and peer answers
- * 8 bytes; both poll, so that no wake-up is in it. The median round trip less one way of 8
- * bytes (oneway8). fit_burst reads these: the ping-pong's messages follow each other too
- * closely for a bucket to refill. Every rank calls it. */
-#define IDLE_GAP_S 2e-3
-#define IDLE_REPS 15
-static int idle_oneway(struct bench *b, size_t bytes, int peer, double oneway8, double *t_p)
-{
-    double t[IDLE_REPS];
-    size_t n = 0;
-    coll_status_t st = COLL_SUCCESS;
-    bool in = b->rank == 0 || b->rank == peer;
-
-    for (int i = 0; i < IDLE_REPS + 1 && in && st == COLL_SUCCESS; i++) {
-        coll_request_t *rq = NULL, *sq = NULL;
-        double t0;
-
-        if (b->rank == 0) {
-            for (double h = now_s(); now_s() - h < IDLE_GAP_S;)
-                ;
-            t0 = now_s();
-            /* a comm's operations run in the order they were issued: the send first */
-            st = coll_isend(b->sendbuf, bytes, COLL_UINT8, peer, b->comm, &sq);
-            if (st == COLL_SUCCESS)
-                st = coll_irecv(b->recvbuf, 8, COLL_UINT8, peer, b->comm, &rq);
-            if (st == COLL_SUCCESS)
-                st = poll_done(sq);
-            if (st == COLL_SUCCESS)
-                st = poll_done(rq);
-            if (i >= 1) /* the first warms up */
-                t[n++] = now_s() - t0 - oneway8;
-        } else {
-            st = coll_irecv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm, &rq);
-            if (st == COLL_SUCCESS)
-                st = poll_done(rq);
-            if (st == COLL_SUCCESS)
-                st = coll_isend(b->sendbuf, 8, COLL_UINT8, 0, b->comm, &sq);
-            if (st == COLL_SUCCESS)
-                st = poll_done(sq);
-        }
-    }
-    if (st != COLL_SUCCESS)
-        return lib_error(b, "a send/recv into an idle link (--calibrate)", st);
-    *t_p = n ? fmax(median(t, n), 0) : 0;
-    return 0;
-}
-
 /* Seconds per byte of output of a host reduction of dt (sum), and of a copy: the best of a
  * few runs over 1 MiB, about what a chunk of a schedule touches. */
 static double time_reduce(struct bench *b, coll_dtype_t dt)
@@ -544,16 +485,16 @@ static double fit_alpha(const double *oneway, const size_t *sizes, double beta)
     return median(a, (size_t)n);
 }
 
-/* A shaped link's burst (cost.h), from messages into an idle link (idle_oneway): when some
- * crossed in under three quarters of alpha + bytes beta, burst_beta from the smallest of them
- * that took longer than alpha, burst from the largest: alpha + burst burst_beta + (bytes -
- * burst) beta is its time. Else 0, every byte at beta. */
+/* A shaped link's burst (cost.h): when messages below 256 KiB crossed in under three
+ * quarters of alpha + bytes beta, burst_beta from the smallest of them that took longer
+ * than alpha, burst from the largest: alpha + burst burst_beta + (bytes - burst) beta is
+ * its time. Else 0, every byte at beta. */
 static void fit_burst(struct coll_link_cost *c, const double *oneway, const size_t *sizes,
                       size_t n)
 {
     int lo = -1, hi = -1;
     c->burst = c->burst_beta = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && sizes[i] < (256u << 10); i++) {
         double model = c->alpha + c->beta * (double)sizes[i];
         if (oneway[i] >= 0.75 * model)
             continue;
@@ -576,10 +517,6 @@ static void fit_burst(struct coll_link_cost *c, const double *oneway, const size
 int calibrate(struct bench *b)
 {
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
-    /* into an idle link: up to 2 MiB, past a bucket of 512 us at 10 Gbit/s (the netns bed) */
-    static const size_t idle_sizes[] = {16384,  32768,    65536,   131072,
-                                        262144, 1u << 20, 2u << 20};
-    double idle[COLL_NUM_LINKS][COLL_ARRAY_SIZE(idle_sizes)] = {{0}};
     double oneway[COLL_NUM_LINKS][COLL_ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
     double per_msg[COLL_NUM_LINKS] = {0}, xchg[COLL_NUM_LINKS][2] = {{0}};
@@ -651,13 +588,6 @@ int calibrate(struct bench *b)
             if (rc)
                 return rc;
         }
-        for (size_t i = 0;
-             peer_of[l] >= 0 && l != COLL_LINK_SHM && i < COLL_ARRAY_SIZE(idle_sizes); i++) {
-            watchdog_arm(&b->wd, "a send/recv into an idle link of --calibrate");
-            rc = idle_oneway(b, idle_sizes[i], peer_of[l], oneway[l][0], &idle[l][i]);
-            if (rc)
-                return rc;
-        }
         if (peer_of[l] >= 0) {
             watchdog_arm(&b->wd, "a burst of --calibrate");
             rc = burst(b, peer_of[l], &per_msg[l]);
@@ -716,7 +646,7 @@ int calibrate(struct bench *b)
             p.link[link].alpha = fit_alpha(oneway[l], sizes, beta);
             p.link[link].beta = beta;
             if (link != COLL_LINK_SHM) /* its large messages take another path */
-                fit_burst(&p.link[link], idle[l], idle_sizes, COLL_ARRAY_SIZE(idle_sizes));
+                fit_burst(&p.link[link], oneway[l], sizes, COLL_ARRAY_SIZE(sizes));
             p.link[link].cpu = cpu[l];
             if (wakes[l] > 0 && (l == COLL_LINK_TCP || !(p.wake > 0)))
                 p.wake = wakes[l]; /* between hosts where there are hosts */
@@ -734,19 +664,12 @@ int calibrate(struct bench *b)
             printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
                    coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
             printf("#       size   one-way, median (us)   model (us)\n");
-            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
+            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++) {
+                const struct coll_link_cost *c = &p.link[link];
+                double fast = fmin((double)sizes[i], c->burst);
                 printf("%12zu   %20.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
-                       (p.link[link].alpha + (double)sizes[i] * p.link[link].beta) * 1e6);
-            if (link != COLL_LINK_SHM) {
-                printf("#       size   into an idle link (us)   model with the burst (us)\n");
-                for (size_t i = 0; i < COLL_ARRAY_SIZE(idle_sizes); i++) {
-                    const struct coll_link_cost *c = &p.link[link];
-                    double fast = fmin((double)idle_sizes[i], c->burst);
-                    printf("%12zu   %22.2f   %25.2f\n", idle_sizes[i], idle[l][i] * 1e6,
-                           (c->alpha + fast * c->burst_beta +
-                            ((double)idle_sizes[i] - fast) * c->beta) *
-                               1e6);
-                }
+                       (c->alpha + fast * c->burst_beta + ((double)sizes[i] - fast) * c->beta) *
+                           1e6);
             }
             printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
                    coll__link_name(link), p.link[link].alpha, coll__link_name(link),

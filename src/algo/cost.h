@@ -67,11 +67,10 @@ struct coll_link_cost {
      * exchange costs what one way does. collsim adds it; the selector's model does not. */
     double xchg;
     /* A shaped link's burst: an idle link lets up to burst bytes of a message through at
-     * burst_beta seconds per byte, and charges them to its rate (bench/netns_hosts.sh's tc
-     * tbf is such a bucket; its htb lets a packet go before it charges it, and TCP hands it
-     * packets of tens of KiB). collbench --calibrate times messages into a link idle for
-     * 2 ms. 0: every byte at beta. collsim keeps a bucket of burst bytes per host's link,
-     * refilled at beta; the selector's model does not. */
+     * burst_beta seconds per byte, and charges them to its rate afterwards (tc htb, which
+     * bench/netns_hosts.sh's links are, lets a packet go before it charges it, and TCP
+     * hands it packets of tens of KiB). 0: every byte at beta. collsim keeps a bucket of
+     * burst bytes per host's link; the selector's model does not. */
     double burst;
     double burst_beta;
     /* CPU seconds the machine of collbench --calibrate's rank 0 spent per byte of a stream
