@@ -84,8 +84,9 @@ static double xchg_lat(const struct srank *R, uint32_t i)
 
 /* The bytes SimGrid moves for a message between hosts over a shaped link (cost.h, burst):
  * the sender's host's bucket refills at the link's rate up to burst bytes; a message takes
- * what it holds at burst_beta a byte and the rest at the rate, and owes the whole message,
- * as htb charges a packet after it lets it go. In SimGrid's terms, its time at the rate. */
+ * what it holds at burst_beta a byte and the rest at the rate, and owes the whole message:
+ * the debt of what went at the rate is paid by the time it took, as a token bucket's (tc
+ * tbf's) would be. In SimGrid's terms, its time at the rate. */
 static long wire_bytes(const struct srank *R, const struct sstep *st, double now)
 {
     const struct coll_link_cost *l = &S.p.link[COLL_LINK_TCP];
