@@ -63,13 +63,17 @@ rate_bps() {
 }
 
 shape() { # shape DEV RATE [ip netns exec NS]
-    local dev=$1 rate=$2 bps
+    local dev=$1 rate=$2 bps burst
     shift 2
     if [ "$QDISC" = tbf ]; then
         # the bytes of 512 us at the rate: a smaller bucket needs the qdisc's timer more
         # often than this machine's wake-ups allow (a 4 KiB one held 1 Gbit/s to 0.24)
-        bps=$(rate_bps "$rate") || { echo "netns_hosts: rate '$rate' is not N[k|m|g]bit" >&2; return 1; }
-        "$@" tc qdisc add dev "$dev" root tbf rate "$rate" burst $((bps / 8 * 512 / 1000000)) latency 100ms
+        # (two full frames at least: tbf drops a packet larger than its bucket)
+        bps=$(rate_bps "$rate") ||
+            { echo "netns_hosts: rate '$rate' is not N[k|m|g]bit" >&2; return 1; }
+        burst=$((bps / 8 * 512 / 1000000))
+        [ "$burst" -ge 3028 ] || burst=3028
+        "$@" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 100ms
         return
     fi
     "$@" tc qdisc add dev "$dev" root handle 1: htb default 10 &&
