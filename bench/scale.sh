@@ -13,6 +13,12 @@
 #              under a message budget (--max-messages: coarser pieces for large sizes, the
 #              same floor for every algorithm of a size; beyond it not simulated), each run
 #              stopped after SCALE_SEL_TIMEOUT seconds (default none; rows done are kept)
+#   large      4,096 ranks (8 per host) at 128 and 256 MiB, the sizes the selector part
+#              cannot reach: the ring and the selector's pick uncoarsened where their
+#              messages fit in memory (a ring's 33.5 million: about 4.5 GB and tens of minutes
+#              of CPU each; 256 MiB's pick in the ring's own 64 KiB blocks), every other
+#              algorithm in 1 MiB (128 MiB) and 2 MiB (256 MiB) pieces; the model's column by
+#              the closed forms (--price closed: the walker would double the memory)
 #   chunks     ring all-reduce in 32 KiB and 128 KiB chunks, 64 ranks, 8 and 128 MiB, with the
 #              memory ports and streams and with --intra-model loopback (before them)
 #   hier       1,024 ranks (128 hosts x 8), hier against ring and tree, 8 B .. 16 MiB, on a
@@ -32,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build-sim}
 out=${2:-docs/results}
-parts=${SCALE_PARTS:-logn crossover selector chunks hier extrap validate netns}
+parts=${SCALE_PARTS:-logn crossover selector large chunks hier extrap validate netns}
 maxn=${SCALE_MAXN:-4096}
 sim="$build/tools/collsim/collsim"
 net=(--link 100Gbps --latency 1us --intra 20GBps --intra-latency 1us)
@@ -79,6 +85,25 @@ if has selector; then
                 --algo $algo --json "$out/scale-selector-$algo-$n.json" ||
                 echo "scale.sh: selector n=$n $algo stopped (rows so far kept)" >&2
         done
+    done
+fi
+
+if has large; then
+    # name:size:algo:chunk:budget; run one at a time (each is one core and gigabytes), the
+    # largest first, so that a run stopped by hand keeps the rows that judge the pick
+    for spec in ${SCALE_LARGE:-ring-128M:128M:ring:32K:0 pick-128M:128M:auto:0:0 \
+        pick-256M:256M:auto:0:34M others-128M:128M:dbtree,binomial,rabenseifner,rd,hier:1M:0 \
+        others-256M:256M:dbtree,binomial,rabenseifner,rd,hier:2M:0}; do
+        IFS=: read -r name size algo chunk m <<<"$spec"
+        echo "scale.sh: large $name" >&2
+        args=(--algo "$algo")
+        [ "$chunk" = 0 ] || args+=(--chunk "$chunk")
+        [ "$m" = 0 ] || args+=(--max-messages "$m")
+        /usr/bin/time -f "scale.sh: large $name: %U s CPU, %e s wall, %M KB" \
+            "$sim" "${net[@]}" --hosts 512 --per-host 8 --fabric fattree -c allreduce \
+            -b "$size" -e "$size" --price closed "${args[@]}" \
+            --json "$out/scale-large-$name-4096.json" ||
+            echo "scale.sh: large $name failed" >&2
     done
 fi
 

@@ -311,6 +311,36 @@ else
     not_ok "--algo auto,ring: per size the selector's row and ring's"
 fi
 
+# ---- --price: the model's column by the closed forms, or none ------------------------------
+# The closed forms price a contention-free 8 B all-reduce as the walker does; none prints '-'
+# and the JSON says how the column was priced.
+if sim --hosts 8 -b 8 -e 8 --algo ring,rd --price closed --json "$TMP/closed.json" \
+    >"$TMP/out" 2>"$TMP/err"; then
+    for a in ring rd; do
+        t=$(time_of $a) m=$(model_of $a)
+        if [ -n "$m" ] && [ "$m" != - ] && within "$t" "$m" 10; then
+            ok "--price closed: 8 B all-reduce $a, simulated $t us, closed form $m us"
+        else
+            not_ok "--price closed: $a simulated '$t' us against the closed form's '$m' us"
+        fi
+    done
+    if grep -q '"price": "closed"' "$TMP/closed.json"; then
+        ok "--price closed: the JSON says so"
+    else
+        not_ok "--price closed: no \"price\": \"closed\" in the JSON"
+    fi
+else
+    tap_diag
+    not_ok "collsim --price closed failed"
+fi
+if sim --hosts 8 -b 8 -e 8 --algo ring --price none >"$TMP/out" 2>"$TMP/err" &&
+    [ "$(model_of ring)" = - ] && [ -n "$(time_of ring)" ]; then
+    ok "--price none: the row is simulated, its model column '-'"
+else
+    tap_diag
+    not_ok "--price none: expected a time and '-', got '$(time_of ring)' and '$(model_of ring)'"
+fi
+
 # ---- bad input: exit 2, saying what is valid ----------------------------------------------------
 sed 's|<host id="b" speed="1Gf"/>|<host id="b" speed="1Gf"|' "$TMP/good.xml" >"$TMP/bad.xml"
 usage() { # description, expected text in stderr, collsim arguments
@@ -338,6 +368,8 @@ usage "--machine-cores with a platform file" "platform file says" --platform "$T
     --machine-cores 2
 usage "--machine-cores 0" "a count of 1 or more" --machine-cores 0
 usage "ports with SimGrid's TCP-fitted model" "loopback" --model LV08 --intra-model ports
+usage "--price of another name" "walk, closed, none" --price exact
+usage "--price without its value" "needs a value" --price
 for m in 0 999 lots -5; do
     usage "--max-messages $m" "1000 or more" --max-messages "$m"
 done

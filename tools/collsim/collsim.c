@@ -285,11 +285,13 @@ int main(int argc, char **argv)
         fprintf(json, ",\n  \"network_model\": \"%s\",\n  \"link_Bps\": %.17g,\n"
                       "  \"link_latency_s\": %.17g,\n  \"intra_Bps\": %.17g,\n"
                       "  \"intra_latency_s\": %.17g,\n  \"intra_model\": \"%s\",\n"
-                      "  \"streams\": %s,\n"
+                      "  \"streams\": %s,\n  \"price\": \"%s\",\n"
                       "  \"max_messages\": %" PRIu64 ",\n  \"dtype\": \"%s\",\n  \"rows\": [",
                 o->model ? o->model : "CM02", o->link_bw, o->link_lat,
                 o->intra_bw, o->intra_lat, o->ports ? "ports" : "loopback",
-                o->streams ? "true" : "false", o->max_msgs,
+                o->streams ? "true" : "false",
+                o->price == PRICE_WALK ? "walk" : o->price == PRICE_CLOSED ? "closed" : "none",
+                o->max_msgs,
                 coll__dtype_name(o->dtype));
     }
 

@@ -72,6 +72,9 @@ struct opts {
     double spin_s; /* --spin: a wait polls this long, then sleeps (the calibration's wake) */
     bool quiet;
     bool exact; /* --exact: the selector's ranking by the schedule walker */
+    /* --price: the model(us) column from the schedule walker (its memory and time grow with
+     * every rank's steps: 4.5 GB for a 4,096-rank ring), the closed forms, or nothing */
+    enum { PRICE_WALK, PRICE_CLOSED, PRICE_NONE } price;
 };
 
 /* A rank as ranks.c runs it: its steps, with their flags, and what waits for each. */

@@ -47,6 +47,9 @@ static void usage(FILE *f)
           "  --exact              the selector's pick by walking every rank's schedule\n"
           "                       (COLL_SELECT=exact), not by the closed forms the library\n"
           "                       uses (COLL_SELECT=cost)\n"
+"  --price HOW          the model(us) column: walk (default; the cost model's\n"
+          "                       simulation of every rank's schedule, whose memory grows\n"
+          "                       with the steps), closed (the closed forms, any n), none\n"
           "  --chunk SIZE         pipelining unit of a named algorithm (default 128K, as\n"
           "                       COLL_CHUNK_BYTES)\n"
           "  --max-messages M     coarser pieces for large sizes: every algorithm of a size\n"
@@ -209,6 +212,16 @@ int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char **sg_ar
             o->quiet = true;
         } else if (!strcmp(a, "--exact")) {
             o->exact = true;
+        } else if (!strcmp(a, "--price")) {
+            NEEDV();
+            if (!strcmp(v, "walk"))
+                o->price = PRICE_WALK;
+            else if (!strcmp(v, "closed"))
+                o->price = PRICE_CLOSED;
+            else if (!strcmp(v, "none"))
+                o->price = PRICE_NONE;
+            else
+                return usage_error("--price '%s': valid: walk, closed, none", v);
         } else if (!strcmp(a, "--machine-cores")) {
             NEEDV();
             if (!parse_int(v, 1, 1 << 20, &o->machine_cores))

@@ -102,6 +102,12 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
     /* (a platform file's links are not the model's: no figure then) */
     if (S.o.platform && !S.o.calib)
         w->model_s = NAN;
+    else if (S.o.price == PRICE_NONE)
+        w->model_s = NAN;
+    else if (n > 1 && S.o.price == PRICE_CLOSED)
+        w->model_s = coll__cost_closed(&S.p, &links, w->algo, &a, &w->model_s) == COLL_SUCCESS
+                         ? w->model_s
+                         : NAN;
     else if (n > 1 &&
              coll__cost_predict(&S.p, &links, w->algo, &a, &w->model_s, NULL) != COLL_SUCCESS)
         w->model_s = NAN;
