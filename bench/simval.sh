@@ -16,8 +16,9 @@
 #   SIMVAL_RESUME  set: keep the measurements OUT already holds (a sweep stopped half way)
 #   SIMVAL_CYCLES  repetitions of each sweep, of which the median counts (default 15; a
 #                  third of them at 64 MiB)
-#   SIMVAL_QDISC   the bed's shaper, bench/netns_hosts.sh's NETNS_QDISC (default htb; tbf, a
-#                  token bucket, met no more cases: docs/scale.md, "A token bucket for a bed")
+#   SIMVAL_QDISC   the bed's shaper, bench/netns_hosts.sh's NETNS_QDISC (default: a
+#                  NETNS_QDISC already exported, else htb; tbf, a token bucket, met no more
+#                  cases: docs/scale.md, "A token bucket for a bed")
 #   SIMVAL_PASSES  times the whole set of cases is measured, one after the other (default
 #                  2); per point the pass with the smaller median counts
 #
@@ -34,7 +35,7 @@ colls=${SIMVAL_COLLS:-allreduce broadcast reduce allgather}
 parts=${SIMVAL_PARTS:-calib measure sim}
 cycles=${SIMVAL_CYCLES:-15}
 passes=${SIMVAL_PASSES:-2}
-export NETNS_QDISC=${SIMVAL_QDISC:-htb}
+export NETNS_QDISC=${SIMVAL_QDISC:-${NETNS_QDISC:-htb}}
 big=$(((cycles + 2) / 3))
 bed=bench/netns_hosts.sh
 sim=$build/tools/collsim/collsim
