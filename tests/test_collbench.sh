@@ -197,17 +197,37 @@ EOF
 check "JSON: metadata, env, one result per row with algo; CSV: 2 rows per size; -F: every rank" \
     test $? = 0 -a ! -s "$TMP/py"
 
-for a in 2 3; do
+for a in 2 3 4; do
     mp 3 allreduce -b 4K -e 4K -n 2 -w 0 -a "$a" --json "$TMP/a$a.json"
     py "$TMP/a$a.json" "$a" <<'EOF' >"$TMP/py" 2>&1
 import json, sys
-c = json.load(open(sys.argv[1]))["results"][0]["out_of_place"]
-want = c["time_min_us"] if sys.argv[2] == "2" else c["time_max_us"]
-assert c["time_us"] == want, c
+run = json.load(open(sys.argv[1]))
+c = run["results"][0]["out_of_place"]
+want = {"2": "time_min_us", "3": "time_max_us", "4": "time_span_us"}[sys.argv[2]]
+assert run["options"]["average"] == int(sys.argv[2]), run["options"]
+assert c["time_us"] == c[want], c
+# from the last start to the last end: never longer than the slowest rank's own time (the
+# two clocks read a few ns apart), never negative
+assert 0 < c["time_span_us"] <= c["time_max_us"] * 1.001 + 0.1, c
 EOF
-    check "-a $a reports the $([ $a = 2 ] && echo min || echo max) over ranks" \
+    check "-a $a reports the $(case $a in 2) echo min ;; 3) echo max ;; *) echo span ;; esac) over ranks" \
         test $? = 0 -a ! -s "$TMP/py"
 done
+# -a 4 needs one clock: ranks of two machines (a rank made to read another boot id) are
+# refused on every rank, unless --shared-clock says the clocks are synchronized
+COLLBENCH_FAULT=boot-id mp_hooked 2 allreduce -b 8 -e 8 -n 1 -w 0 -a 4 --json "$TMP/a4x.json"
+if [ "$rc" = 2 ] && grep -q "boot ids differ" "$TMP/err"; then
+    ok "-a 4 across two machines: exit 2, says the boot ids differ"
+else
+    not_ok "-a 4 across two machines: exit $rc (want 2 and 'boot ids differ')"
+fi
+COLLBENCH_FAULT=boot-id mp_hooked 2 allreduce -b 8 -e 8 -n 1 -w 0 -c 0 -a 4 --shared-clock \
+    --json "$TMP/a4s.json"
+if [ "$rc" = 0 ] && grep -q '"time_span_us": [0-9]' "$TMP/a4s.json"; then
+    ok "-a 4 --shared-clock across two machines: timed by the span"
+else
+    not_ok "-a 4 --shared-clock across two machines: exit $rc or no span in the JSON"
+fi
 
 # --shared-clock: every column starts at one instant rank 0 names; the record says so, and
 # how many ranks learned it late (their lateness is in the time, so a time is never short)
@@ -624,7 +644,7 @@ bad "-c -1" allreduce -c -1
 bad "-z 7" allreduce -z 7
 bad "-n 0" allreduce -n 0
 bad "-w -1" allreduce -w -1
-bad "-a 4" allreduce -a 4
+bad "-a 5" allreduce -a 5
 bad "-m 0" allreduce -m 0
 bad "-N -1" allreduce -N -1
 bad "-T -1" allreduce -T -1

@@ -191,6 +191,9 @@ struct col_rec {
     uint64_t wrong;
     int64_t iters;
     int late; /* --shared-clock: ranks that got the start instant after it had passed */
+    /* from the last rank's start to the last rank's end, per call; NAN without a clock
+     * the ranks share (one_clock or --shared-clock) */
+    double span_us;
 };
 
 struct row_rec {
@@ -250,6 +253,9 @@ struct bench {
     char (*hosts)[HOST_MAX]; /* [nranks] */
     int64_t *pids;           /* [nranks] */
     bool ranks_known;        /* hosts and pids exchanged */
+    /* every rank reads one kernel's CLOCK_REALTIME (one boot id: a machine, or netns hosts
+     * on it), so that instants taken on different ranks compare (the span, -a 4) */
+    bool one_clock;
 #ifdef COLLBENCH_TEST_HOOKS
     const char *fault;
     int fault_rank;
@@ -275,7 +281,7 @@ struct rowspec {
 /* The tables (options.c). */
 extern const struct dtype_info dtypes[COLL_NUM_DTYPES];
 extern const char *const op_names[COLL_NUM_OPS];
-extern const char *const average_names[4];
+extern const char *const average_names[5];
 extern const char *prog_name; /* argv[0]'s basename, for messages */
 
 /* options.c */
@@ -312,6 +318,7 @@ int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec
                  void *arg);
 int run_sweeps(struct bench *b);
 coll_status_t exchange_ranks(struct bench *b);
+coll_status_t one_clock(struct bench *b);
 void print_header(const struct bench *b);
 
 /* device.c */

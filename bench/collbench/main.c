@@ -293,6 +293,23 @@ int main(int argc, char **argv)
     }
     have_ranks = true;
     b.ranks_known = true;
+    watchdog_arm(&b.wd, "the exchange of boot ids");
+    st = one_clock(&b);
+    watchdog_arm(&b.wd, NULL);
+    if (st != COLL_SUCCESS) {
+        rc = lib_error(&b, "allreduce of the boot ids", st);
+        goto out_free;
+    }
+    if (b.o.average == 4 && !b.one_clock && !b.o.shared_clock) {
+        /* every rank knows one_clock alike: all of them stop here */
+        if (b.rank == 0)
+            fprintf(stderr, "collbench: -a 4 compares instants taken on different ranks, but "
+                            "these ranks run on more than one machine (their boot ids differ): "
+                            "add --shared-clock if the hosts' CLOCK_REALTIME is synchronized "
+                            "(PTP), or time with -a 0-3\n");
+        rc = 2;
+        goto out_free;
+    }
     if (b.rank == 0)
         snap_update(&b);
     b.progress = b.rank == 0 && isatty(STDERR_FILENO);

@@ -40,7 +40,7 @@ const char *const op_names[COLL_NUM_OPS] = {
     [COLL_MIN] = "min", [COLL_AVG] = "avg",
 };
 
-const char *const average_names[4] = {"rank 0", "mean", "min", "max"};
+const char *const average_names[5] = {"rank 0", "mean", "min", "max", "span"};
 
 /* Under a launcher every rank parses the same arguments: only rank 0 complains. */
 static bool quiet_rank(void)
@@ -79,7 +79,10 @@ void usage(FILE *f, const char *prog)
             "                         bfloat16|f8e4m3|f8e5m2|all (default float)\n"
             "  -r,--root ROOT         root of broadcast, reduce, gather, scatter; all (default 0)\n"
             "  -z,--blocking 0|1      1: blocking calls; 0: up to %d non-blocking in flight\n"
-            "  -a,--average 0-3       time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (def. 1)\n"
+            "  -a,--average 0-4       time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (def. 1),\n"
+            "                         4 span: from the last rank's start to the last rank's\n"
+            "                         end, on a clock the ranks share (one machine, netns\n"
+            "                         hosts; with --shared-clock, PTP-synchronized hosts)\n"
             "  -T,--timeout SEC       abort the run when one test takes longer (0 = never)\n"
             "  -F FILE                every rank's time per size, placement (TSV, rank 0 writes)\n"
             "  -t 1, -g 1             accepted: one rank per process\n"
@@ -346,8 +349,9 @@ static int apply_opt(const struct opt_def *d, const char *a, const char *v, stru
         o->blocking = iv;
         break;
     case O_AVERAGE:
-        if (!parse_int(v, 0, 3, &o->average))
-            return usage_error("bad value '%s' for %s (0 rank 0, 1 mean, 2 min, 3 max)", v, a);
+        if (!parse_int(v, 0, 4, &o->average))
+            return usage_error("bad value '%s' for %s (0 rank 0, 1 mean, 2 min, 3 max, 4 span)",
+                               v, a);
         break;
     case O_TIMEOUT:
         if (!parse_int(v, 0, 86400 * 365, &o->timeout_s))

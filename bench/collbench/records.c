@@ -116,6 +116,8 @@ static void json_col(FILE *f, const struct col_rec *c)
     coll__json_num(f, c->tavg_us);
     fputs(", \"time_max_us\": ", f);
     coll__json_num(f, c->tmax_us);
+    fputs(", \"time_span_us\": ", f);
+    coll__json_num(f, c->span_us);
     fprintf(f, ", \"late_starts\": %d}", c->late);
 }
 

@@ -5,6 +5,8 @@
  */
 #include "collbench.h"
 
+#include <fcntl.h>
+
 /* --------------------------------------------------------------------------------------
  * Watchdog: -T SEC, as nccl-tests' timeout. Each phase of a test (checked calls, warmup,
  * timed calls, the bookkeeping collectives) re-arms it; when one phase takes longer than
@@ -514,7 +516,7 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
     const char *what = coll__colls[b->o.coll].name;
     int warmup = b->o.warmup, agg = b->o.agg_iters;
     double t0, t, sum = 0;
-    int64_t iters = b->o.iters;
+    int64_t iters = b->o.iters, se[2];
     coll_status_t st;
 
     memset(col, 0, sizeof(*col));
@@ -570,11 +572,14 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
         if (st != COLL_SUCCESS)
             return lib_error(b, "broadcast of the start instant", st);
         watchdog_arm(&b->wd, "the timed calls");
+        se[0] = realtime_ns() - (int64_t)((now_s() - t0) * 1e9);
     } else {
         watchdog_arm(&b->wd, "the timed calls");
         t0 = now_s();
+        se[0] = realtime_ns();
     }
     st = run_calls(b, s, r, l->param, rs->dt, rs->op, rs->root, iters, agg);
+    se[1] = realtime_ns();
     t = (now_s() - t0) / ((double)iters * agg);
     if (st != COLL_SUCCESS)
         return lib_error(b, what, st);
@@ -582,6 +587,14 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
     st = gather_times(b, t);
     if (st == COLL_SUCCESS && b->o.shared_clock)
         st = coll_allreduce(&col->late, &col->late, 1, COLL_INT32, COLL_SUM, b->comm);
+    /* The start barrier lets the rank that came to it last out first, up to a message's
+     * latency before the others: each rank's own time of a call of a few messages then
+     * carries that lag, which a call whose ranks start together (collsim's) has not. */
+    col->span_us = NAN;
+    if (st == COLL_SUCCESS && (b->one_clock || b->o.shared_clock)) {
+        st = coll_allreduce(se, se, 2, COLL_INT64, COLL_MAX, b->comm);
+        col->span_us = (double)(se[1] - se[0]) * 1e-3 / ((double)iters * agg);
+    }
     watchdog_arm(&b->wd, NULL);
     if (st != COLL_SUCCESS)
         return lib_error(b, "allreduce of the times", st);
@@ -608,6 +621,9 @@ static int time_column(struct bench *b, bool in_place, const struct rowspec *rs,
         break;
     case 2:
         col->time_us = col->tmin_us;
+        break;
+    case 4:
+        col->time_us = col->span_us;
         break;
     default:
         col->time_us = col->tmax_us;
@@ -862,6 +878,39 @@ coll_status_t exchange_ranks(struct bench *b)
         st = coll_allreduce(b->devices, b->devices, n, COLL_INT32, COLL_SUM, b->comm);
     for (size_t i = 0; i < n; i++)
         b->hosts[i][HOST_MAX - 1] = '\0';
+    return st;
+}
+
+/* b->one_clock: whether every rank runs on one kernel (its boot id), whose CLOCK_REALTIME
+ * they then all read. Hostnames do not tell: netns hosts have their own. */
+coll_status_t one_clock(struct bench *b)
+{
+    char boot[64] = "";
+    uint64_t h = 1469598103934665603ull, lo, hi;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    coll_status_t st;
+
+    if (fd >= 0) {
+        ssize_t n = read(fd, boot, sizeof(boot) - 1);
+        boot[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+    /* FNV-1a; a rank that cannot read its boot id hashes it from its pid, so that it does
+     * not pass for another's machine */
+    if (!boot[0])
+        snprintf(boot, sizeof(boot), "pid %ld", (long)getpid());
+#ifdef COLLBENCH_TEST_HOOKS
+    /* COLLBENCH_FAULT=boot-id: the fault rank runs on "another machine" */
+    if (b->fault && !strcmp(b->fault, "boot-id") && b->rank == b->fault_rank)
+        snprintf(boot, sizeof(boot), "another machine");
+#endif
+    for (const char *c = boot; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    lo = hi = h;
+    st = coll_allreduce(&lo, &lo, 1, COLL_UINT64, COLL_MIN, b->comm);
+    if (st == COLL_SUCCESS)
+        st = coll_allreduce(&hi, &hi, 1, COLL_UINT64, COLL_MAX, b->comm);
+    b->one_clock = st == COLL_SUCCESS && lo == hi;
     return st;
 }
 
