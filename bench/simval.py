@@ -13,8 +13,11 @@ the tables of docs/scale.md ("Validation against measurement") and a plot.
                                         differ); --plot draws measured against simulated
                                         per collective and the error against size
 
-Measured: per size, the median over collbench's cycles (-N) of the slowest rank's time
-(-a 3); each cycle times its calls after warming up. Error: simulated / measured - 1.
+Measured: per size, the median over collbench's cycles (-N) of the call's span, from the
+last rank's start to the last rank's end (time_span_us, collbench -a 4: collsim starts every
+rank at once), or of the slowest rank's own time (time_max_us, -a 3) where a record has no
+span (runs before it) or SIMVAL_TIME=max says so; each cycle times its calls after warming
+up. Error: simulated / measured - 1.
 Standard library only (gnuplot for the plot when installed).
 """
 import glob
@@ -49,8 +52,11 @@ def measured(paths):
             c = r.get("out_of_place") or r.get("in_place")
             if not c or not r["size_bytes"]:  # all-gather of 8 B on 4 ranks: nothing to move
                 continue
-            per.setdefault(r["size_bytes"], []).append((c["time_max_us"], r["algo"],
-                                                        r["chunk_bytes"]))
+            t = c["time_max_us"]
+            if os.environ.get("SIMVAL_TIME", "span") == "span" and \
+                    c.get("time_span_us") is not None:
+                t = c["time_span_us"]
+            per.setdefault(r["size_bytes"], []).append((t, r["algo"], r["chunk_bytes"]))
     out = {}
     for size, rows in per.items():
         ts = [t for t, _, _ in rows]

@@ -93,18 +93,20 @@ for ((pass = 1; pass <= passes; pass++)); do
                 js=$raw/$rate-$k-$coll
                 has measure || continue
                 # 8 B .. 16 MiB in steps of 8, then 64 MiB: -N cycles of the sweep, each size
-                # warmed up by a call, then one call timed from the start barrier to its
-                # slowest rank's end (-a 3), as collsim times one; the median over cycles
+                # warmed up by a call, then one call timed from the last rank's start to the
+                # last rank's end (-a 4; the hosts share this machine's clock), as collsim
+                # times one whose ranks start at once; the slowest rank's own time, from its
+                # exit from the start barrier, is in the records too; the median over cycles
                 # counts, so a call that met a burst of the machine's other work (a TCP loss
                 # probe after a late ACK: bench/netns_hosts.sh NETNS_STATS) does not
                 echo "simval.sh: pass $pass: $rate $k hosts $coll: measuring (load $(load))" >&2
                 [ "$pass" -eq 1 ] && echo "$(load)" >"$js.load"
                 [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js$sfx.json" ] ||
                     measure "$js$sfx.json" "$coll" -b 8 -e 16M -f 8 -w 1 -n 1 -c 0 -N "$cycles" \
-                        -a 3 --outofplace-only
+                        -a 4 --outofplace-only
                 [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js-64M$sfx.json" ] ||
                     measure "$js-64M$sfx.json" "$coll" -b 64M -e 64M -w 1 -n 1 -c 0 -N "$big" \
-                        -a 3 --outofplace-only
+                        -a 4 --outofplace-only
             done
         done
     done
