@@ -350,6 +350,43 @@ static void mode_kill(void)
     _exit(0); /* the world comm lost a rank too */
 }
 
+/* Ranks whose stream-ordered calls through IPC differ (a count that keeps the number of
+ * pieces; a collective) fail on every rank with COLL_REMOTE_ERROR, saying so, rather than
+ * pair up their per-piece barriers and return wrong data. */
+static void mode_mismatch(void)
+{
+    for (int c = 0; c < 2; c++) {
+        coll_comm_t *comm = new_comm();
+        size_t n = 5000 + (c == 0 && rank == 0); /* 3 pieces of 2048 either way */
+        int32_t *d = dev_alloc(2 * n * 4 * (size_t)nranks);
+        coll_status_t st, ast;
+        const char *msg;
+        void *s;
+
+        CU(cu.StreamCreateWithFlags(&s, 1));
+        one(comm, s, AR, COLL_INT32, COLL_SUM, 5000, false, false); /* IPC is up */
+        CHECK(coll_barrier(world));
+        if (c == 1 && rank == 0)
+            st = coll_allgather_stream(d, d + n * (size_t)nranks, n, COLL_INT32, comm, s);
+        else
+            st = coll_allreduce_stream(d, d, n, COLL_INT32, COLL_SUM, comm, s);
+        if (st != COLL_SUCCESS && st != COLL_REMOTE_ERROR)
+            die("mismatch %d: the call -> %s (%s)", c, coll_status_string(st),
+                coll_last_error(NULL));
+        CU(cu.StreamSynchronize(s)); /* released, whatever happened */
+        CHECK(coll_comm_get_async_error(comm, &ast));
+        msg = coll_last_error(comm);
+        if (ast != COLL_REMOTE_ERROR || !strstr(msg, "different stream-ordered collectives"))
+            die("mismatch %d: async error %s (%s), want a remote error naming the difference",
+                c, coll_status_string(ast), msg);
+        printf("rank %d: mismatch %d: %s\n", rank, c, msg);
+        CU(cu.StreamDestroy(s));
+        coll_comm_destroy(comm); /* a failed comm's destroy says so; it still frees */
+        CU(cu.Free(d));
+        CHECK(coll_barrier(world));
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -371,8 +408,10 @@ int main(int argc, char **argv)
         mode_forced();
     else if (strcmp(mode, "kill") == 0)
         mode_kill();
+    else if (strcmp(mode, "mismatch") == 0)
+        mode_mismatch();
     else
-        die("unknown mode '%s' (colls, staged, forced, kill)", mode);
+        die("unknown mode '%s' (colls, staged, forced, kill, mismatch)", mode);
     no_violations();
     CHECK(coll_barrier(world));
     CHECK(coll_comm_destroy(world));

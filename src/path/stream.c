@@ -863,15 +863,38 @@ static coll_status_t ipc_sync(struct coll_stream_ctx *ctx, const char *what)
     return wait_event_for(ctx, ctx->ipc->event, what);
 }
 
-/* Non-blocking and waited for, so that a dead peer, a timeout or an abort ends it. */
-static coll_status_t ipc_barrier(struct coll_comm *comm)
+/* The barrier before piece j (j = 0: before the first; npieces: after the last) carries the
+ * call's signature, so that ranks whose calls differ fail on every rank rather than pair
+ * their barriers up and read each other's slots as another layout: an all-reduce of the
+ * signature's hash and its complement by MIN, which is the hash's minimum and maximum over
+ * the ranks. Non-blocking and waited for, so that a dead peer, a timeout or an abort ends
+ * it. */
+static coll_status_t ipc_barrier(const struct scall *c, size_t j)
 {
-    struct coll_call b = {.comm = comm, .coll = COLL_COLL_BARRIER, .dtype = COLL_UINT8,
-                          .op = COLL_SUM, .peer = -1};
+    struct coll_comm *comm = c->comm;
+    uint64_t sig[] = {(uint64_t)c->coll, (uint64_t)c->count, (uint64_t)c->dtype,
+                      (uint64_t)c->op, (uint64_t)(int64_t)c->root, (uint64_t)c->piece,
+                      (uint64_t)j};
+    uint64_t h = coll__hash64(sig, sizeof(sig), 0), v[2] = {h, ~h};
+    struct coll_call b = {.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = v,
+                          .recvbuf = v, .count = 2, .dtype = COLL_UINT64, .op = COLL_MIN,
+                          .peer = -1};
     coll_request_t *req = NULL;
     coll_status_t st = comm->path_host->call(&b, &req);
 
-    return st != COLL_SUCCESS ? st : comm->path_host->wait(req);
+    if (st == COLL_SUCCESS)
+        st = comm->path_host->wait(req);
+    if (st == COLL_SUCCESS && v[0] != ~v[1]) {
+        coll__error(comm, COLL_REMOTE_ERROR,
+                    "ranks called different stream-ordered collectives through CUDA IPC: this "
+                    "rank's is %s of %zu %s (op %s, root %d, pieces of %zu elements, before "
+                    "piece %zu); another rank's collective, count, type, op, root or "
+                    "COLL_CUDA_STAGING_BYTES differ",
+                    coll__coll_name(c->coll), c->count, coll__dtype_name(c->dtype),
+                    coll__op_name(c->op), c->root, c->piece, j);
+        st = COLL_REMOTE_ERROR;
+    }
+    return st;
 }
 
 /* Piece j's input is in this rank's slot once its stream got past IN j; with a host
@@ -917,7 +940,7 @@ static coll_status_t run_op_ipc(struct sop *op)
     }
     st = ipc_input(op, 0);
     if (st == COLL_SUCCESS)
-        st = ipc_barrier(c->comm);
+        st = ipc_barrier(c, 0);
     for (size_t j = 0; st == COLL_SUCCESS && j <= c->npieces; j++) {
         if (j > 0) {
             st = ipc_copies(c, ctx->ipc, j - 1, true, ctx->ipc->stream);
@@ -943,7 +966,7 @@ static coll_status_t run_op_ipc(struct sop *op)
         if (st == COLL_SUCCESS && j + 1 < c->npieces)
             st = ipc_input(op, j + 1);
         if (st == COLL_SUCCESS)
-            st = ipc_barrier(c->comm);
+            st = ipc_barrier(c, j + 1);
         pthread_mutex_lock(&op->mu);
         if (op->hostfn_timed_out && st == COLL_SUCCESS)
             st = coll__error(op->owner, COLL_TIMEOUT,
