@@ -3,7 +3,7 @@
 # the simulator against the cost model where nothing contends, contention where the fabric
 # is oversubscribed, the selector's pick, JSON, a trace collviz reads, the ranks' memory ports
 # within a host, --max-messages' coarser pieces, hosts sharing one machine's cores
-# (--machine-cores), a calibration's exchange term, and bad input.
+# (--machine-cores) and the cores its waiting ranks poll on, a calibration's exchange term, and bad input.
 #
 #   tests/test_collsim.sh path/to/collsim|none path/to/collviz
 #
@@ -132,6 +132,23 @@ if [ -n "$t0" ] && [ "$t0" = "$t4" ] && awk -v a="$t0" -v b="$t2" -v c="$t1" \
     ok "--machine-cores: 8 B rd on 4 hosts $t0 us with a core each ($t4 on 4), $t2 on 2, $t1 on 1"
 else
     not_ok "--machine-cores: none '$t0', 4 '$t4', 2 '$t2', 1 '$t1' us"
+fi
+
+# ---- --machine-cores: a waiting rank polls (--spin) on one of the cores -----------------------
+# 4 hosts, 8 B binomial broadcast: while the root sends, the three others poll for their
+# message. With a core each, that costs the root nothing; on 2 cores the four share them, so
+# the sends take longer. Without polling (--spin 0) the 2 cores do not slow it.
+sp_time() { # machine cores, spin -> time (us)
+    sim --calib "$TMP/cal0.txt" --hosts 4 --machine-cores "$1" --spin "$2" -c broadcast \
+        --algo binomial -b 8 -e 8 >"$TMP/out" 2>"$TMP/err" && time_of binomial
+}
+printf 'tcp.alpha 1e-05\ntcp.beta 1e-09\ntcp.lat 2e-06\nstep 0\n' >"$TMP/cal0.txt"
+s40=$(sp_time 4 0) s4=$(sp_time 4 50us) s20=$(sp_time 2 0) s2=$(sp_time 2 50us)
+if [ -n "$s40" ] && [ "$s40" = "$s4" ] && [ "$s40" = "$s20" ] &&
+        awk -v a="$s40" -v b="$s2" 'BEGIN { exit !(b > 1.3 * a) }'; then
+    ok "--machine-cores + --spin: 8 B binomial on 4 hosts $s40 us on 4 cores (polling or not) and on 2 without polling, $s2 on 2 with it"
+else
+    not_ok "--machine-cores + --spin: 4 cores '$s40'/'$s4', 2 cores '$s20'/'$s2' us (want the first three equal, the last 1.3x more)"
 fi
 
 # ---- a calibration's tcp.xchg: a message that meets one going the other way -------------------

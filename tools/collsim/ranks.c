@@ -103,12 +103,27 @@ static long wire_bytes(const struct srank *R, const struct sstep *st, double now
 
 /* A wait that outlasts the rank's polling (--spin) sleeps, and its rank runs the
  * calibration's wake after its message's first bytes came (cost.h): a message that takes
- * longer than that on its link hides it. slots: the activities' (latency waits have none). */
+ * longer than that on its link hides it. slots: the activities' (latency waits have none).
+ * With --machine-cores, the polling itself holds one of the machine's cores: where ranks
+ * outnumber them, a rank that polls slows the ones that work, as on the bed. It holds the
+ * core for --spin of CPU time, where the engine polls --spin of its clock: under sharing a
+ * little longer on the wall. (sg_comm_wait_any_for's timeout would end it on the clock, but
+ * SimGrid 3.32's frees the waited comms when it times out.) */
 static ssize_t wait_any(const struct srank *R, sg_comm_t *act, size_t n, const uint32_t *steps,
                         const uint32_t *slots)
 {
     double t0 = simgrid_get_clock();
-    ssize_t w = sg_comm_wait_any(act, n);
+    ssize_t w;
+    if (S.machine && S.o.calib && S.o.spin_s > 0) {
+        sg_exec_t e = sg_actor_exec_init(S.o.spin_s * CPU_SPEED);
+        sg_exec_set_host(e, S.machine);
+        sg_exec_start(e);
+        w = sg_comm_wait_any(act, n);
+        if (!sg_exec_test(e))
+            sg_exec_cancel(e);
+    } else {
+        w = sg_comm_wait_any(act, n);
+    }
     if (w >= 0 && S.o.calib && S.p.wake > 0 && simgrid_get_clock() - t0 > S.o.spin_s &&
         slots[w] != LAT_PUT && (slots[w] == NONE || !(slots[w] & LAT_SLOT))) {
         const struct sstep *st = &R->steps[steps[w]];
