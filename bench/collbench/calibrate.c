@@ -118,8 +118,13 @@ static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
 }
 
 /* Seconds per exchange of `bytes` between ranks 0 and 1 (0 elsewhere), both sending and
- * receiving at once as a step of recursive doubling or of a ring does: the median of single
- * exchanges after a warm-up. What it takes beyond one way of the ping-pong at 8 bytes is
+ * receiving at once as a step of recursive doubling or of a ring does, started together as a
+ * call's first step is: before each, peer tells rank 0 it is done with the last one, rank 0
+ * says go and starts, peer starts on the go. Each times its own; peer starts up to the go's
+ * latency late, which lengthens rank 0's time and shortens peer's by as much, so the mean
+ * of their medians is the exchange. Back to back instead, each rank's next send meets the
+ * other's last receive, and the exchange took 2-3x longer beyond one way than a single
+ * call's step (docs/scale.md). What it takes beyond one way of the ping-pong at 8 bytes is
  * <link>.xchg (cost.h), which collsim adds to a message that reaches a rank while it sends
  * too. Every rank calls it. */
 static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
@@ -130,10 +135,22 @@ static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
     int other = b->rank == 0 ? peer : 0;
     coll_status_t st = COLL_SUCCESS;
     bool in = b->rank == 0 || b->rank == peer;
+    double mine = 0, peers = 0;
+    uint64_t tok = 0;
 
     for (size_t i = 0; i < reps + 5 && in && st == COLL_SUCCESS; i++) {
-        double t0 = now_s();
-        st = coll_group_start();
+        double t0;
+        if (b->rank == 0) {
+            if (i > 0)
+                st = coll_recv(&tok, 8, COLL_UINT8, other, b->comm);
+            if (st == COLL_SUCCESS)
+                st = coll_send(&tok, 8, COLL_UINT8, other, b->comm);
+        } else {
+            st = coll_recv(&tok, 8, COLL_UINT8, other, b->comm);
+        }
+        t0 = now_s();
+        if (st == COLL_SUCCESS)
+            st = coll_group_start();
         if (st == COLL_SUCCESS)
             st = coll_send(b->sendbuf, bytes, COLL_UINT8, other, b->comm);
         if (st == COLL_SUCCESS)
@@ -142,10 +159,17 @@ static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
             st = coll_group_end();
         if (i >= 5)
             t[n++] = now_s() - t0;
+        if (st == COLL_SUCCESS && b->rank != 0 && i + 1 < reps + 5)
+            st = coll_send(&tok, 8, COLL_UINT8, other, b->comm);
+    }
+    if (in && st == COLL_SUCCESS) {
+        mine = median(t, n);
+        st = b->rank == 0 ? coll_recv(&peers, 1, COLL_FLOAT64, other, b->comm)
+                          : coll_send(&mine, 1, COLL_FLOAT64, 0, b->comm);
     }
     if (st != COLL_SUCCESS)
         return lib_error(b, "grouped send/recv exchange (--calibrate)", st);
-    *t_p = in && n ? median(t, n) : 0;
+    *t_p = b->rank == 0 && n && isfinite(peers) && peers >= 0 ? (mine + peers) / 2 : 0;
     return 0;
 }
 
@@ -701,8 +725,8 @@ int calibrate(struct bench *b)
                 printf("# streams both ways: %.3g s of the machine's CPU per byte, %s.cpu (%.2f "
                        "GB/s a core)\n",
                        p.link[link].cpu, coll__link_name(link), 1e-9 / p.link[link].cpu);
-            printf("# exchange (both ranks send and receive at once): 8 B %.2f us, 4 KiB %.2f "
-                   "us; one way of the ping-pong %.2f us, %.2f us: %s.xchg %.3g s\n",
+            printf("# exchange (both ranks send and receive, started together): 8 B %.2f us, "
+                   "4 KiB %.2f us; one way of the ping-pong %.2f us, %.2f us: %s.xchg %.3g s\n",
                    xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6,
                    coll__link_name(link), p.link[link].xchg);
             if (rdv_oneway[l][1] > 0)
