@@ -121,7 +121,7 @@ if has sim; then
                 python3 bench/simval.py picks "$js.json" "$js-64M.json" |
                     while read -r size algo chunk; do
                         "$sim" -q --calib "$cal" --hosts "$k" --per-host 1 --cores 1 \
-                            --machine-cores "$(nproc)" -c "$coll" -b "$size" -e "$size" \
+                            --machine-cores "$(nproc)" --warmup 1 -c "$coll" -b "$size" -e "$size" \
                             --algo "$algo" --chunk "$chunk" \
                             --json "$raw/sim/$rate-$k-$coll-$size.json"
                     done

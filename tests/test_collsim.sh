@@ -3,7 +3,7 @@
 # the simulator against the cost model where nothing contends, contention where the fabric
 # is oversubscribed, the selector's pick, JSON, a trace collviz reads, the ranks' memory ports
 # within a host, --max-messages' coarser pieces, hosts sharing one machine's cores
-# (--machine-cores) and the cores its waiting ranks poll on, a calibration's exchange term, and bad input.
+# (--machine-cores) and the cores its waiting ranks poll on, warm-up calls, a calibration's exchange term, and bad input.
 #
 #   tests/test_collsim.sh path/to/collsim|none path/to/collviz
 #
@@ -186,6 +186,23 @@ if [ -n "$o1" ] && [ -n "$b2" ] &&
     ok "--calib tcp.burst: 32 KiB on 2 hosts $o1 -> $b1 us; 8 x 32 KiB $o2 -> $b2 us"
 else
     not_ok "--calib tcp.burst: 32 KiB '$o1' -> '$b1' us (want -29.5), 8 x 32 KiB '$o2' -> '$b2' (want less, >= 196.6)"
+fi
+
+# ---- --warmup: the timed call finds the links as a warm-up call and a barrier left them -------
+# 64 KiB on 2 hosts with the 64 KiB bucket above: from idle links all of it goes at a tenth of
+# beta; after a warm-up of the same, which emptied the bucket, and a start barrier (two 4-byte
+# messages, about 25 us of refill) most of it goes at the rate, 1 GB/s: 30 us or more later.
+# 8 B take what they took: the barrier has refilled far more than that.
+warm_time() { # size, warm-up calls -> time (us) of a 2-host chain broadcast
+    sim --calib "$TMP/calb.txt" --hosts 2 -c broadcast --algo chain -b "$1" -e "$1" \
+        --chunk "$1" ${2:+--warmup "$2"} >"$TMP/out" 2>"$TMP/err" && time_of chain
+}
+w0=$(warm_time 64K) w00=$(warm_time 64K 0) w1=$(warm_time 64K 1) s0=$(warm_time 8) s1=$(warm_time 8 1)
+if [ -n "$w0" ] && [ "$w0" = "$w00" ] && [ -n "$s1" ] && [ "$s0" = "$s1" ] &&
+        awk -v a="$w0" -v b="$w1" 'BEGIN { exit !(b > a + 30) }'; then
+    ok "--warmup: 64 KiB $w0 us from idle links ($w00 with --warmup 0), $w1 after a warm-up; 8 B $s0 both"
+else
+    not_ok "--warmup: 64 KiB '$w0'/'$w00' -> '$w1' us (want 30 more), 8 B '$s0' -> '$s1' (want the same)"
 fi
 
 # ---- wake: a wait that outlasts --spin sleeps, and its rank runs wake later ------------------
@@ -384,6 +401,8 @@ usage "ports with a platform file" "loopback" --platform "$TMP/good.xml" --intra
 usage "--machine-cores with a platform file" "platform file says" --platform "$TMP/good.xml" \
     --machine-cores 2
 usage "--machine-cores 0" "a count of 1 or more" --machine-cores 0
+usage "--warmup 101" "a count of calls, 0 to 100" --warmup 101
+usage "--warmup -1" "a count of calls, 0 to 100" --warmup -1
 usage "ports with SimGrid's TCP-fitted model" "loopback" --model LV08 --intra-model ports
 usage "--price of another name" "walk, closed, none" --price exact
 usage "--price without its value" "needs a value" --price

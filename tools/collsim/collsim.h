@@ -70,6 +70,9 @@ struct opts {
     const char *algo_spec;
     double step_s, overhead_s; /* <0: from the cost model's parameters */
     double spin_s; /* --spin: a wait polls this long, then sleeps (the calibration's wake) */
+    /* --warmup: calls of the same before the timed one, each followed by a start barrier (an
+     * all-reduce of 4 bytes), as collbench -w times: the links' buckets carry over */
+    int32_t warmup;
     bool quiet;
     bool exact; /* --exact: the selector's ranking by the schedule walker */
     /* --price: the model(us) column from the schedule walker (its memory and time grow with

@@ -96,6 +96,10 @@ static void usage(FILE *f)
           "                       with --machine-cores, the polling holds a core's share for\n"
           "                       T of CPU time, slowing ranks that work when ranks outnumber\n"
           "                       the cores\n"
+          "  --warmup N           N untimed calls of the same before each timed one, each\n"
+          "                       followed by a start barrier (an all-reduce of 4 bytes), as\n"
+          "                       collbench -w N times: the timed call finds the links'\n"
+          "                       buckets as those calls left them (default 0: idle links)\n"
           "output:\n"
           "  --json FILE          the rows as JSON\n"
           "  --trace FILE         every rank's steps in COLL_TRACE's format (collviz trace)\n"
@@ -265,6 +269,10 @@ int parse_args(int argc, char **argv, struct opts *o, int *sg_argc, char **sg_ar
         } else if (!strcmp(a, "--algo")) {
             NEEDV();
             o->algo_spec = v;
+        } else if (!strcmp(a, "--warmup")) {
+            NEEDV();
+            if (!parse_int(v, 0, 100, &o->warmup))
+                return usage_error("--warmup '%s': a count of calls, 0 to 100", v);
         } else if (!strcmp(a, "--hosts") || !strcmp(a, "--per-host") || !strcmp(a, "--cores")) {
             int32_t *dst = a[2] == 'h' ? &o->hosts : a[2] == 'p' ? &o->per_host : &o->cores;
             NEEDV();
