@@ -12,6 +12,10 @@ the tables of docs/scale.md ("Validation against measurement") and a plot.
                                         and band of sizes (the terms that bound each band
                                         differ); --plot draws measured against simulated
                                         per collective and the error against size
+  simval.py spread TSV_A TSV_B          the bed against itself: the same tables with sweep
+                                        A's measured times in collsim's place, against B's
+                                        (the points both ran with the same algorithm and
+                                        chunk): how far two sweeps of the bed differ
 
 Measured: per size, the median over collbench's cycles (-N) of the call's span, from the
 last rank's start to the last rank's end (time_span_us, collbench -a 4: collsim starts every
@@ -156,8 +160,27 @@ def summary(rows):
 BANDS = [("8 B-4 KiB", 0, 4096), ("32-256 KiB", 32768, 262144), ("2-64 MiB", 2 << 20, 64 << 20)]
 
 
+def cmd_spread(path_a, path_b):
+    """The bed against itself: sweep A's measured times in the simulator's place, judged
+    against sweep B's, at the points both measured with the same algorithm and chunk (the
+    library's pick follows each sweep's calibration). What a perfect simulator would score
+    against B, if A were it."""
+    a = {(r["rate"], r["hosts"], r["coll"], r["size"], r["algo"], r["chunk"]): r
+         for r in read_tsv(path_a)}
+    rows = []
+    for r in read_tsv(path_b):
+        o = a.get((r["rate"], r["hosts"], r["coll"], r["size"], r["algo"], r["chunk"]))
+        if o and o["measured_us"] > 0 and r["measured_us"] > 0:
+            rows.append(dict(r, simulated_us=o["measured_us"],
+                             error=o["measured_us"] / r["measured_us"] - 1))
+    print_tables(rows, None, False, True)
+
+
 def cmd_table(path, plot, points, bands):
-    rows = read_tsv(path)
+    print_tables(read_tsv(path), plot, points, bands)
+
+
+def print_tables(rows, plot, points, bands):
     groups = {}
     for r in rows:
         groups.setdefault((r["rate"], r["hosts"], r["coll"]), []).append(r)
@@ -269,6 +292,8 @@ def main(argv):
         cmd_picks(argv[1:])
     elif len(argv) == 2 and argv[0] == "tsv":
         cmd_tsv(argv[1])
+    elif len(argv) == 3 and argv[0] == "spread":
+        cmd_spread(argv[1], argv[2])
     elif len(argv) >= 2 and argv[0] == "table":
         plot = argv[argv.index("--plot") + 1] if "--plot" in argv else None
         cmd_table(argv[1], plot, "--points" in argv, "--bands" in argv)
