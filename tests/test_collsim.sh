@@ -188,6 +188,25 @@ else
     not_ok "--calib tcp.burst: 32 KiB '$o1' -> '$b1' us (want -29.5), 8 x 32 KiB '$o2' -> '$b2' (want less, >= 196.6)"
 fi
 
+# ---- --machine-cores: a burst crosses no faster than the machine copies the messages in flight
+# 32 KiB with a 64 KiB bucket at 0.1 ns a byte, the machine's 2 cores at 0.2 ns a byte of CPU:
+# 10 GB/s of copy path. Alone, the message's burst is as fast as the path (unchanged against
+# a path that costs nothing); an exchange's two messages get half of it each, so their
+# bursts take 0.2 ns a byte: 32768 x 0.1 ns = 3.28 us more.
+mb_time() { # tcp.cpu, collective, algorithm -> time (us) on 2 hosts, 2 machine cores
+    { cat "$TMP/calb.txt"; echo "tcp.cpu $1"; } >"$TMP/calm.txt"
+    sim --calib "$TMP/calm.txt" --hosts 2 --machine-cores 2 -c "$2" --algo "$3" -b 32K -e 32K \
+        --chunk 32K >"$TMP/out" 2>"$TMP/err" && time_of "$3"
+}
+l0=$(mb_time 1e-12 broadcast chain) l1=$(mb_time 2e-10 broadcast chain)
+x0=$(mb_time 1e-12 allreduce rd) x1=$(mb_time 2e-10 allreduce rd)
+if [ -n "$l0" ] && [ "$l0" = "$l1" ] && [ -n "$x1" ] &&
+        awk -v a="$x0" -v b="$x1" 'BEGIN { d = b - a - 3.28; exit !(d > -0.3 && d < 0.3) }'; then
+    ok "--machine-cores + burst: one 32 KiB message $l0 us either way; an exchange $x0 -> $x1 us"
+else
+    not_ok "--machine-cores + burst: one message '$l0' -> '$l1' (want the same), exchange '$x0' -> '$x1' (want +3.28)"
+fi
+
 # ---- --warmup: the timed call finds the links as a warm-up call and a barrier left them -------
 # 64 KiB on 2 hosts with the 64 KiB bucket above: from idle links all of it goes at a tenth of
 # beta; after a warm-up of the same, which emptied the bucket, and a start barrier (two 4-byte

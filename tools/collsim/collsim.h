@@ -87,6 +87,7 @@ enum {
     F_FREE = 4, /* a copy onto itself */
     F_WIN = 8,  /* the window passed on to the next message of the link */
     F_XCHG = 16, /* a receive the rank waited on while it sent: pays the link's xchg */
+    F_FLOW = 32, /* a send between hosts counted in S.flows until it completes */
 };
 
 struct sstep {
@@ -132,6 +133,9 @@ struct sim {
     /* a shaped link's burst (cost.h, <link>.burst): per host, the bytes its bucket holds
      * (below 0: owed) and when it was last filled */
     double *bucket, *bucket_at;
+    /* --machine-cores: the messages between hosts in flight, which share the machine's
+     * copy path (its link of machine_bw bytes a second) */
+    int32_t flows;
     const char *failed; /* first failure, reported once the run ends */
     char errbuf[256];
 };

@@ -86,11 +86,15 @@ static double xchg_lat(const struct srank *R, uint32_t i)
  * the sender's host's bucket refills at the link's rate up to burst bytes; a message takes
  * what it holds at burst_beta a byte and the rest at the rate, and owes the whole message:
  * the debt of what went at the rate is paid by the time it took, as a token bucket's (tc
- * tbf's) would be. In SimGrid's terms, its time at the rate. */
+ * tbf's) would be. In SimGrid's terms, its time at the rate. With --machine-cores the
+ * bucket's bytes cross no faster than the machine's cores copy them for the messages in
+ * flight (this one among S.flows): the fewer bytes SimGrid moves would also hide them from
+ * the machine's copy path, where a burst of two messages at once goes at the path's half
+ * each (10 Gbit/s on the bed: at the rate). */
 static long wire_bytes(const struct srank *R, const struct sstep *st, double now)
 {
     const struct coll_link_cost *l = &S.p.link[COLL_LINK_TCP];
-    double fast, *tok;
+    double fast, *tok, bb = l->burst_beta;
     if (!S.bucket || !(l->burst > 0) || !(l->beta > 0) || S.r[st->peer].host == R->host)
         return (long)st->bytes;
     tok = &S.bucket[R->host];
@@ -98,7 +102,9 @@ static long wire_bytes(const struct srank *R, const struct sstep *st, double now
     S.bucket_at[R->host] = now;
     fast = fmin((double)st->bytes, fmax(*tok, 0));
     *tok -= (double)st->bytes;
-    return (long)llround((double)st->bytes - fast + fast * l->burst_beta / l->beta);
+    if (S.o.machine_bw > 0)
+        bb = fmin(fmax(bb, (double)S.flows / S.o.machine_bw), l->beta);
+    return (long)llround((double)st->bytes - fast + fast * bb / l->beta);
 }
 
 /* A wait that outlasts the rank's polling (--spin) sleeps, and its rank runs the
@@ -336,6 +342,10 @@ void rank_main(int argc, char **argv)
                 uint32_t i = comms[k], slot = NONE;
                 struct sstep *st = &R->steps[i];
                 if (st->kind == COLL_STEP_SEND) {
+                    if (S.o.machine_bw > 0 && S.r[st->peer].host != R->host) {
+                        S.flows++;
+                        st->flags |= F_FLOW;
+                    }
                     mailbox_name(mb, sizeof(mb), R->rank, st->peer);
                     act[nact] = sg_mailbox_put_async(sg_mailbox_by_name(mb),
                                                      (void *)(uintptr_t)(st->tag + 1),
@@ -400,6 +410,11 @@ void rank_main(int argc, char **argv)
             }
             i = act_step[w];
             slot = act_slot[w];
+            if (R->steps[i].flags & F_FLOW && slot == NONE &&
+                R->steps[i].kind == COLL_STEP_SEND) {
+                R->steps[i].flags &= (uint8_t)~F_FLOW;
+                S.flows--;
+            }
             if (slot == LAT_PUT) {
                 /* the sending half of a latency message: nothing to do */
             } else if (slot != NONE && (slot & LAT_SLOT)) {
