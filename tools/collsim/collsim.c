@@ -286,12 +286,13 @@ int main(int argc, char **argv)
                       "  \"link_latency_s\": %.17g,\n  \"intra_Bps\": %.17g,\n"
                       "  \"intra_latency_s\": %.17g,\n  \"intra_model\": \"%s\",\n"
                       "  \"streams\": %s,\n  \"price\": \"%s\",\n"
-                      "  \"max_messages\": %" PRIu64 ",\n  \"dtype\": \"%s\",\n  \"rows\": [",
+                      "  \"max_messages\": %" PRIu64 ",\n  \"warmup\": %d,\n"
+                      "  \"dtype\": \"%s\",\n  \"rows\": [",
                 o->model ? o->model : "CM02", o->link_bw, o->link_lat,
                 o->intra_bw, o->intra_lat, o->ports ? "ports" : "loopback",
                 o->streams ? "true" : "false",
                 o->price == PRICE_WALK ? "walk" : o->price == PRICE_CLOSED ? "closed" : "none",
-                o->max_msgs,
+                o->max_msgs, o->warmup,
                 coll__dtype_name(o->dtype));
     }
 
@@ -316,6 +317,10 @@ int main(int argc, char **argv)
             printf("# --max-messages %" PRIu64 ": a size's chunks at least 2 x ranks x size / %"
                    PRIu64 "; a row whose chunk this raised ends in 'coarsened from' the asked\n",
                    o->max_msgs, o->max_msgs);
+        if (o->warmup)
+            printf("# --warmup %d: each timed call after %d untimed and a start barrier after "
+                   "each, as collbench -w %d\n",
+                   o->warmup, o->warmup, o->warmup);
         printf("#       size         count      type   redop    root     time   algbw   busbw"
                " #wrong  algorithm    chunk  model(us)     msgs  sim(s)\n");
         printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
