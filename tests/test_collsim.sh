@@ -188,6 +188,37 @@ else
     not_ok "--calib tcp.burst: 32 KiB '$o1' -> '$b1' us (want -29.5), 8 x 32 KiB '$o2' -> '$b2' (want less, >= 196.6)"
 fi
 
+# ---- --machine-cores: ranks done with the call poll on; a wake costs only where a core idled --
+# 4 hosts, 8 B binomial reduce: the leaves send at once and are done; as their next call's wait
+# they poll on, so on 2 cores rank 2's send to the root shares them too: 20.02 us with a core
+# each or no polling, 36.02 with both (the waiting ranks' polling alone: 28.02).
+rd_time() { # machine cores, spin -> time (us)
+    sim --calib "$TMP/cal0.txt" --hosts 4 --machine-cores "$1" --spin "$2" -c reduce \
+        --algo binomial -b 8 -e 8 >"$TMP/out" 2>"$TMP/err" && time_of binomial
+}
+r4=$(rd_time 4 50us) r20=$(rd_time 2 0) r2=$(rd_time 2 50us)
+if [ -n "$r4" ] && [ "$r4" = "$r20" ] && awk -v a="$r4" -v b="$r2" 'BEGIN { exit !(b >= a + 15) }'; then
+    ok "--machine-cores: 8 B binomial reduce on 4 hosts $r4 us (4 cores; 2 without polling $r20), $r2 on 2 with the done ranks polling"
+else
+    not_ok "--machine-cores: reduce '$r4'/'$r20' -> '$r2' us (want 15 more)"
+fi
+# 2 hosts, 8 KiB with --spin 10us and a wake of 100 us (the wake test below): on 2 machine
+# cores the receiver slept while a core idled and pays the wake; on 1 the sender kept it busy,
+# so the receiver woke at no cost (slower only for sharing the core while it polled).
+{ cat "$TMP/cal0.txt"; echo "wake 1e-04"; } >"$TMP/calw.txt"
+wk_time() { # calibration, machine cores -> time (us) of a 2-host chain broadcast of 8 KiB
+    sim --calib "$1" --hosts 2 --machine-cores "$2" --spin 10us -c broadcast --algo chain \
+        -b 8K -e 8K --chunk 8K >"$TMP/out" 2>"$TMP/err" && time_of chain
+}
+a1=$(wk_time "$TMP/cal0.txt" 1) b1=$(wk_time "$TMP/calw.txt" 1)
+a2=$(wk_time "$TMP/cal0.txt" 2) b2=$(wk_time "$TMP/calw.txt" 2)
+if [ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$b2" ] &&
+        awk -v a="$a2" -v b="$b2" 'BEGIN { d = b - a - 91.81; exit !(d > -0.5 && d < 0.5) }'; then
+    ok "--machine-cores + wake: 8 KiB on 1 core $a1 us with or without a wake, on 2 $a2 -> $b2 us"
+else
+    not_ok "--machine-cores + wake: 1 core '$a1' -> '$b1' (want the same), 2 cores '$a2' -> '$b2' (want +91.8)"
+fi
+
 # ---- --machine-cores: a burst crosses no faster than the machine copies the messages in flight
 # 32 KiB with a 64 KiB bucket at 0.1 ns a byte, the machine's 2 cores at 0.2 ns a byte of CPU:
 # 10 GB/s of copy path. Alone, the message's burst is as fast as the path (unchanged against

@@ -106,6 +106,7 @@ struct srank {
     uint32_t *rdep_off, *rdep; /* the steps that wait for each step (CSR) */
     double *t0, *t1;           /* trace only */
     double finish;
+    double wait_since; /* --machine-cores: when its current wait began; < 0 while it works */
     uint64_t nmsgs;
     int32_t *lat_peer; /* streams: the latency from each peer seen so far */
     double *lat_val;
@@ -136,6 +137,7 @@ struct sim {
     /* --machine-cores: the messages between hosts in flight, which share the machine's
      * copy path (its link of machine_bw bytes a second) */
     int32_t flows;
+    bool timed; /* the row's timed call runs (not a --warmup call or its barrier) */
     const char *failed; /* first failure, reported once the run ends */
     char errbuf[256];
 };

@@ -107,6 +107,21 @@ static long wire_bytes(const struct srank *R, const struct sstep *st, double now
     return (long)llround((double)st->bytes - fast + fast * bb / l->beta);
 }
 
+/* --machine-cores: whether, besides R, as many ranks as the machine has cores work or poll
+ * now (a wait polls --spin, then sleeps; a rank done with its call polls as its next one
+ * waits). Then no core idles, and a rank that slept wakes without the cost of a halted
+ * CPU's (the calibration's wake, measured on an idle machine). */
+static bool cores_busy(const struct srank *R, double now)
+{
+    int32_t busy = 0;
+    if (!S.machine)
+        return false;
+    for (int32_t r = 0; r < S.o.nranks && busy < S.o.machine_cores; r++)
+        if (&S.r[r] != R && (S.r[r].wait_since < 0 || now - S.r[r].wait_since < S.o.spin_s))
+            busy++;
+    return busy >= S.o.machine_cores;
+}
+
 /* A wait that outlasts the rank's polling (--spin) sleeps, and its rank runs the
  * calibration's wake after its message's first bytes came (cost.h): a message that takes
  * longer than that on its link hides it. slots: the activities' (latency waits have none).
@@ -115,11 +130,12 @@ static long wire_bytes(const struct srank *R, const struct sstep *st, double now
  * core for --spin of CPU time, where the engine polls --spin of its clock: under sharing a
  * little longer on the wall. (sg_comm_wait_any_for's timeout would end it on the clock, but
  * SimGrid 3.32's frees the waited comms when it times out.) */
-static ssize_t wait_any(const struct srank *R, sg_comm_t *act, size_t n, const uint32_t *steps,
+static ssize_t wait_any(struct srank *R, sg_comm_t *act, size_t n, const uint32_t *steps,
                         const uint32_t *slots)
 {
     double t0 = simgrid_get_clock();
     ssize_t w;
+    R->wait_since = t0;
     if (S.machine && S.o.calib && S.o.spin_s > 0) {
         sg_exec_t e = sg_actor_exec_init(S.o.spin_s * CPU_SPEED);
         sg_exec_set_host(e, S.machine);
@@ -130,7 +146,9 @@ static ssize_t wait_any(const struct srank *R, sg_comm_t *act, size_t n, const u
     } else {
         w = sg_comm_wait_any(act, n);
     }
+    R->wait_since = -1;
     if (w >= 0 && S.o.calib && S.p.wake > 0 && simgrid_get_clock() - t0 > S.o.spin_s &&
+        !cores_busy(R, simgrid_get_clock()) &&
         slots[w] != LAT_PUT && (slots[w] == NONE || !(slots[w] & LAT_SLOT))) {
         const struct sstep *st = &R->steps[steps[w]];
         double dur = (double)st->bytes * step_link(R, st)->beta;
@@ -467,6 +485,14 @@ void rank_main(int argc, char **argv)
         }
     }
     R->finish = simgrid_get_clock();
+    /* Done, the rank goes on to its next call, whose first wait polls too: on shared cores
+     * that slows the ranks still in this one (a 4-rank binomial reduce's leaves, done at
+     * once, polled in collbench's next call while the root's subtree worked). Not after a
+     * warm-up's calls: the next one, which starts when every rank's actor has ended, would
+     * start that much later. */
+    R->wait_since = R->finish;
+    if (!S.failed && S.timed && S.machine && S.o.calib && S.o.spin_s > 0)
+        run_cpu(R, S.o.spin_s);
     /* the sending halves of the last latency waits, done with their gets but not waited
      * for (a wait returns one of the two) */
     if (!S.failed && nact)

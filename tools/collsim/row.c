@@ -85,6 +85,8 @@ static double run_ranks(int32_t n)
     double end = 0;
 
     S.flows = 0; /* a run's last sends are not waited for one by one: none is in flight now */
+    for (int32_t r = 0; r < n; r++)
+        S.r[r].wait_since = -1;
     for (int32_t r = 0; r < n; r++) {
         char name[32];
         sg_actor_t act;
@@ -232,8 +234,10 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
         idle_links();
     }
     S.start = simgrid_get_clock();
+    S.timed = true;
     if (!S.failed)
         end = run_ranks(n);
+    S.timed = false;
     for (int32_t r = 0; r < n; r++)
         w->msgs += S.r[r].nmsgs;
     w->time_s = end > S.start ? end - S.start : 0;
