@@ -68,6 +68,7 @@
 
 #include "../algo/cost.h"
 
+#include "../core/agree.h"
 #include "../core/internal.h"
 #include "../core/topo.h"
 
@@ -864,34 +865,42 @@ static coll_status_t ipc_sync(struct coll_stream_ctx *ctx, const char *what)
 }
 
 /* The barrier before piece j (j = 0: before the first; npieces: after the last) carries the
- * call's signature, so that ranks whose calls differ fail on every rank rather than pair
- * their barriers up and read each other's slots as another layout: an all-reduce of the
- * signature's hash and its complement by MIN, which is the hash's minimum and maximum over
- * the ranks. Non-blocking and waited for, so that a dead peer, a timeout or an abort ends
- * it. */
+ * call's signature (agree.h) and the pieces' layout, so that ranks whose calls differ fail on
+ * every rank rather than pair their barriers up and read each other's slots as another
+ * layout: an all-reduce of their hash and its complement by MIN, which is the hash's minimum
+ * and maximum over the ranks. Non-blocking and waited for, so that a dead peer, a timeout or
+ * an abort ends it. */
 static coll_status_t ipc_barrier(const struct scall *c, size_t j)
 {
     struct coll_comm *comm = c->comm;
-    uint64_t sig[] = {(uint64_t)c->coll, (uint64_t)c->count, (uint64_t)c->dtype,
-                      (uint64_t)c->op, (uint64_t)(int64_t)c->root, (uint64_t)c->piece,
-                      (uint64_t)j};
-    uint64_t h = coll__hash64(sig, sizeof(sig), 0), v[2] = {h, ~h};
+    struct coll_call call = {.comm = comm, .coll = c->coll, .count = c->count,
+                             .dtype = c->dtype, .op = c->op, .root = c->root};
+    struct {
+        struct coll_sig sig;
+        uint64_t piece, j;
+    } key = {.piece = c->piece, .j = j};
+    uint64_t h, v[2];
     struct coll_call b = {.comm = comm, .coll = COLL_COLL_ALLREDUCE, .sendbuf = v,
                           .recvbuf = v, .count = 2, .dtype = COLL_UINT64, .op = COLL_MIN,
                           .peer = -1};
     coll_request_t *req = NULL;
-    coll_status_t st = comm->path_host->call(&b, &req);
+    coll_status_t st;
+    char desc[96];
 
+    coll__call_sig(&call, &key.sig);
+    h = coll__hash64(&key, sizeof(key), 0);
+    v[0] = h;
+    v[1] = ~h;
+    st = comm->path_host->call(&b, &req);
     if (st == COLL_SUCCESS)
         st = comm->path_host->wait(req);
     if (st == COLL_SUCCESS && v[0] != ~v[1]) {
         coll__error(comm, COLL_REMOTE_ERROR,
                     "ranks called different stream-ordered collectives through CUDA IPC: this "
-                    "rank's is %s of %zu %s (op %s, root %d, pieces of %zu elements, before "
-                    "piece %zu); another rank's collective, count, type, op, root or "
-                    "COLL_CUDA_STAGING_BYTES differ",
-                    coll__coll_name(c->coll), c->count, coll__dtype_name(c->dtype),
-                    coll__op_name(c->op), c->root, c->piece, j);
+                    "rank's is %s in pieces of %zu elements (before piece %zu); another "
+                    "rank's collective, count, type, op, root or COLL_CUDA_STAGING_BYTES "
+                    "differ",
+                    coll__sig_describe(&key.sig, desc, sizeof(desc)), c->piece, j);
         st = COLL_REMOTE_ERROR;
     }
     return st;

@@ -183,6 +183,9 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap);
 /* select.c */
 int parse_algos(const struct opts *o, const struct coll_algo **algos, int *nalgos_p);
 int select_pick(struct row *w, size_t bytes, int32_t *hostmap);
+struct coll_cost_query;
+int select_first(const struct coll_cost_query *q, const char *what,
+                 const struct coll_algo **algo_p, size_t *chunk_count_p);
 
 /* trace.c */
 void trace_header(int32_t n);

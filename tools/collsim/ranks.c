@@ -428,8 +428,7 @@ void rank_main(int argc, char **argv)
             }
             i = act_step[w];
             slot = act_slot[w];
-            if (R->steps[i].flags & F_FLOW && slot == NONE &&
-                R->steps[i].kind == COLL_STEP_SEND) {
+            if (R->steps[i].flags & F_FLOW) { /* a send's put (a latency wait's is a receive's) */
                 R->steps[i].flags &= (uint8_t)~F_FLOW;
                 S.flows--;
             }

@@ -126,29 +126,21 @@ static int warm_up(struct row *w, struct coll_algo_args *a, uint32_t *peer_last)
 {
     struct coll_algo_args b = *a;
     const struct coll_algo *balgo = NULL;
-    struct coll_cost_links links = {link_of, NULL, COLL_LINK_TCP};
     static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
-    struct coll_cost_result res[48];
-    size_t nres = 0;
     struct coll_cost_query q = {
         .coll = COLL_COLL_ALLREDUCE, .nranks = a->nranks, .root = 0, .count = 1,
         .dtype = COLL_INT32, .chunk_bytes = chunks, .nchunk_bytes = COLL_ARRAY_SIZE(chunks),
-        .hosts = a->hosts, .nhosts = a->nhosts, .closed = true,
+        .hosts = a->hosts, .nhosts = a->nhosts, .closed = !S.o.exact,
     };
-    int rc;
+    int rc = select_first(&q, "the start barrier", &balgo, &b.chunk_count);
 
-    if (coll__cost_rank_algos(&S.p, &links, &q, res, COLL_ARRAY_SIZE(res), &nres) !=
-            COLL_SUCCESS || !nres)
-        return fprintf(stderr, "collsim: the selector cannot price the start barrier: %s\n",
-                       coll_last_error(NULL)),
-               EXIT_SIMFAIL;
-    balgo = res[0].algo;
+    if (rc)
+        return rc;
     b.coll = COLL_COLL_ALLREDUCE;
     b.root = 0;
     b.count = 1;
     b.dtype = COLL_INT32;
     b.elem_size = coll__dtype_size(COLL_INT32);
-    b.chunk_count = res[0].chunk_count;
     idle_links();
     for (int32_t k = 0; k < S.o.warmup && !S.failed; k++) {
         rc = load_ranks(w, w->algo, a, peer_last, NULL, false);

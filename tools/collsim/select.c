@@ -44,6 +44,26 @@ int parse_algos(const struct opts *o, const struct coll_algo **algos, int *nalgo
     return 0;
 }
 
+/* The first of the selector's ranking for query q (on this run's platform): its algorithm
+ * and chunk; EXIT_SIMFAIL (after saying why, of what) when the model cannot price it. */
+int select_first(const struct coll_cost_query *q, const char *what,
+                 const struct coll_algo **algo_p, size_t *chunk_count_p)
+{
+    struct coll_cost_links links = {link_of, NULL, COLL_LINK_TCP};
+    struct coll_cost_result res[48];
+    size_t nres = 0;
+
+    if (coll__cost_rank_algos(&S.p, &links, q, res, COLL_ARRAY_SIZE(res), &nres) !=
+            COLL_SUCCESS || !nres) {
+        fprintf(stderr, "collsim: the selector cannot price %s: %s\n", what,
+                coll_last_error(NULL));
+        return EXIT_SIMFAIL;
+    }
+    *algo_p = res[0].algo;
+    *chunk_count_p = res[0].chunk_count;
+    return 0;
+}
+
 /* The selector's pick for row w (its count set): the algorithm and chunk the library would
  * run; EXIT_SIMFAIL (after saying why) when the model cannot price the call. */
 int select_pick(struct row *w, size_t bytes, int32_t *hostmap)
@@ -54,9 +74,6 @@ int select_pick(struct row *w, size_t bytes, int32_t *hostmap)
      * platform's links, the first row wins */
     static const size_t chunks[] = COLL_COST_SELECT_CHUNKS;
     size_t forced = o->chunk;
-    struct coll_cost_result res[48];
-    size_t nres = 0;
-    struct coll_cost_links links = {link_of, NULL, COLL_LINK_TCP};
     struct coll_cost_query q = {
         .coll = o->coll, .nranks = o->nranks, .root = o->root, .count = w->count,
         .dtype = o->dtype, .chunk_bytes = o->chunk_given ? &forced : chunks,
@@ -64,6 +81,8 @@ int select_pick(struct row *w, size_t bytes, int32_t *hostmap)
         .hosts = o->hosts > 1 ? hostmap : NULL, .nhosts = o->hosts > 1 ? o->hosts : 0,
         .closed = !o->exact,
     };
+    char what[96];
+
     if (o->nranks == 1) {
         w->algo = coll__algos[0];
         for (int i = 0; coll__algos[i]; i++)
@@ -71,15 +90,9 @@ int select_pick(struct row *w, size_t bytes, int32_t *hostmap)
                 w->algo = coll__algos[i];
                 break;
             }
-    } else if (coll__cost_rank_algos(&S.p, &links, &q, res, COLL_ARRAY_SIZE(res),
-                                     &nres) != COLL_SUCCESS || !nres) {
-        fprintf(stderr, "collsim: the selector cannot price %s of %zu bytes on %d "
-                        "ranks: %s\n", coll__coll_name(o->coll), bytes, o->nranks,
-                coll_last_error(NULL));
-        return EXIT_SIMFAIL;
-    } else {
-        w->algo = res[0].algo;
-        w->chunk_count = res[0].chunk_count;
+        return 0;
     }
-    return 0;
+    snprintf(what, sizeof(what), "%s of %zu bytes on %d ranks", coll__coll_name(o->coll), bytes,
+             o->nranks);
+    return select_first(&q, what, &w->algo, &w->chunk_count);
 }
