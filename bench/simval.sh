@@ -37,6 +37,7 @@ cycles=${SIMVAL_CYCLES:-15}
 passes=${SIMVAL_PASSES:-2}
 export NETNS_QDISC=${SIMVAL_QDISC:-${NETNS_QDISC:-htb}}
 big=$(((cycles + 2) / 3))
+warm=1 # warm-up calls before each timed one: collbench -w, collsim --warmup alike
 bed=bench/netns_hosts.sh
 sim=$build/tools/collsim/collsim
 has() { [[ " $parts " == *" $1 "* ]]; }
@@ -102,10 +103,10 @@ for ((pass = 1; pass <= passes; pass++)); do
                 echo "simval.sh: pass $pass: $rate $k hosts $coll: measuring (load $(load))" >&2
                 [ "$pass" -eq 1 ] && echo "$(load)" >"$js.load"
                 [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js$sfx.json" ] ||
-                    measure "$js$sfx.json" "$coll" -b 8 -e 16M -f 8 -w 1 -n 1 -c 0 -N "$cycles" \
+                    measure "$js$sfx.json" "$coll" -b 8 -e 16M -f 8 -w "$warm" -n 1 -c 0 -N "$cycles" \
                         -a 4 --outofplace-only
                 [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js-64M$sfx.json" ] ||
-                    measure "$js-64M$sfx.json" "$coll" -b 64M -e 64M -w 1 -n 1 -c 0 -N "$big" \
+                    measure "$js-64M$sfx.json" "$coll" -b 64M -e 64M -w "$warm" -n 1 -c 0 -N "$big" \
                         -a 4 --outofplace-only
             done
         done
@@ -121,7 +122,7 @@ if has sim; then
                 python3 bench/simval.py picks "$js.json" "$js-64M.json" |
                     while read -r size algo chunk; do
                         "$sim" -q --calib "$cal" --hosts "$k" --per-host 1 --cores 1 \
-                            --machine-cores "$(nproc)" --warmup 1 -c "$coll" -b "$size" -e "$size" \
+                            --machine-cores "$(nproc)" --warmup "$warm" -c "$coll" -b "$size" -e "$size" \
                             --algo "$algo" --chunk "$chunk" \
                             --json "$raw/sim/$rate-$k-$coll-$size.json"
                     done
