@@ -103,11 +103,11 @@ for ((pass = 1; pass <= passes; pass++)); do
                 echo "simval.sh: pass $pass: $rate $k hosts $coll: measuring (load $(load))" >&2
                 [ "$pass" -eq 1 ] && echo "$(load)" >"$js.load"
                 [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js$sfx.json" ] ||
-                    measure "$js$sfx.json" "$coll" -b 8 -e 16M -f 8 -w "$warm" -n 1 -c 0 -N "$cycles" \
-                        -a 4 --outofplace-only
+                    measure "$js$sfx.json" "$coll" -b 8 -e 16M -f 8 -w "$warm" -n 1 -c 0 \
+                        -N "$cycles" -a 4 --outofplace-only
                 [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$js-64M$sfx.json" ] ||
-                    measure "$js-64M$sfx.json" "$coll" -b 64M -e 64M -w "$warm" -n 1 -c 0 -N "$big" \
-                        -a 4 --outofplace-only
+                    measure "$js-64M$sfx.json" "$coll" -b 64M -e 64M -w "$warm" -n 1 -c 0 \
+                        -N "$big" -a 4 --outofplace-only
             done
         done
     done
@@ -122,8 +122,8 @@ if has sim; then
                 python3 bench/simval.py picks "$js.json" "$js-64M.json" |
                     while read -r size algo chunk; do
                         "$sim" -q --calib "$cal" --hosts "$k" --per-host 1 --cores 1 \
-                            --machine-cores "$(nproc)" --warmup "$warm" -c "$coll" -b "$size" -e "$size" \
-                            --algo "$algo" --chunk "$chunk" \
+                            --machine-cores "$(nproc)" --warmup "$warm" -c "$coll" \
+                            -b "$size" -e "$size" --algo "$algo" --chunk "$chunk" \
                             --json "$raw/sim/$rate-$k-$coll-$size.json"
                     done
             done
