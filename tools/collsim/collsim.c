@@ -248,9 +248,10 @@ int main(int argc, char **argv)
             return usage_error("--root %d is not a rank of %d", o->root, o->nranks);
     }
     if (o->calib && !o->platform && o->hosts > 1 && S.p.link[COLL_LINK_TCP].burst > 0) {
-        S.bucket = calloc((size_t)o->hosts, sizeof(double));
-        S.bucket_at = calloc((size_t)o->hosts, sizeof(double));
-        if (!S.bucket || !S.bucket_at)
+        S.debt = calloc((size_t)o->hosts, sizeof(double));
+        S.debt_at = calloc((size_t)o->hosts, sizeof(double));
+        S.busy = calloc((size_t)o->hosts, sizeof(double));
+        if (!S.debt || !S.debt_at || !S.busy)
             return fprintf(stderr, "collsim: out of memory for %d hosts\n", o->hosts),
                    EXIT_SIMFAIL;
     }
@@ -423,12 +424,13 @@ int main(int argc, char **argv)
                               "\"chunk_bytes\": %zu, \"picked_by\": \"%s\", \"time_us\": %.6g, "
                               "\"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, \"model_us\": %.6g, "
                               "\"messages\": %" PRIu64 ", \"steps\": %" PRIu64
-                              ", \"sim_wall_s\": %.4g, \"coarsened_from\": %zu}",
+                              ", \"sim_wall_s\": %.4g, \"coarsened_from\": %zu, "
+                              "\"warmup_us\": %.6g}",
                         nrows > 1 || nskipped ? "," : "", shown, per, w.algo->name,
                         w.chunk_count * esz,
                         !algos[k] ? "selector" : "named", w.time_s * 1e6, algbw, busbw,
                         isfinite(w.model_s) ? w.model_s * 1e6 : -1.0, w.msgs, w.steps, w.wall_s,
-                        w.coarsened_from);
+                        w.coarsened_from, w.warmup_s * 1e6);
                 fflush(json);
             }
         }
@@ -456,8 +458,9 @@ out:
     free(S.links);
     free(S.link_bw);
     free(S.link_lat);
-    free(S.bucket);
-    free(S.bucket_at);
+    free(S.debt);
+    free(S.debt_at);
+    free(S.busy);
     free(sg_argv);
     return rc;
 }

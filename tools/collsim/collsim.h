@@ -71,7 +71,7 @@ struct opts {
     double step_s, overhead_s; /* <0: from the cost model's parameters */
     double spin_s; /* --spin: a wait polls this long, then sleeps (the calibration's wake) */
     /* --warmup: calls of the same before the timed one, each followed by a start barrier (an
-     * all-reduce of 4 bytes), as collbench -w times: the links' buckets carry over */
+     * all-reduce of 4 bytes), as collbench -w times: the links' debts carry over */
     int32_t warmup;
     bool quiet;
     bool exact; /* --exact: the selector's ranking by the schedule walker */
@@ -131,9 +131,10 @@ struct sim {
     double *link_bw;  /* as the platform gave them */
     double *link_lat; /* streams: every link's latency, which SimGrid's links no longer carry */
     size_t nlinks;
-    /* a shaped link's burst (cost.h, <link>.burst): per host, the bytes its bucket holds
-     * (below 0: owed) and when it was last filled */
-    double *bucket, *bucket_at;
+    /* a shaped link's burst (cost.h, <link>.burst), per host: the bytes its link let go
+     * ahead of its rate and still owes (debt), when that was last reckoned (debt_at), and
+     * when the bytes it passes at its rate are through, as far as it knows (busy) */
+    double *debt, *debt_at, *busy;
     /* --machine-cores: the messages between hosts in flight, which share the machine's
      * copy path (its link of machine_bw bytes a second) */
     int32_t flows;
@@ -148,6 +149,7 @@ struct row {
     const struct coll_algo *algo;
     size_t chunk_count;
     double time_s, model_s, wall_s;
+    double warmup_s; /* --warmup: the untimed calls' and their barriers' simulated time */
     uint64_t msgs, steps;
     size_t coarsened_from; /* the chunk asked for, where --max-messages raised it */
     const char *why;

@@ -82,29 +82,34 @@ static double xchg_lat(const struct srank *R, uint32_t i)
     return step_link(R, st)->xchg;
 }
 
-/* The bytes SimGrid moves for a message between hosts over a shaped link (cost.h, burst):
- * the sender's host's bucket refills at the link's rate up to burst bytes; a message takes
- * what it holds at burst_beta a byte and the rest at the rate, and owes the whole message:
- * the debt of what went at the rate is paid by the time it took, as a token bucket's (tc
- * tbf's) would be. In SimGrid's terms, its time at the rate. With --machine-cores the
- * bucket's bytes cross no faster than the machine's cores copy them for the messages in
- * flight (this one among S.flows): the fewer bytes SimGrid moves would also hide them from
- * the machine's copy path, where a burst of two messages at once goes at the path's half
- * each (10 Gbit/s on the bed: at the rate). */
+/* The bytes SimGrid moves for a message between hosts over a shaped link (cost.h, burst),
+ * as tc htb passes it: a packet goes whole while the link owes nothing and is billed after,
+ * at the link's rate, before anything else goes; TCP hands it packets of up to burst bytes.
+ * So a message first waits out what its host's link still owes (paid off at the rate while
+ * the link passes nothing at its rate: a start barrier's 4 bytes wait for the warm-up's
+ * debt), then goes as packets of burst bytes, each but the first after its predecessor's
+ * debt: in SimGrid's terms, the debt and all packets but the last are bytes at the rate; the
+ * last crosses at burst_beta a byte, and the link owes it. With --machine-cores the last
+ * packet crosses no faster than the machine's cores copy it for the messages in flight (this
+ * one among S.flows): fewer bytes would also hide it from the machine's copy path, where two
+ * messages at once go at the path's half each (10 Gbit/s on the bed: at the rate). */
 static long wire_bytes(const struct srank *R, const struct sstep *st, double now)
 {
     const struct coll_link_cost *l = &S.p.link[COLL_LINK_TCP];
-    double fast, *tok, bb = l->burst_beta;
-    if (!S.bucket || !(l->burst > 0) || !(l->beta > 0) || S.r[st->peer].host == R->host)
+    double bb = l->burst_beta, m = (double)st->bytes, last, owed, at_rate;
+    int32_t h = R->host;
+
+    if (!S.debt || !(l->burst > 0) || !(l->beta > 0) || S.r[st->peer].host == h)
         return (long)st->bytes;
-    tok = &S.bucket[R->host];
-    *tok = fmin(l->burst, *tok + (now - S.bucket_at[R->host]) / l->beta);
-    S.bucket_at[R->host] = now;
-    fast = fmin((double)st->bytes, fmax(*tok, 0));
-    *tok -= (double)st->bytes;
+    owed = fmax(S.debt[h] - fmax(now - fmax(S.debt_at[h], S.busy[h]), 0) / l->beta, 0);
+    last = m > l->burst ? m - floor((m - 1) / l->burst) * l->burst : m;
+    at_rate = owed + m - last;
+    S.debt[h] = last;
+    S.debt_at[h] = now;
+    S.busy[h] = fmax(now, S.busy[h]) + at_rate * l->beta;
     if (S.o.machine_bw > 0)
         bb = fmin(fmax(bb, (double)S.flows / S.o.machine_bw), l->beta);
-    return (long)llround((double)st->bytes - fast + fast * bb / l->beta);
+    return (long)llround(at_rate + last * bb / l->beta);
 }
 
 /* --machine-cores: whether, besides R, as many ranks as the machine has cores work or poll

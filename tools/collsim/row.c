@@ -111,12 +111,12 @@ static void free_ranks(int32_t n)
         srank_free(&S.r[r]);
 }
 
-/* Each host's link idle since long: its bucket full. */
+/* Each host's link idle since long: nothing owed. */
 static void idle_links(void)
 {
-    for (int32_t h = 0; S.bucket && h < S.o.hosts; h++) {
-        S.bucket[h] = S.p.link[COLL_LINK_TCP].burst;
-        S.bucket_at[h] = simgrid_get_clock();
+    for (int32_t h = 0; S.debt && h < S.o.hosts; h++) {
+        S.debt[h] = 0;
+        S.debt_at[h] = S.busy[h] = simgrid_get_clock();
     }
 }
 
@@ -214,10 +214,13 @@ int run_row(struct row *w, uint32_t *peer_last, int32_t *hostmap)
         w->model_s = NAN;
     else if (n == 1)
         w->model_s = 0;
+    w->warmup_s = 0;
     if (S.o.warmup > 0 && n > 1) {
+        double t0 = simgrid_get_clock();
         /* the timed call's ranks are loaded again after the warm-up's (S.r holds one call) */
         free_ranks(n);
         rc = warm_up(w, &a, peer_last);
+        w->warmup_s = simgrid_get_clock() - t0;
         if (!rc && !S.failed)
             rc = load_ranks(w, w->algo, &a, peer_last, NULL, true);
         if (rc)
