@@ -66,11 +66,12 @@ struct coll_link_cost {
      * wait, and the kernel's work that delivers the peer's message waits for a core. 0: an
      * exchange costs what one way does. collsim adds it; the selector's model does not. */
     double xchg;
-    /* A shaped link's burst: an idle link lets up to burst bytes of a message through at
-     * burst_beta seconds per byte, and charges them to its rate afterwards (tc htb, which
-     * bench/netns_hosts.sh's links are, lets a packet go before it charges it, and TCP
-     * hands it packets of tens of KiB). 0: every byte at beta. collsim keeps a bucket of
-     * burst bytes per host's link; the selector's model does not. */
+    /* A shaped link's packet: a link that owes nothing lets a packet of up to burst bytes
+     * through at burst_beta seconds per byte and owes it afterwards at beta, before anything
+     * else goes (tc htb, which bench/netns_hosts.sh's links are, bills a packet after it lets
+     * it go, and TCP hands it packets of up to 64 KB). collbench --calibrate times messages
+     * into a link idle for 2 ms. 0: every byte at beta. collsim keeps each host's link's
+     * debt; the selector's model does not. */
     double burst;
     double burst_beta;
     /* CPU seconds the machine of collbench --calibrate's rank 0 spent per byte of a stream

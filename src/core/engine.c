@@ -271,9 +271,14 @@ static void *progress_main(void *arg)
             comm->progress_idle = false;
             continue;
         }
-        if (comm->waiters > 0 || comm->driving) {
-            /* A caller drives. Look again now and then rather than being woken each time a
-             * wait returns with ops left: that would cost a thread switch per op. */
+        if (comm->waiters > 0 || comm->driving ||
+            coll__now_ns() - comm->polled_ns <
+                (uint64_t)comm->cfg.progress_delay_us * 1000) {
+            /* A caller drives, or polls with coll_test often enough to: were this thread to
+             * take over, it would sleep in the kernel with the drive, and the caller's
+             * completion would wait for its wake-up (tens of us). Look again now and then
+             * rather than being woken each time a wait returns with ops left: that would cost
+             * a thread switch per op. */
             timed_wait_us(comm, COLL_MAX(comm->cfg.progress_delay_us, 100) * 4);
             continue;
         }
@@ -285,6 +290,7 @@ static void *progress_main(void *arg)
             continue;
         }
         comm->driving = true;
+        comm->progress_drives++;
         engine_progress(comm, ENGINE_SLEEP_MAX_MS);
         comm->driving = false;
         if (comm->cond_sleepers)
@@ -468,6 +474,7 @@ void coll__engine_kick(struct coll_comm *comm)
 void coll__engine_poll(struct coll_comm *comm)
 {
     pthread_mutex_lock(&comm->lock);
+    comm->polled_ns = coll__now_ns();
     if (!comm->driving) {
         comm->driving = true;
         comm->poll_only = true;

@@ -78,6 +78,8 @@ struct coll_comm {
     /* the last freed one-part op, kept for the next call (coll__op_new); freed at fini */
     struct coll_op *_Atomic spare_op;
     bool driving;                     /* some thread is inside coll__engine_progress */
+    uint64_t polled_ns;               /* coll_test's last poll (coll__now_ns) */
+    uint64_t progress_drives;         /* times the progress thread took the drive (tests) */
     bool poll_only;                   /* the driver is coll_test's: it must not block */
     bool stopping;                    /* destroy in progress: progress thread exits */
     bool progress_idle;               /* the progress thread sleeps until signalled */
