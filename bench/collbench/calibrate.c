@@ -91,9 +91,13 @@ static int wake(struct bench *b, int peer, double oneway, double *wake_p)
 }
 
 /* call (cost.h): one way of a ping-pong of 8-byte broadcasts on a comm of ranks 0 and peer
- * (from 0, then back from peer), less one way of the send/recv ping-pong: what a collective
- * call costs beyond its one message. Needs a comm of those two alone (the calibration's comm
- * when it has two ranks, as bench/simval.sh's); *call_p is 0 elsewhere. Every rank calls it. */
+ * (from 0, then back from peer), each pair after a 4-byte all-reduce as collbench's calls
+ * follow its start barrier, less one way of the send/recv ping-pong: what a collective call
+ * costs beyond its one message when another collective ran last (in a loop of the same
+ * call alone it costs nothing more on bench/netns_hosts.sh's hosts, while collbench's 8-byte
+ * broadcast spans 1.5-2 us more than that one way). Needs a comm of those two alone (the
+ * calibration's comm when it has two ranks, as bench/simval.sh's); *call_p is 0 elsewhere.
+ * Every rank calls it. */
 static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
 {
     double t[PP_MAX_SAMPLES];
@@ -104,7 +108,12 @@ static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
     if (b->nranks != 2)
         return 0;
     for (int i = 0; i < 405 && st == COLL_SUCCESS; i++) {
-        double t0 = now_s();
+        int one = 1;
+        double t0;
+        st = coll_allreduce(&one, &one, 1, COLL_INT32, COLL_SUM, b->comm);
+        if (st != COLL_SUCCESS)
+            break;
+        t0 = now_s();
         st = coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, 0, b->comm);
         if (st == COLL_SUCCESS)
             st = coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, peer, b->comm);
@@ -300,6 +309,65 @@ static int burst(struct bench *b, int peer, double *per_msg_p)
         return lib_error(b, "grouped send/recv (--calibrate)", st);
     /* medians, as the ping-pong's */
     *per_msg_p = in ? fmax((median(t[1], n[1]) - median(t[0], n[0])) / (BURST_MSGS - 1), 0) : 0;
+    return 0;
+}
+
+/* A request waited for by coll_test alone, so that the wait never sleeps. */
+static coll_status_t poll_done(coll_request_t *req)
+{
+    int done = 0;
+    coll_status_t st = COLL_SUCCESS;
+
+    while (!done && st == COLL_SUCCESS)
+        st = coll_test(req, &done);
+    return st;
+}
+
+/* One-way time of `bytes` into a link idle for IDLE_GAP_S, as a shaper that owes nothing
+ * finds it (seconds, ranks 0 and peer; 0 elsewhere): rank 0 waits out the gap, sends, and
+ * peer answers 8 bytes; both poll, so that no wake-up is in it. The median round trip less
+ * one way of 8 bytes (oneway8). fit_burst reads these: in the ping-pong each message waits
+ * for the debt its last one left. Every rank calls it. */
+#define IDLE_GAP_S 2e-3
+#define IDLE_REPS 15
+static int idle_oneway(struct bench *b, size_t bytes, int peer, double oneway8, double *t_p)
+{
+    double t[IDLE_REPS];
+    size_t n = 0;
+    coll_status_t st = COLL_SUCCESS;
+    bool in = b->rank == 0 || b->rank == peer;
+
+    for (int i = 0; i < IDLE_REPS + 1 && in && st == COLL_SUCCESS; i++) {
+        coll_request_t *rq = NULL, *sq = NULL;
+        double t0;
+
+        if (b->rank == 0) {
+            for (double h = now_s(); now_s() - h < IDLE_GAP_S;)
+                ;
+            t0 = now_s();
+            /* a comm's operations run in the order they were issued: the send first */
+            st = coll_isend(b->sendbuf, bytes, COLL_UINT8, peer, b->comm, &sq);
+            if (st == COLL_SUCCESS)
+                st = coll_irecv(b->recvbuf, 8, COLL_UINT8, peer, b->comm, &rq);
+            if (st == COLL_SUCCESS)
+                st = poll_done(sq);
+            if (st == COLL_SUCCESS)
+                st = poll_done(rq);
+            if (i >= 1) /* the first warms up */
+                t[n++] = now_s() - t0 - oneway8;
+        } else {
+            st = coll_irecv(b->recvbuf, bytes, COLL_UINT8, 0, b->comm, &rq);
+            if (st == COLL_SUCCESS)
+                st = poll_done(rq);
+            if (st == COLL_SUCCESS)
+                st = coll_isend(b->sendbuf, 8, COLL_UINT8, 0, b->comm, &sq);
+            if (st == COLL_SUCCESS)
+                st = poll_done(sq);
+        }
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "a send/recv into an idle link (--calibrate)", st);
+    *t_p = n ? fmax(median(t, n), 0) : 0;
     return 0;
 }
 
@@ -509,38 +577,40 @@ static double fit_alpha(const double *oneway, const size_t *sizes, double beta)
     return median(a, (size_t)n);
 }
 
-/* A shaped link's burst (cost.h): when messages below 256 KiB crossed in under three
- * quarters of alpha + bytes beta, burst_beta from the smallest of them that took longer
- * than alpha, burst from the largest: alpha + burst burst_beta + (bytes - burst) beta is
- * its time. Else 0, every byte at beta. */
-static void fit_burst(struct coll_link_cost *c, const double *oneway, const size_t *sizes,
+/* A shaped link's packet (cost.h, burst), from messages into an idle link (idle_oneway,
+ * sizes ascending), by their slopes, not by alpha: a message into a link idle for
+ * milliseconds takes tens of us more than alpha on bench/netns_hosts.sh's hosts, whatever its
+ * size, which the calls of a sweep, each after a start barrier, do not pay. burst_beta: the
+ * slope of the two smallest, unless it is three quarters of beta or more (no burst: 0).
+ * burst: the largest size that, with every smaller one, lies within a quarter of the way
+ * from that line to beta (a message one packet longer waits for the first one's debt, at
+ * beta); then burst_beta again, the slope from the smallest to that one. */
+static void fit_burst(struct coll_link_cost *c, const double *idle, const size_t *sizes,
                       size_t n)
 {
-    int lo = -1, hi = -1;
+    double bb, t0;
+    size_t hi = 1;
+
     c->burst = c->burst_beta = 0;
-    for (size_t i = 0; i < n && sizes[i] < (256u << 10); i++) {
-        double model = c->alpha + c->beta * (double)sizes[i];
-        if (oneway[i] >= 0.75 * model)
-            continue;
-        if (lo < 0 && oneway[i] > c->alpha)
-            lo = (int)i;
-        hi = (int)i;
-    }
-    if (lo < 0 || hi < 0)
+    if (n < 2 || !(c->beta > 0) || !(idle[0] > 0))
         return;
-    c->burst_beta = fmin((oneway[lo] - c->alpha) / (double)sizes[lo], c->beta);
-    if (c->beta > c->burst_beta)
-        c->burst = fmin(fmax((c->alpha + c->beta * (double)sizes[hi] - oneway[hi]) /
-                                 (c->beta - c->burst_beta),
-                             0),
-                        (double)sizes[hi]);
-    if (!(c->burst > 0))
-        c->burst = c->burst_beta = 0;
+    bb = fmax((idle[1] - idle[0]) / (double)(sizes[1] - sizes[0]), 0);
+    if (bb >= 0.75 * c->beta)
+        return;
+    t0 = idle[0] - bb * (double)sizes[0];
+    while (hi + 1 < n && idle[hi + 1] <= t0 + (double)sizes[hi + 1] * (bb + (c->beta - bb) / 4))
+        hi++;
+    c->burst = (double)sizes[hi];
+    c->burst_beta = fmin(fmax((idle[hi] - idle[0]) / (double)(sizes[hi] - sizes[0]), 0), c->beta);
 }
 
 int calibrate(struct bench *b)
 {
     static const size_t sizes[] = {8, 64, 512, 4096, 32768, 262144, 1u << 20, 4u << 20};
+    /* into an idle link: around TCP's largest packet (64 KB less headers, GSO), and past it */
+    static const size_t idle_sizes[] = {16384, 32768, 49152, 57344, 61440,
+                                        63488, 64512, 65536, 131072, 262144};
+    double idle[COLL_NUM_LINKS][COLL_ARRAY_SIZE(idle_sizes)] = {{0}};
     double oneway[COLL_NUM_LINKS][COLL_ARRAY_SIZE(sizes)] = {{0}};
     double rdv_oneway[COLL_NUM_LINKS][2] = {{0}}, probe[2] = {0, 0};
     double per_msg[COLL_NUM_LINKS] = {0}, xchg[COLL_NUM_LINKS][2] = {{0}};
@@ -612,6 +682,13 @@ int calibrate(struct bench *b)
             if (rc)
                 return rc;
         }
+        for (size_t i = 0;
+             peer_of[l] >= 0 && l != COLL_LINK_SHM && i < COLL_ARRAY_SIZE(idle_sizes); i++) {
+            watchdog_arm(&b->wd, "a send/recv into an idle link of --calibrate");
+            rc = idle_oneway(b, idle_sizes[i], peer_of[l], oneway[l][0], &idle[l][i]);
+            if (rc)
+                return rc;
+        }
         if (peer_of[l] >= 0) {
             watchdog_arm(&b->wd, "a burst of --calibrate");
             rc = burst(b, peer_of[l], &per_msg[l]);
@@ -670,7 +747,7 @@ int calibrate(struct bench *b)
             p.link[link].alpha = fit_alpha(oneway[l], sizes, beta);
             p.link[link].beta = beta;
             if (link != COLL_LINK_SHM) /* its large messages take another path */
-                fit_burst(&p.link[link], oneway[l], sizes, COLL_ARRAY_SIZE(sizes));
+                fit_burst(&p.link[link], idle[l], idle_sizes, COLL_ARRAY_SIZE(idle_sizes));
             p.link[link].cpu = cpu[l];
             if (wakes[l] > 0 && (l == COLL_LINK_TCP || !(p.wake > 0)))
                 p.wake = wakes[l]; /* between hosts where there are hosts */
@@ -688,22 +765,35 @@ int calibrate(struct bench *b)
             printf("# collbench --calibrate: %s between rank 0 (%s) and rank %d (%s)\n",
                    coll__link_name(link), b->hosts[0], peer_of[l], b->hosts[peer_of[l]]);
             printf("#       size   one-way, median (us)   model (us)\n");
-            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++) {
-                const struct coll_link_cost *c = &p.link[link];
-                double fast = fmin((double)sizes[i], c->burst);
+            for (size_t i = 0; i < COLL_ARRAY_SIZE(sizes); i++)
                 printf("%12zu   %20.2f   %10.2f\n", sizes[i], oneway[l][i] * 1e6,
-                       (c->alpha + fast * c->burst_beta + ((double)sizes[i] - fast) * c->beta) *
-                           1e6);
+                       (p.link[link].alpha + (double)sizes[i] * p.link[link].beta) * 1e6);
+            if (link != COLL_LINK_SHM) {
+                const struct coll_link_cost *c = &p.link[link];
+                /* the line's start: what the smallest took beyond its bytes */
+                double t0 = idle[l][0] - (double)idle_sizes[0] *
+                                             (c->burst > 0 ? c->burst_beta : c->beta);
+                printf("#       size   into an idle link (us)   model with its packets (us)\n");
+                for (size_t i = 0; i < COLL_ARRAY_SIZE(idle_sizes); i++) {
+                    double m = (double)idle_sizes[i], last = m;
+                    if (c->burst > 0 && m > c->burst)
+                        last = m - floor((m - 1) / c->burst) * c->burst;
+                    printf("%12zu   %22.2f   %27.2f\n", idle_sizes[i], idle[l][i] * 1e6,
+                           (t0 + (c->burst > 0 ? (m - last) * c->beta + last * c->burst_beta
+                                               : m * c->beta)) *
+                               1e6);
+                }
             }
             printf("# %s.alpha %.3g s (per message), %s.beta %.3g s/B (%.2f GB/s)\n",
                    coll__link_name(link), p.link[link].alpha, coll__link_name(link),
                    p.link[link].beta, p.link[link].beta > 0 ? 1e-9 / p.link[link].beta : 0.0);
             if (p.link[link].burst > 0)
-                printf("# an idle link let %.0f B through at %.3g s/B (%.2f GB/s): %s.burst, "
-                       "%s.burst_beta (collsim)\n",
+                printf("# an idle link let packets of %.0f B through at %.3g s/B (%.2f GB/s), "
+                       "the first after %.2f us (alpha %.2f): %s.burst, %s.burst_beta (collsim)\n",
                        p.link[link].burst, p.link[link].burst_beta,
                        p.link[link].burst_beta > 0 ? 1e-9 / p.link[link].burst_beta : 0.0,
-                       coll__link_name(link), coll__link_name(link));
+                       (idle[l][0] - (double)idle_sizes[0] * p.link[link].burst_beta) * 1e6,
+                       p.link[link].alpha * 1e6, coll__link_name(link), coll__link_name(link));
             printf("# burst of %d messages: %.2f us each at the sender: %s.lat %.3g s%s\n",
                    BURST_MSGS, per_msg[l] * 1e6, coll__link_name(link), p.link[link].lat,
                    l == COLL_LINK_SHM ? ", step (the executor's time per step) the same" : "");
@@ -715,8 +805,8 @@ int calibrate(struct bench *b)
                    (oneway[l][last] - oneway[l][last - 1]) /
                        (double)(sizes[last] - sizes[last - 1]));
             if (calls[l] > 0)
-                printf("# a ping-pong of 8-byte broadcasts: %.2f us more a call than send/recv's, "
-                       "call %.3g s\n",
+                printf("# a ping-pong of 8-byte broadcasts, each pair after an all-reduce: %.2f us "
+                       "more a call than send/recv's, call %.3g s\n",
                        calls[l] * 1e6, calls[l]);
             printf("# an answer held 1 ms (the wait sleeps): %.2f us more than two one-way "
                    "times, wake %.3g s\n",
