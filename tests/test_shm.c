@@ -188,7 +188,8 @@ TEST(waits_poll_sockets_every_spin_only_over_tcp)
  * over only a request nobody looked at for COLL_PROGRESS_DELAY_US (200 us). It drives by
  * sleeping in the kernel, so a poller that lost the drive saw each completion a thread's
  * wake-up late: collbench --calibrate's messages into an idle link took 90 us instead of 35
- * at 1 Gbit/s. Left alone, a request is still driven by the progress thread. */
+ * at 1 Gbit/s. Left alone, a request is still driven by the progress thread. (Not where a
+ * host's ranks outnumber its cores: there the poller gives the drive up, as before.) */
 static uint64_t progress_drives(coll_comm_t *comm)
 {
     uint64_t d;
