@@ -329,7 +329,7 @@ static coll_status_t poll_done(coll_request_t *req)
  * one way of 8 bytes (oneway8). fit_burst reads these: in the ping-pong each message waits
  * for the debt its last one left. Every rank calls it. */
 #define IDLE_GAP_S 2e-3
-#define IDLE_REPS 15
+#define IDLE_REPS 25
 static int idle_oneway(struct bench *b, size_t bytes, int peer, double oneway8, double *t_p)
 {
     double t[IDLE_REPS];
@@ -578,30 +578,40 @@ static double fit_alpha(const double *oneway, const size_t *sizes, double beta)
 }
 
 /* A shaped link's packet (cost.h, burst), from messages into an idle link (idle_oneway,
- * sizes ascending), by their slopes, not by alpha: a message into a link idle for
- * milliseconds takes tens of us more than alpha on bench/netns_hosts.sh's hosts, whatever its
- * size, which the calls of a sweep, each after a start barrier, do not pay. burst_beta: the
- * slope of the two smallest, unless it is three quarters of beta or more (no burst: 0).
- * burst: the largest size that, with every smaller one, lies within a quarter of the way
- * from that line to beta (a message one packet longer waits for the first one's debt, at
- * beta); then burst_beta again, the slope from the smallest to that one. */
+ * sizes ascending), by slopes alone: a message into a link idle for milliseconds takes tens
+ * of us more than alpha on bench/netns_hosts.sh's hosts, and more on a busy machine, which
+ * the calls of a sweep, each after a start barrier, do not pay. The sizes up to the packet
+ * cross at about one speed, and one past it waits for the first packet's debt: burst is the
+ * size before the steepest step between neighbours, if that step is steeper than twice beta
+ * (else no burst: 0), and burst_beta the least-squares slope of the sizes up to it. */
 static void fit_burst(struct coll_link_cost *c, const double *idle, const size_t *sizes,
                       size_t n)
 {
-    double bb, t0;
-    size_t hi = 1;
+    double steep = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, k;
+    size_t hi = 0;
 
     c->burst = c->burst_beta = 0;
-    if (n < 2 || !(c->beta > 0) || !(idle[0] > 0))
+    if (n < 3 || !(c->beta > 0))
         return;
-    bb = fmax((idle[1] - idle[0]) / (double)(sizes[1] - sizes[0]), 0);
-    if (bb >= 0.75 * c->beta)
+    for (size_t i = 0; i + 1 < n; i++) {
+        double s = (idle[i + 1] - idle[i]) / (double)(sizes[i + 1] - sizes[i]);
+        if (s > steep) {
+            steep = s;
+            hi = i;
+        }
+    }
+    if (!(steep > 2 * c->beta))
         return;
-    t0 = idle[0] - bb * (double)sizes[0];
-    while (hi + 1 < n && idle[hi + 1] <= t0 + (double)sizes[hi + 1] * (bb + (c->beta - bb) / 4))
-        hi++;
+    for (size_t i = 0; i <= hi; i++) {
+        sx += (double)sizes[i];
+        sy += idle[i];
+        sxx += (double)sizes[i] * (double)sizes[i];
+        sxy += (double)sizes[i] * idle[i];
+    }
+    k = (double)(hi + 1);
     c->burst = (double)sizes[hi];
-    c->burst_beta = fmin(fmax((idle[hi] - idle[0]) / (double)(sizes[hi] - sizes[0]), 0), c->beta);
+    c->burst_beta = hi > 0 ? fmin(fmax((k * sxy - sx * sy) / (k * sxx - sx * sx), 0), c->beta)
+                           : fmin(idle[0] / (double)sizes[0], c->beta);
 }
 
 int calibrate(struct bench *b)
