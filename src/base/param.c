@@ -91,8 +91,8 @@ const struct coll_param coll__params[] = {
      "how long a waiting call polls before it sleeps in the kernel (microseconds)", COLL_PARAM_INT,
      CFG(spin_us), 0, 10000000, COLL_SCOPE_RANK},
     {"COLL_PROGRESS_DELAY_US", "200",
-     "how long a non-blocking operation nobody waits for stays with its caller before the "
-     "progress thread drives it (microseconds)",
+     "how long a non-blocking operation nobody waits for or tests stays with its caller "
+     "before the progress thread drives it (microseconds)",
      COLL_PARAM_INT, CFG(progress_delay_us), 0, 10000000, COLL_SCOPE_RANK},
     {"COLL_CUDA_DISABLE", "0",
      "1: never load libcudart; every buffer is then host memory (do not pass device buffers); "
