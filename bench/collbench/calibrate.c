@@ -785,9 +785,7 @@ int calibrate(struct bench *b)
                                              (c->burst > 0 ? c->burst_beta : c->beta);
                 printf("#       size   into an idle link (us)   model with its packets (us)\n");
                 for (size_t i = 0; i < COLL_ARRAY_SIZE(idle_sizes); i++) {
-                    double m = (double)idle_sizes[i], last = m;
-                    if (c->burst > 0 && m > c->burst)
-                        last = m - floor((m - 1) / c->burst) * c->burst;
+                    double m = (double)idle_sizes[i], last = coll__cost_last_packet(c, m);
                     printf("%12zu   %22.2f   %27.2f\n", idle_sizes[i], idle[l][i] * 1e6,
                            (t0 + (c->burst > 0 ? (m - last) * c->beta + last * c->burst_beta
                                                : m * c->beta)) *

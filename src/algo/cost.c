@@ -105,6 +105,12 @@ const char *coll__link_name(enum coll_link l)
     return (unsigned)l < COLL_NUM_LINKS ? link_names[l] : "unknown";
 }
 
+double coll__cost_last_packet(const struct coll_link_cost *l, double bytes)
+{
+    return l->burst > 0 && bytes > l->burst ? bytes - floor((bytes - 1) / l->burst) * l->burst
+                                            : bytes;
+}
+
 void coll__cost_params_default(struct coll_cost_params *p)
 {
     memset(p, 0, sizeof(*p));

@@ -123,6 +123,12 @@ struct coll_cost_params {
     } flat;
 };
 
+/* The bytes of a message's last packet over a shaped link (its burst, above): TCP cuts the
+ * message into packets of burst bytes and what is left goes last; the whole message where
+ * it fits in one, or where the link has no burst. The packets before it each wait for their
+ * predecessor's debt; the last crosses at burst_beta (collsim; collbench --calibrate). */
+COLL_INTERNAL double coll__cost_last_packet(const struct coll_link_cost *l, double bytes);
+
 /* The built-in defaults: rough figures for one x86 host (TCP loopback alpha 10 us, 2.5 GB/s;
  * shm 1 us, all of it latency, 8 GB/s, rendezvous from 16 KiB as src/transport/shm.c; fp32
  * reduction 5 GB/s of output; 0.3 us of the executor per step); IB and CUDA are

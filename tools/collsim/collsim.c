@@ -249,9 +249,8 @@ int main(int argc, char **argv)
     }
     if (o->calib && !o->platform && o->hosts > 1 && S.p.link[COLL_LINK_TCP].burst > 0) {
         S.debt = calloc((size_t)o->hosts, sizeof(double));
-        S.debt_at = calloc((size_t)o->hosts, sizeof(double));
         S.busy = calloc((size_t)o->hosts, sizeof(double));
-        if (!S.debt || !S.debt_at || !S.busy)
+        if (!S.debt || !S.busy)
             return fprintf(stderr, "collsim: out of memory for %d hosts\n", o->hosts),
                    EXIT_SIMFAIL;
     }
@@ -459,7 +458,6 @@ out:
     free(S.link_bw);
     free(S.link_lat);
     free(S.debt);
-    free(S.debt_at);
     free(S.busy);
     free(sg_argv);
     return rc;

@@ -132,9 +132,9 @@ struct sim {
     double *link_lat; /* streams: every link's latency, which SimGrid's links no longer carry */
     size_t nlinks;
     /* a shaped link's burst (cost.h, <link>.burst), per host: the bytes its link let go
-     * ahead of its rate and still owes (debt), when that was last reckoned (debt_at), and
-     * when the bytes it passes at its rate are through, as far as it knows (busy) */
-    double *debt, *debt_at, *busy;
+     * ahead of its rate and still owes (debt), and when the bytes it passes at its rate are
+     * through, as far as it knows (busy; the debt is paid off at the rate from then on) */
+    double *debt, *busy;
     /* --machine-cores: the messages between hosts in flight, which share the machine's
      * copy path (its link of machine_bw bytes a second) */
     int32_t flows;

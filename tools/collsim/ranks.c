@@ -101,11 +101,10 @@ static long wire_bytes(const struct srank *R, const struct sstep *st, double now
 
     if (!S.debt || !(l->burst > 0) || !(l->beta > 0) || S.r[st->peer].host == h)
         return (long)st->bytes;
-    owed = fmax(S.debt[h] - fmax(now - fmax(S.debt_at[h], S.busy[h]), 0) / l->beta, 0);
-    last = m > l->burst ? m - floor((m - 1) / l->burst) * l->burst : m;
+    owed = fmax(S.debt[h] - fmax(now - S.busy[h], 0) / l->beta, 0);
+    last = coll__cost_last_packet(l, m);
     at_rate = owed + m - last;
     S.debt[h] = last;
-    S.debt_at[h] = now;
     S.busy[h] = fmax(now, S.busy[h]) + at_rate * l->beta;
     if (S.o.machine_bw > 0)
         bb = fmin(fmax(bb, (double)S.flows / S.o.machine_bw), l->beta);

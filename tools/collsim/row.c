@@ -116,7 +116,7 @@ static void idle_links(void)
 {
     for (int32_t h = 0; S.debt && h < S.o.hosts; h++) {
         S.debt[h] = 0;
-        S.debt_at[h] = S.busy[h] = simgrid_get_clock();
+        S.busy[h] = simgrid_get_clock();
     }
 }
 
