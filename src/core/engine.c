@@ -271,19 +271,25 @@ static void *progress_main(void *arg)
             comm->progress_idle = false;
             continue;
         }
-        if (comm->waiters > 0 || comm->driving ||
-            (!comm->spin_yield && coll__now_ns() - comm->polled_ns <
-                                      (uint64_t)comm->cfg.progress_delay_us * 1000)) {
-            /* A caller drives, or polls with coll_test often enough to: were this thread to
-             * take over, it would sleep in the kernel with the drive, and the caller's
-             * completion would wait for its wake-up (tens of us). Not where this host's ranks
-             * outnumber its cores: there a poller that drives takes CPU from the ranks that
-             * work (8 ranks on 2 cores over TCP: 8-byte broadcasts 1.2-1.3x slower), and
-             * this thread's sleep gives it back. Look again now and then rather than being
-             * woken each time a wait returns with ops left: that would cost a thread switch
-             * per op. */
+        if (comm->waiters > 0 || comm->driving) {
+            /* A caller drives. Look again now and then rather than being woken each time a
+             * wait returns with ops left: that would cost a thread switch per op. */
             timed_wait_us(comm, COLL_MAX(comm->cfg.progress_delay_us, 100) * 4);
             continue;
+        }
+        if (!comm->spin_yield) {
+            /* A caller that polls with coll_test drives as well: were this thread to take
+             * over, it would sleep in the kernel with the drive, and the caller's completion
+             * would wait for its wake-up (tens of us). So it takes over only once nobody has
+             * tested for the delay. Not where this host's ranks outnumber its cores: there a
+             * poller that drives takes CPU from the ranks that work (8 ranks on 2 cores over
+             * TCP: 8-byte broadcasts 1.2-1.3x slower), and this thread's sleep gives it back. */
+            uint64_t since = coll__now_ns() - comm->polled_ns;
+            uint64_t delay = (uint64_t)comm->cfg.progress_delay_us * 1000;
+            if (since < delay) {
+                timed_wait_us(comm, (int64_t)((delay - since + 999) / 1000));
+                continue;
+            }
         }
         if (comm->ops_head->seq != graced_seq && comm->cfg.progress_delay_us > 0) {
             /* Most non-blocking ops are waited for soon after they are issued: give the
