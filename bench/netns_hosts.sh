@@ -21,6 +21,12 @@
 #                  cuts larger GSO packets to fit: what crosses faster than RATE is the
 #                  bucket, whatever TCP does; it also costs less CPU than htb (2 hosts
 #                  at 10 Gbit/s, 16 MiB broadcast: 1.02 GB/s against 0.63).
+# NETNS_CC: the hosts' TCP congestion control (default cubic, Linux's own default; "host"
+# keeps this machine's). A namespace inherits the machine's, and where that is bbr (this
+# project's development VMs), bbr's pacing stalled 45-72% of 256 KiB all-reduces between
+# 2 hosts at 10 Gbit/s for 1.3-6.9 ms, where cubic stalled 0-2% (docs/scale.md). A module
+# the kernel does not let namespaces choose (net.ipv4.tcp_allowed_congestion_control) is
+# allowed for the run and the list restored when the hosts go.
 # NETNS_STATS=FILE: each host's TCP retransmissions and loss probes and its qdiscs' drops are
 # appended to FILE before the hosts go.
 # Names carry this run's pid, so runs side by side do not meet. collrun stays in the
@@ -33,6 +39,7 @@ die() { echo "netns_hosts: $*" >&2; exit 2; }
 STATE=${NETNS_STATE:-/tmp/netns_hosts.state}
 QDISC=${NETNS_QDISC:-htb}
 case $QDISC in htb | tbf) ;; *) die "NETNS_QDISC is htb or tbf, not '$QDISC'" ;; esac
+CC=${NETNS_CC:-cubic}
 
 # ---- naming ---------------------------------------------------------------------------
 init_names() {
@@ -80,9 +87,27 @@ shape() { # shape DEV RATE [ip netns exec NS]
         "$@" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" quantum 60000
 }
 
+# allow_cc: let the namespaces choose $CC; the list before goes to $D/allowed_cc when this
+# run changed it, for down to put back
+allow_cc() {
+    local f=/proc/sys/net/ipv4/tcp_allowed_congestion_control was
+    [ "$CC" = host ] && return 0
+    grep -qw -- "$CC" /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null ||
+        modprobe -q "tcp_$CC" 2>/dev/null
+    grep -qw -- "$CC" /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null || {
+        echo "netns_hosts: NETNS_CC '$CC' is not a congestion control this kernel has" \
+            "($(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null))" >&2
+        return 1
+    }
+    was=$(cat "$f") || return 1
+    grep -qw -- "$CC" "$f" && return 0
+    echo "$was" >"$D/allowed_cc" && echo "$was $CC" >"$f"
+}
+
 up() {
     local k=$1 rate=$2 i ns
     mkdir -p "$D" || return 1
+    allow_cc || return 1
     ip link add "$BR" type bridge || return 1
     ip addr add "$(br_addr)/24" dev "$BR" && ip link set "$BR" up || return 1
     for ((i = 0; i < k; i++)); do
@@ -92,6 +117,9 @@ up() {
         ip link set "${PFX}v$i" master "$BR" up || return 1
         ip -n "$ns" addr add "$(ns_addr "$i")/24" dev eth0 || return 1
         ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
+        if [ "$CC" != host ]; then
+            ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$CC" || return 1
+        fi
         shape "${PFX}v$i" "$rate" || return 1            # bridge -> host i
         shape eth0 "$rate" ip netns exec "$ns" || return 1 # host i -> bridge
         # a UTS namespace kept alive by a bind mount on a file, named like its host
@@ -105,7 +133,8 @@ stats() {
     for ((i = 0; i < 64; i++)); do
         ns=$(ns_name "$i")
         [ -e "/run/netns/$ns" ] || break
-        echo "host$i: $(ip netns exec "$ns" nstat -az TcpRetransSegs TcpExtTCPTimeouts \
+        echo "host$i: $(ip netns exec "$ns" sysctl -n net.ipv4.tcp_congestion_control)" \
+            "$(ip netns exec "$ns" nstat -az TcpRetransSegs TcpExtTCPTimeouts \
             TcpExtTCPLossProbes TcpExtDelayedACKs TcpExtTCPSlowStartRetrans 2>/dev/null |
             awk 'NR > 1 { printf "%s %s ", $1, $2 }')"
         echo "host$i: eth0 $(ip netns exec "$ns" tc -s qdisc show dev eth0 | grep -m1 -o "$re")"
@@ -122,6 +151,10 @@ down() {
         ip netns del "$(ns_name "$i")" 2>/dev/null # takes its veth pair along
     done
     ip link del "$BR" 2>/dev/null
+    if [ -s "$D/allowed_cc" ]; then
+        cat "$D/allowed_cc" >/proc/sys/net/ipv4/tcp_allowed_congestion_control
+        rm -f "$D/allowed_cc"
+    fi
     rmdir "$D" 2>/dev/null
     return 0
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_netns.sh - the multi-host test bed (bench/netns_hosts.sh): 2 hosts x 4 ranks and
 # 4 hosts x 2 ranks, each host a network + UTS namespace behind a 1 Gbit/s htb-limited
-# veth. Every collective runs with its results checked (collbench -c 1), and collbench
+# veth, its TCP on cubic whatever this machine's default. Every collective runs with its results checked (collbench -c 1), and collbench
 # --topo must see the hosts as distinct, with each host's ranks together.
 #
 #   tests/test_netns.sh path/to/collrun path/to/collbench
@@ -23,6 +23,7 @@ export NETNS_STATE="$TMP/state"
 tap_cleanup() { "$BED" down; }
 
 export COLL_TIMEOUT_MS=30000 COLL_BOOTSTRAP_TIMEOUT_MS=20000
+allowed0=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
 COLLS="allreduce broadcast reduce allgather reducescatter alltoall gather scatter sendrecv barrier"
 
 for cfg in "2 4" "4 2"; do
@@ -33,6 +34,14 @@ for cfg in "2 4" "4 2"; do
         continue
     fi
     id=$(cat "$NETNS_STATE")
+    # every host runs the bed's congestion control (cubic), not this machine's default
+    cc=$(ip netns exec "cn${id}h$((k - 1))" sysctl -n net.ipv4.tcp_congestion_control 2>&1)
+    if [ "$cc" = cubic ]; then
+        ok "$k hosts: the hosts' TCP congestion control is cubic"
+    else
+        echo "host$((k - 1)): $cc" >"$TMP/out"
+        not_ok "$k hosts: the hosts' TCP congestion control is cubic"
+    fi
     on_hosts() { # collrun over the hosts, the root on the bridge
         COLL_SOCKET_IFNAME="=cn${id}br" timeout -k 5 60 "$COLLRUN" -n "$np" "$BED" _enter "$id" \
             "$per" "$@" >"$TMP/out" 2>&1
@@ -76,6 +85,12 @@ for cfg in "2 4" "4 2"; do
         not_ok "$k hosts x $per ranks: wrong or failed:$bad"
     fi
     "$BED" down
+    if [ "$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)" = "$allowed0" ]; then
+        ok "$k hosts: the machine's allowed congestion controls are as before"
+    else
+        cat /proc/sys/net/ipv4/tcp_allowed_congestion_control >"$TMP/out"
+        not_ok "$k hosts: the machine's allowed congestion controls are as before ($allowed0)"
+    fi
 done
 
 tap_done
