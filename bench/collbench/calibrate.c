@@ -126,6 +126,67 @@ static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
     return 0;
 }
 
+/* call and <link>.xchg (cost.h) as collbench times a call (bench/simval.sh: -w 1 -n 1 -a 4):
+ * each 8-byte call after a warm-up one and the polled start barrier, from the last rank's
+ * start to the last rank's end on the clock the two ranks share; broadcasts from rank 0 and
+ * grouped send/recv exchanges in turn, so that the machine's drift falls on both alike.
+ * call is the broadcast's span beyond one way of the ping-pong (often none: the receiver,
+ * last out of the barrier, finds the root's message on its way), xchg the exchange's beyond
+ * that one way and call: collsim prices a 2-rank broadcast call + alpha, an exchange
+ * call + alpha + xchg. call_cost's and exchange()'s ranks each time their own call from
+ * starts of their own; on cubic hosts they gave call 3-5 us and xchg 2-3 us where
+ * collbench's 8-byte all-reduce on 2 hosts spans 1.3 us beyond that one way. Needs a comm of
+ * two ranks on one clock (b->one_clock); returns false elsewhere, spans_us[0..1] the
+ * medians. Every rank calls it. */
+#define SPAN_ROUNDS 300
+static int span_terms(struct bench *b, double oneway, double *call_p, double *xchg_p,
+                      double *spans_us, bool *ok_p)
+{
+    static double t[2][SPAN_ROUNDS];
+    size_t n[2] = {0, 0};
+    int other = b->rank == 0 ? 1 : 0;
+    coll_status_t st = COLL_SUCCESS;
+
+    *ok_p = false;
+    if (b->nranks != 2 || !b->one_clock)
+        return 0;
+    for (int i = 0; i < SPAN_ROUNDS + 5 && st == COLL_SUCCESS; i++) {
+        for (int k = 0; k < 2 && st == COLL_SUCCESS; k++) {
+            int64_t se[2] = {0, 0};
+            for (int timed = 0; timed < 2 && st == COLL_SUCCESS; timed++) {
+                if (timed) {
+                    st = start_barrier(b);
+                    se[0] = realtime_ns();
+                }
+                if (st == COLL_SUCCESS && k == 0) {
+                    st = coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, 0, b->comm);
+                } else if (st == COLL_SUCCESS) {
+                    st = coll_group_start();
+                    if (st == COLL_SUCCESS)
+                        st = coll_send(b->sendbuf, 8, COLL_UINT8, other, b->comm);
+                    if (st == COLL_SUCCESS)
+                        st = coll_recv(b->recvbuf, 8, COLL_UINT8, other, b->comm);
+                    if (st == COLL_SUCCESS)
+                        st = coll_group_end();
+                }
+            }
+            se[1] = realtime_ns();
+            if (st == COLL_SUCCESS)
+                st = coll_allreduce(se, se, 2, COLL_INT64, COLL_MAX, b->comm);
+            if (st == COLL_SUCCESS && i >= 5)
+                t[k][n[k]++] = (double)(se[1] - se[0]) * 1e-9;
+        }
+    }
+    if (st != COLL_SUCCESS)
+        return lib_error(b, "8-byte calls timed as collbench times them (--calibrate)", st);
+    spans_us[0] = median(t[0], n[0]) * 1e6;
+    spans_us[1] = median(t[1], n[1]) * 1e6;
+    *call_p = fmax(spans_us[0] * 1e-6 - oneway, 0);
+    *xchg_p = fmax(spans_us[1] * 1e-6 - oneway - *call_p, 0);
+    *ok_p = true;
+    return 0;
+}
+
 /* Seconds per exchange of `bytes` between ranks 0 and 1 (0 elsewhere), both sending and
  * receiving at once as a step of recursive doubling or of a ring does, started together as a
  * call's first step is: before each, peer tells rank 0 it is done with the last one, rank 0
@@ -626,6 +687,8 @@ int calibrate(struct bench *b)
     double per_msg[COLL_NUM_LINKS] = {0}, xchg[COLL_NUM_LINKS][2] = {{0}};
     double sbeta[COLL_NUM_LINKS][2] = {{0}}, cpu[COLL_NUM_LINKS] = {0};
     double wakes[COLL_NUM_LINKS] = {0}, calls[COLL_NUM_LINKS] = {0};
+    double span_xchg[COLL_NUM_LINKS] = {0}, spans[COLL_NUM_LINKS][2] = {{0}};
+    bool spanned[COLL_NUM_LINKS] = {false};
     int probe_link = -1;
     int peer_of[COLL_NUM_LINKS];
     struct coll_cost_params p;
@@ -669,6 +732,12 @@ int calibrate(struct bench *b)
                 return rc;
         }
         if (peer_of[l] >= 0) {
+            watchdog_arm(&b->wd, "the 8-byte calls of --calibrate");
+            rc = span_terms(b, oneway[l][0], &calls[l], &span_xchg[l], spans[l], &spanned[l]);
+            if (rc)
+                return rc;
+        }
+        if (peer_of[l] >= 0 && !spanned[l]) {
             watchdog_arm(&b->wd, "a broadcast ping-pong of --calibrate");
             rc = call_cost(b, peer_of[l], oneway[l][0], &calls[l]);
             if (rc)
@@ -766,8 +835,9 @@ int calibrate(struct bench *b)
             /* a burst's messages follow each other per_msg apart: that much of alpha holds
              * the link (and the executor: step), the rest is latency they overlap */
             p.link[link].lat = fmax(p.link[link].alpha - per_msg[l], 0);
-            /* what an exchange costs beyond one way, both medians of 8-byte messages */
-            p.link[link].xchg = fmax(xchg[l][0] - oneway[l][0], 0);
+            /* what an exchange costs beyond one way, both medians of 8-byte messages; timed
+             * as collbench times a call where the ranks share a clock */
+            p.link[link].xchg = spanned[l] ? span_xchg[l] : fmax(xchg[l][0] - oneway[l][0], 0);
             if (l == COLL_LINK_SHM && per_msg[l] > 0) /* 0: lost in the noise, keep it */
                 p.step = fmin(per_msg[l], p.link[link].alpha);
             if (rdv_oneway[l][1] > 0) /* replaced by the probe's where there is one */
@@ -812,7 +882,13 @@ int calibrate(struct bench *b)
                    sbeta[l][1] > 0 ? 1e-9 / sbeta[l][1] : 0.0, sizes[last - 1], sizes[last],
                    (oneway[l][last] - oneway[l][last - 1]) /
                        (double)(sizes[last] - sizes[last - 1]));
-            if (calls[l] > 0)
+            if (spanned[l])
+                printf("# 8-byte calls timed as collbench times one (a warm-up, the polled start "
+                       "barrier, last start to last end): broadcast %.2f us, exchange %.2f us; "
+                       "one way of the ping-pong %.2f us: call %.3g s, %s.xchg %.3g s\n",
+                       spans[l][0], spans[l][1], oneway[l][0] * 1e6, calls[l],
+                       coll__link_name(link), span_xchg[l]);
+            else if (calls[l] > 0)
                 printf("# a ping-pong of 8-byte broadcasts, each pair after an all-reduce: %.2f us "
                        "more a call than send/recv's, call %.3g s\n",
                        calls[l] * 1e6, calls[l]);
@@ -824,9 +900,10 @@ int calibrate(struct bench *b)
                        "GB/s a core)\n",
                        p.link[link].cpu, coll__link_name(link), 1e-9 / p.link[link].cpu);
             printf("# exchange (both ranks send and receive, started together): 8 B %.2f us, "
-                   "4 KiB %.2f us; one way of the ping-pong %.2f us, %.2f us: %s.xchg %.3g s\n",
+                   "4 KiB %.2f us; one way of the ping-pong %.2f us, %.2f us%s%s.xchg %.3g s\n",
                    xchg[l][0] * 1e6, xchg[l][1] * 1e6, oneway[l][0] * 1e6, oneway[l][3] * 1e6,
-                   coll__link_name(link), p.link[link].xchg);
+                   spanned[l] ? " (not kept: the calls above) " : ": ", coll__link_name(link),
+                   fmax(xchg[l][0] - oneway[l][0], 0));
             if (rdv_oneway[l][1] > 0)
                 printf("# ping-pong: %s.rdv %.3g s more per message from %.0f B (one-way "
                        "%.2f us at %.0f B, %.2f us at %.0f B)\n",

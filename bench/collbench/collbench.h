@@ -319,6 +319,10 @@ int for_each_row(struct bench *b, int (*fn)(struct bench *, const struct rowspec
 int run_sweeps(struct bench *b);
 coll_status_t exchange_ranks(struct bench *b);
 coll_status_t one_clock(struct bench *b);
+/* the start barrier before each column's timed calls (a polled 4-byte all-reduce) */
+coll_status_t start_barrier(struct bench *b);
+/* CLOCK_REALTIME in ns: the instants -a 4 compares across ranks */
+int64_t realtime_ns(void);
 void print_header(const struct bench *b);
 
 /* device.c */

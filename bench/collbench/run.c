@@ -443,7 +443,7 @@ static coll_status_t gather_times(struct bench *b, double t)
     return coll_allreduce(b->times, b->times, (size_t)b->nranks, COLL_FLOAT64, COLL_SUM, b->comm);
 }
 
-static int64_t realtime_ns(void)
+int64_t realtime_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -490,7 +490,7 @@ static coll_status_t shared_start(struct bench *b, double barrier_s, double *t0_
  * that left earlier would time that lag into their call. Rank 0 comes to it last (it has just
  * written the row before), so the others used to sleep there: a 2-host reduce to rank 0 of
  * 8 B measured 55-60 us where a broadcast measured 13-18. */
-static coll_status_t start_barrier(struct bench *b)
+coll_status_t start_barrier(struct bench *b)
 {
     int one = 1, done = 0;
     coll_request_t *req = NULL;
