@@ -21,6 +21,8 @@
 #                  cases: docs/scale.md, "A token bucket for a bed")
 #   SIMVAL_PASSES  times the whole set of cases is measured, one after the other (default
 #                  2); per point the pass with the smaller median counts
+#   NETNS_CC       the hosts' TCP congestion control (bench/netns_hosts.sh; default cubic:
+#                  the sweeps before it ran on this machine's bbr, docs/scale.md)
 #
 # Each measured run holds /tmp/coll-netns.lock and /tmp/coll-bench.lock for one collective
 # of one (rate, hosts): about a minute, the largest sizes the longest. The load average at
@@ -75,7 +77,7 @@ for rate in $rates; do
     if has calib && ! { [ -n "${SIMVAL_RESUME:-}" ] && [ -s "$cal" ]; }; then
         # across 2 of the hosts, one rank each: tcp's alpha, beta, lat, burst; gamma, copy,
         # memory
-        echo "simval.sh: $rate: collbench --calibrate (load $(load))" >&2
+        echo "simval.sh: $rate: collbench --calibrate (load $(load), tcp ${NETNS_CC:-cubic})" >&2
         rm -f "$cal"
         COLL_CALIB_FILE=$cal locked $bed run 2 1 -r "$rate" -c "$build/collrun" \
             -- "$build/collbench" --calibrate >"$raw/calib-$rate.log"
