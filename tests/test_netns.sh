@@ -93,4 +93,22 @@ for cfg in "2 4" "4 2"; do
     fi
 done
 
+# collbench --calibrate across 2 hosts of one kernel: call and tcp.xchg from 8-byte calls
+# timed as collbench times one, and what it measured replaces the file's old call, none (0)
+# included
+printf 'call 0.5\n' >"$TMP/calib.txt"
+if COLL_CALIB_FILE="$TMP/calib.txt" timeout -k 5 120 "$BED" run 2 1 -r 1gbit -c "$COLLRUN" -- \
+    "$COLLBENCH" --calibrate >"$TMP/out" 2>&1; then
+    said=$(sed -nE 's/^# 8-byte calls timed as collbench times one .*: call ([0-9.e+-]+) s, tcp\.xchg [0-9.e+-]+ s$/\1/p' "$TMP/out")
+    filed=$(sed -nE 's/^call ([0-9.e+-]+)$/\1/p' "$TMP/calib.txt")
+else
+    said="" filed=""
+fi
+if [ -n "$said" ] && [ -n "$filed" ] && awk -v a="$said" -v b="$filed" 'BEGIN {
+        exit !(b < 0.4 && (a == 0 ? b == 0 : (b / a > 0.999 && b / a < 1.001))) }'; then
+    ok "2 hosts: --calibrate times 8-byte calls as collbench does; its call ($said s) replaces the file's"
+else
+    not_ok "2 hosts: --calibrate times 8-byte calls as collbench does (said '$said', filed '$filed')"
+fi
+
 tap_done
