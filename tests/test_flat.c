@@ -639,6 +639,44 @@ TEST(mixed_with_nonblocking_np4)
     ASSERT_EQ(run_ranks(4, rank_mixed, NULL, -1), 4);
 }
 
+/* A peer that finishes a fast-path call and goes on to one of the general path (a grouped
+ * send/recv) leaves that call's message in this rank's ring while this rank, asleep in the
+ * fast-path call, has yet to read the peer's word again: not a stray. Rank 1 comes to the
+ * all-reduce first and sleeps in it; rank 0 comes 30 ms later. The pause holds rank 1
+ * between its read of rank 0's word (short) and its look at its ring, while rank 0 ends
+ * the all-reduce and sends. */
+static void rank_flat_then_p2p(coll_comm_t *comm, int rank, int n, void *arg)
+{
+    int32_t s = rank + 1, t = 0, out = 100 + rank, in = -1;
+    (void)arg;
+    (void)n;
+
+    /* the general path's ring between the two up, so that the message lands in it */
+    for (int i = 0; i < 2; i++) {
+        RCALL(coll_group_start());
+        RCALL(coll_send(&out, 1, COLL_INT32, 1 - rank, comm));
+        RCALL(coll_recv(&in, 1, COLL_INT32, 1 - rank, comm));
+        RCALL(coll_group_end());
+        RCALL(coll_allreduce(&s, &t, 1, COLL_INT32, COLL_SUM, comm));
+    }
+    if (rank == 1)
+        coll__flat_test_pause_deep(60000);
+    else
+        usleep(30000);
+    RCALL(coll_allreduce(&s, &t, 1, COLL_INT32, COLL_SUM, comm));
+    RCHECK(t == 3);
+    RCALL(coll_group_start());
+    RCALL(coll_send(&out, 1, COLL_INT32, 1 - rank, comm));
+    RCALL(coll_recv(&in, 1, COLL_INT32, 1 - rank, comm));
+    RCALL(coll_group_end());
+    RCHECK(in == 101 - rank);
+}
+
+TEST(general_message_after_a_fast_call_np2)
+{
+    ASSERT_EQ(run_ranks(2, rank_flat_then_p2p, NULL, -1), 2);
+}
+
 /* ---- mismatched calls ------------------------------------------------------------- */
 
 enum { MIS_COUNT, MIS_DTYPE, MIS_COLL, MIS_PATH };

@@ -136,11 +136,11 @@ static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
  * call + alpha + xchg. call_cost's and exchange()'s ranks each time their own call from
  * starts of their own; on cubic hosts they gave call 3-5 us and xchg 2-3 us where
  * collbench's 8-byte all-reduce on 2 hosts spans 1.3 us beyond that one way. Needs a comm of
- * two ranks on two hosts of one clock (b->one_clock: bench/netns_hosts.sh's); *ok_p false
- * elsewhere. Not within one host: there the flat path runs the collectives and a p2p group
- * between them, and under load (the test suite) a rank waiting in a flat call once found
- * its peer's general-path message and failed the comm (docs/status.md). spans_us[0..1]:
- * the medians. Every rank calls it. */
+ * two ranks on two hosts of one clock (b->one_clock: bench/netns_hosts.sh's, which
+ * bench/simval.sh compares with collsim); *ok_p false elsewhere, where the probes stay.
+ * (Timing them within one host first found a race of the flat path: a rank asleep in a
+ * flat call took its peer's next, general-path message for a stray; src/path/flat.c.)
+ * spans_us[0..1]: the medians. Every rank calls it. */
 #define SPAN_ROUNDS 300
 static int span_terms(struct bench *b, double oneway, double *call_p, double *xchg_p,
                       double *spans_us, bool *ok_p)

@@ -184,6 +184,9 @@ static inline uint8_t *slot_of(const struct coll_flat *f, struct flat_rank *r, u
     return r->slot + (size_t)(c & 1) * f->slot_bytes;
 }
 
+/* coll__flat_test_pause_deep: a pause before this rank's next deep look (tests only) */
+static _Atomic unsigned test_pause_us;
+
 static inline bool reached(uint32_t v, uint32_t want)
 {
     return (int32_t)(v - want) >= 0;
@@ -254,8 +257,13 @@ static bool flat_stall(struct coll_flat *f, uint64_t cseq, const struct coll_sig
                        char *why, size_t n);
 
 /* Is there a reason to stop waiting for peer? deep adds the costly looks (syscalls): has it
- * exited, did it send general-path messages instead. */
-static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what, bool deep)
+ * exited, did it send general-path messages instead. w, want: the word the caller waits for
+ * (NULL: none). A peer that set it and went on to a call of the general path leaves that
+ * call's message in this rank's ring; the caller read the word before the ring, so the
+ * word is read again after it before the message counts as a stray (the peer wrote the
+ * word first: seeing its message, this rank sees the word). */
+static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what, bool deep,
+                                _Atomic uint32_t *w, uint32_t want)
 {
     struct coll_comm *comm = f->comm;
     struct flat_rank *pr = rank_at(f, peer);
@@ -311,6 +319,8 @@ static coll_status_t flat_check(struct coll_flat *f, int peer, const char *what,
                          "waits for it to %s",
                          peer, (int)comm->peers[peer].pid, what);
     case COLL_SHM_PEER_STRAY:
+        if (w && reached(atomic_load_explicit(w, memory_order_acquire), want))
+            return COLL_SUCCESS;
         return flat_fail(f, COLL_REMOTE_ERROR,
                          "rank %d sent a message of the general path while this rank runs "
                          "call #%u on the shared-memory fast path: do all ranks call the same "
@@ -396,7 +406,7 @@ static coll_status_t flat_wait(struct coll_flat *f, int peer, _Atomic uint32_t *
                 f->spin_ns = COLL_MAX(spin_ns / 2, (uint64_t)comm->cfg.spin_us * 1000u);
                 break;
             }
-            st = flat_check(f, peer, what, false);
+            st = flat_check(f, peer, what, false, NULL, 0);
             if (st != COLL_SUCCESS)
                 return st;
         }
@@ -418,7 +428,11 @@ static coll_status_t flat_wait(struct coll_flat *f, int peer, _Atomic uint32_t *
         atomic_fetch_sub(&pr->sleepers, 1);
         if (reached(atomic_load_explicit(w, memory_order_acquire), want))
             return COLL_SUCCESS;
-        st = flat_check(f, peer, what, true);
+        if (atomic_load_explicit(&test_pause_us, memory_order_relaxed)) {
+            /* tests: the peer sets the word and moves on meanwhile */
+            usleep(atomic_exchange(&test_pause_us, 0));
+        }
+        st = flat_check(f, peer, what, true, w, want);
         if (st != COLL_SUCCESS)
             return st;
         if (comm->cfg.timeout_ms > 0 &&
@@ -890,7 +904,7 @@ static coll_status_t flat_call(struct coll_flat *f, enum coll_coll coll, const v
     /* once any rank failed, no call of any rank starts (a peer's published input could
      * otherwise still complete one here) */
     if (atomic_load_explicit(&f->hdr->abort, memory_order_relaxed))
-        return flat_check(f, f->rank, "start", false);
+        return flat_check(f, f->rank, "start", false, NULL, 0);
     if (f->unchecked) {
         st = flat_settle(me, f);
         if (st != COLL_SUCCESS)
@@ -1218,7 +1232,7 @@ static coll_status_t flat_compare_logs(struct coll_flat *f)
 
         /* a peer not there yet gets until the comm's timeout, as any wait does */
         while (p != f->rank && atomic_load_explicit(&l->cseq1, memory_order_acquire) < next) {
-            st = flat_check(f, p, "start its last call", true);
+            st = flat_check(f, p, "start its last call", true, NULL, 0);
             if (st != COLL_SUCCESS)
                 return st;
             if (comm->cfg.timeout_ms > 0 && coll__now_ns() > deadline)
@@ -1261,7 +1275,7 @@ coll_status_t coll__flat_comm_end(struct coll_comm *comm)
         if (p != f->rank)
             st = flat_wait(f, p, &rank_at(f, p)->done, f->call, "finish the last call");
     if (st == COLL_SUCCESS && atomic_load(&f->hdr->abort))
-        st = flat_check(f, f->rank, "finish", false);
+        st = flat_check(f, f->rank, "finish", false, NULL, 0);
     if (st == COLL_SUCCESS)
         st = flat_compare_logs(f);
     return st;
@@ -1303,6 +1317,11 @@ const struct coll_path coll__path_flat = {
 uint64_t coll__flat_calls(const struct coll_comm *comm)
 {
     return comm && comm->flat ? comm->flat->ncalls : 0;
+}
+
+void coll__flat_test_pause_deep(unsigned us)
+{
+    atomic_store(&test_pause_us, us);
 }
 
 void coll__flat_test_corrupt(struct coll_comm *comm, int how)
