@@ -64,7 +64,7 @@ EOF
     done
 done
 python3 - "$tsv" "$out/netns-cc.png" "$rate" "$hosts" <<'EOF' | tee "$out/netns-cc.txt"
-import csv, shutil, statistics, subprocess, sys
+import csv, os, shutil, statistics, subprocess, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 ccs = list(dict.fromkeys(r["cc"] for r in rows))
 colls = list(dict.fromkeys(r["coll"] for r in rows))
@@ -113,6 +113,5 @@ if shutil.which("gnuplot"):
     try:
         subprocess.run(["gnuplot"], input="\n".join(script).encode(), check=True)
     finally:
-        import os
         os.unlink(dat)
 EOF

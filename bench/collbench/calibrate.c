@@ -126,6 +126,20 @@ static int call_cost(struct bench *b, int peer, double oneway, double *call_p)
     return 0;
 }
 
+/* One grouped send/recv of bytes with other, both ways at once: a step of recursive doubling
+ * or of a ring. */
+static coll_status_t swap(struct bench *b, int other, size_t bytes)
+{
+    coll_status_t st = coll_group_start();
+    if (st == COLL_SUCCESS)
+        st = coll_send(b->sendbuf, bytes, COLL_UINT8, other, b->comm);
+    if (st == COLL_SUCCESS)
+        st = coll_recv(b->recvbuf, bytes, COLL_UINT8, other, b->comm);
+    if (st == COLL_SUCCESS)
+        st = coll_group_end();
+    return st;
+}
+
 /* call and <link>.xchg (cost.h) as collbench times a call (bench/simval.sh: -w 1 -n 1 -a 4):
  * each 8-byte call after a warm-up one and the polled start barrier, from the last rank's
  * start to the last rank's end on the clock the two ranks share; broadcasts from rank 0 and
@@ -161,17 +175,9 @@ static int span_terms(struct bench *b, double oneway, double *call_p, double *xc
                     st = start_barrier(b);
                     se[0] = realtime_ns();
                 }
-                if (st == COLL_SUCCESS && k == 0) {
-                    st = coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, 0, b->comm);
-                } else if (st == COLL_SUCCESS) {
-                    st = coll_group_start();
-                    if (st == COLL_SUCCESS)
-                        st = coll_send(b->sendbuf, 8, COLL_UINT8, other, b->comm);
-                    if (st == COLL_SUCCESS)
-                        st = coll_recv(b->recvbuf, 8, COLL_UINT8, other, b->comm);
-                    if (st == COLL_SUCCESS)
-                        st = coll_group_end();
-                }
+                if (st == COLL_SUCCESS)
+                    st = k ? swap(b, other, 8)
+                           : coll_broadcast(b->sendbuf, b->sendbuf, 8, COLL_UINT8, 0, b->comm);
             }
             se[1] = realtime_ns();
             if (st == COLL_SUCCESS)
@@ -223,13 +229,7 @@ static int exchange(struct bench *b, size_t bytes, int peer, double *t_p)
         }
         t0 = now_s();
         if (st == COLL_SUCCESS)
-            st = coll_group_start();
-        if (st == COLL_SUCCESS)
-            st = coll_send(b->sendbuf, bytes, COLL_UINT8, other, b->comm);
-        if (st == COLL_SUCCESS)
-            st = coll_recv(b->recvbuf, bytes, COLL_UINT8, other, b->comm);
-        if (st == COLL_SUCCESS)
-            st = coll_group_end();
+            st = swap(b, other, bytes);
         if (i >= 5)
             t[n++] = now_s() - t0;
         if (st == COLL_SUCCESS && b->rank != 0 && i + 1 < reps + 5)
